@@ -1,0 +1,258 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+)
+
+// maxDepth bounds JSON nesting. Tool arguments are shallow; deeper documents
+// are rejected before any parser spends effort on them.
+const maxDepth = 64
+
+// decodeJSON reads the request body into dst strictly: the content type must
+// be application/json (UTF-8), the body at most h.maxBody bytes of valid
+// UTF-8 holding exactly one JSON object, without duplicate keys at any depth,
+// unknown top-level fields or wrongly typed fields. Every failure is
+// EInvalidRequest with a message that tells the agent what to fix.
+//
+// The limit is enforced here and not only by middleware, so the handler is
+// safe whatever server it is mounted in.
+func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
+	req := c.Request()
+	if err := checkContentType(req.Header.Get(echo.HeaderContentType)); err != nil {
+		return err
+	}
+	if req.ContentLength > h.maxBody {
+		return h.tooLarge()
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, h.maxBody+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return h.tooLarge()
+		}
+		return models.Wrap(models.EInvalidRequest, err, "could not read the request body")
+	}
+	if int64(len(body)) > h.maxBody {
+		return h.tooLarge()
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return models.Errorf(models.EInvalidRequest, "request body is empty; expected a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return models.Errorf(models.EInvalidRequest, "request body is not valid UTF-8")
+	}
+	if err := checkStructure(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err)
+	}
+	return nil
+}
+
+func (h *Handlers) tooLarge() error {
+	return models.Errorf(models.EInvalidRequest, "request body exceeds the limit of %d bytes", h.maxBody)
+}
+
+// checkContentType accepts application/json with no charset or charset=utf-8.
+func checkContentType(v string) error {
+	if v == "" {
+		return models.Errorf(models.EInvalidRequest, "missing Content-Type; send \"Content-Type: application/json\"")
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return models.Errorf(models.EInvalidRequest, "Content-Type must be application/json")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return models.Errorf(models.EInvalidRequest, "Content-Type charset must be utf-8")
+	}
+	return nil
+}
+
+// frame is one open container while walking a document.
+type frame struct {
+	pointer   string          // JSON pointer of the container
+	object    bool            // object (true) or array
+	keys      map[string]bool // keys seen so far (objects)
+	expectKey bool            // the next string token is a key (objects)
+	key       string          // the member being read (objects)
+	index     int             // next element index (arrays)
+}
+
+// checkStructure walks body token by token, without building values: it
+// reports syntax errors with their offset, a top level that is not an
+// object, trailing data, nesting beyond maxDepth and duplicate keys at any
+// depth. Duplicate keys are ambiguous (parsers disagree on which one wins),
+// and an ambiguous write is never guessed.
+func checkStructure(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			if len(stack) > 0 {
+				return models.Errorf(models.EInvalidRequest, "malformed JSON: unexpected end of input")
+			}
+			return models.Errorf(models.EInvalidRequest, "request body is empty; expected a JSON object")
+		}
+		if err != nil {
+			return syntaxError(err, dec.InputOffset())
+		}
+		if len(stack) == 0 {
+			if d, ok := tok.(json.Delim); !ok || d != '{' {
+				return models.Errorf(models.EInvalidRequest, "request body must be a JSON object")
+			}
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		// A string in key position names the member that follows.
+		if top != nil && top.object && top.expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return checkTrailing(dec)
+				}
+				stack[len(stack)-1].valueDone()
+				continue
+			}
+			key, _ := tok.(string)
+			if top.keys[key] {
+				return models.Errorf(models.EInvalidRequest, "duplicate key %q in %s", key, describe(top.pointer))
+			}
+			top.keys[key] = true
+			top.key = key
+			top.expectKey = false
+			continue
+		}
+		// tok is a value, the start of one, or the end of an array.
+		var pointer string
+		if top != nil {
+			pointer = top.childPointer()
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxDepth {
+				return models.Errorf(models.EInvalidRequest, "JSON nested deeper than %d levels", maxDepth)
+			}
+			obj := tok == json.Delim('{')
+			f := &frame{pointer: pointer, object: obj, expectKey: obj}
+			if obj {
+				f.keys = map[string]bool{}
+			}
+			stack = append(stack, f)
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return checkTrailing(dec)
+			}
+			stack[len(stack)-1].valueDone()
+		default:
+			top.valueDone()
+		}
+	}
+}
+
+// valueDone records that one member or element of f is complete.
+func (f *frame) valueDone() {
+	if f.object {
+		f.expectKey = true
+	} else {
+		f.index++
+	}
+}
+
+// childPointer is the pointer of the value about to start in f.
+func (f *frame) childPointer() string {
+	if f.object {
+		return f.pointer + "/" + escapePointer(f.key)
+	}
+	return f.pointer + "/" + strconv.Itoa(f.index)
+}
+
+func checkTrailing(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		return models.Errorf(models.EInvalidRequest, "unexpected data after the JSON object at byte %d", dec.InputOffset())
+	}
+	return nil
+}
+
+func syntaxError(err error, offset int64) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return models.Errorf(models.EInvalidRequest, "malformed JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return models.Errorf(models.EInvalidRequest, "malformed JSON: unexpected end of input")
+	}
+	return models.Wrap(models.EInvalidRequest, err, fmt.Sprintf("malformed JSON near byte %d", offset))
+}
+
+// decodeError turns what the struct decoder reports (the document is already
+// known to be well-formed) into a message naming the field.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return models.Errorf(models.EInvalidRequest, "request body must be a JSON object")
+		}
+		return models.Errorf(models.EInvalidRequest, "field %q must be %s, not %s", te.Field, jsonType(te.Type), te.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return models.Errorf(models.EInvalidRequest, "unknown field %s", name)
+	}
+	return models.Wrap(models.EInvalidRequest, err, "request body does not match the expected shape")
+}
+
+// jsonType names the JSON type that decodes into t.
+func jsonType(t reflect.Type) string {
+	if t == reflect.TypeFor[json.RawMessage]() {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+// describe names a container for messages: the top level or its pointer.
+func describe(pointer string) string {
+	if pointer == "" {
+		return "the request body"
+	}
+	return strconv.Quote(pointer)
+}
+
+// escapePointer escapes a key as one reference token (RFC 6901).
+func escapePointer(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+)
+
+// GetProposal handles GET /api/v1/proposals/{id}.
+//
+// The response carries a weak ETag of the proposal's revision; a request whose
+// If-None-Match names it gets 304. With ?wait=N (0..60 seconds) a request
+// that already has the current revision — through If-None-Match or
+// ?since=<revision> — is held until the proposal changes: 200 with the new
+// body as soon as it does, 304 when the wait elapses without a change.
+func (h *Handlers) GetProposal(c echo.Context) error {
+	agent, err := agentFrom(c)
+	if err != nil {
+		return err
+	}
+	wait, err := waitParam(c.QueryParam("wait"))
+	if err != nil {
+		return err
+	}
+	since, hasSince, err := sinceParam(c.QueryParam("since"))
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	p, err := h.p.Get(ctx, agent.TenantID, id)
+	if err != nil {
+		return err
+	}
+	inm := c.Request().Header.Get("If-None-Match")
+	unchanged := func(p *models.Proposal) bool {
+		if hasSince {
+			return p.Revision == since
+		}
+		return inm != "" && etagMatches(inm, etag(p))
+	}
+	if unchanged(p) && wait > 0 {
+		// When since names an older revision the proposal has already
+		// changed and unchanged is false: no wait.
+		p, err = h.p.Wait(ctx, agent.TenantID, id, p.Revision, wait)
+		if err != nil {
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return nil // the agent went away; nobody to answer
+			}
+			return err
+		}
+	}
+	c.Response().Header().Set("ETag", etag(p))
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+	if unchanged(p) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	return c.JSON(http.StatusOK, newProposalJSON(p, agent, h.clock.Now()))
+}
+
+// waitParam parses ?wait=N: whole seconds 0..60, capped at protocol.MaxWait.
+func waitParam(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	max := int(protocol.MaxWait / time.Second)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > max {
+		return 0, models.Errorf(models.EInvalidRequest, "wait must be a whole number of seconds from 0 to %d", max)
+	}
+	return min(time.Duration(n)*time.Second, protocol.MaxWait), nil
+}
+
+// sinceParam parses ?since=<revision>.
+func sinceParam(v string) (int64, bool, error) {
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, models.Errorf(models.EInvalidRequest, "since must be a revision number (a non-negative integer)")
+	}
+	return n, true, nil
+}
+
+// etagMatches applies If-None-Match's weak comparison (RFC 9110 13.1.2):
+// any listed tag, or "*", that equals the current one ignoring W/.
+func etagMatches(header, current string) bool {
+	current = strings.TrimPrefix(current, "W/")
+	for tag := range strings.SplitSeq(header, ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "*" || strings.TrimPrefix(tag, "W/") == current {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,5 @@
+// Package handlers groups countersign's HTTP handlers by audience: the agent
+// JSON API lives in handlers/api; the reviewer console will live in its own
+// subpackage. Each handler package declares the small interface it consumes
+// and holds no application logic: decoding, calling the domain and encoding.
+package handlers

@@ -1,0 +1,216 @@
+// Package app assembles countersign from its configuration: the store, the
+// tool registry and its adapters, the token service, the protocol service
+// and the HTTP server. cmd/countersign and the end-to-end tests both build
+// the application through it, so what is tested is what runs.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/httpadapter"
+	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/web"
+)
+
+// Config is everything the application needs, read once by the caller.
+type Config struct {
+	// DB is "sqlite://PATH" or "postgres://…".
+	DB string
+	// ToolsFile is the tool registry (YAML); empty means the built-in demo
+	// registry.
+	ToolsFile string
+	// Addr is the listen address, e.g. "127.0.0.1:8080".
+	Addr string
+	// BaseURL is the public origin, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	// Issuer and Audience go into every token (iss, aud); they default to
+	// "countersign" and "countersign:execute".
+	Issuer, Audience string
+	// Getenv reads adapter secrets (registry secret_env); os.Getenv in
+	// production.
+	Getenv func(string) string
+	// Clock is the server clock; models.SystemClock when nil.
+	Clock models.Clock
+	// Logger receives logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// ExecutionLease bounds one execution attempt (see protocol.Config).
+	ExecutionLease time.Duration
+	// PollInterval is how often long-polls look for other instances'
+	// changes (see protocol.Config).
+	PollInterval time.Duration
+}
+
+// App is the assembled application.
+type App struct {
+	Store    *store.Store
+	Registry *registry.Registry
+	Tokens   *token.Service
+	Protocol *protocol.Service
+	Server   *echo.Echo
+	cfg      Config
+}
+
+// Open connects to the database, applies migrations, loads the registry,
+// builds every adapter and the HTTP server. The caller owns Close.
+func Open(ctx context.Context, cfg Config) (*App, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = models.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = "countersign"
+	}
+	if cfg.Audience == "" {
+		cfg.Audience = "countersign:execute"
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = func(string) string { return "" }
+	}
+	reg := registry.Demo()
+	if cfg.ToolsFile != "" {
+		var err error
+		if reg, err = registry.LoadFile(cfg.ToolsFile); err != nil {
+			return nil, fmt.Errorf("tools %s: %w", cfg.ToolsFile, err)
+		}
+	}
+	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Store: st, Registry: reg, cfg: cfg}
+	if err := a.init(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) init(ctx context.Context) error {
+	if _, err := a.Store.Migrate(ctx); err != nil {
+		return err
+	}
+	adapters, err := buildAdapters(a.Registry, a.Store, a.cfg.Getenv)
+	if err != nil {
+		return err
+	}
+	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
+	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
+		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
+		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval})
+	if err != nil {
+		return err
+	}
+	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger},
+		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock})
+	return nil
+}
+
+// buildAdapters gives every tool its adapter: the built-in demo ledger, or
+// an HTTP adapter with its HMAC secret read from the named variable.
+func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) string) (map[string]models.Adapter, error) {
+	out := map[string]models.Adapter{}
+	ledger := st.DemoLedger()
+	for _, t := range reg.Tools() {
+		switch t.Adapter.Kind {
+		case registry.AdapterDemoLedger:
+			out[t.Name] = ledger
+		case registry.AdapterHTTP:
+			sec := getenv(t.Adapter.SecretEnv)
+			if sec == "" {
+				return nil, fmt.Errorf("tool %s: environment variable %s (the adapter's HMAC secret) is empty", t.Name, t.Adapter.SecretEnv)
+			}
+			ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec), Timeout: t.Adapter.Timeout})
+			if err != nil {
+				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+			}
+			out[t.Name] = ad
+		default:
+			return nil, fmt.Errorf("tool %s: unknown adapter kind %q", t.Name, t.Adapter.Kind)
+		}
+	}
+	return out, nil
+}
+
+// Close releases the database.
+func (a *App) Close() error { return a.Store.Close() }
+
+// DemoCredentials are the demo sign-ins, fresh at every demo start.
+type DemoCredentials struct {
+	Tenant           string
+	Reviewer         string
+	ReviewerPassword string
+	Admin            string
+	AdminPassword    string
+	Agent            string
+	AgentKey         string
+}
+
+// SeedDemo creates (or refreshes) the demo tenant, its business data and
+// fresh credentials for the reviewer alice, the admin and the demo agent.
+func (a *App) SeedDemo(ctx context.Context) (DemoCredentials, error) {
+	c := DemoCredentials{Tenant: store.DemoTenant, Reviewer: "alice", Admin: "admin", Agent: "demo-agent"}
+	var err error
+	if c.ReviewerPassword, err = secret.RandomToken(12); err != nil {
+		return c, err
+	}
+	if c.AdminPassword, err = secret.RandomToken(12); err != nil {
+		return c, err
+	}
+	rh, err := secret.HashPassword(c.ReviewerPassword)
+	if err != nil {
+		return c, err
+	}
+	ah, err := secret.HashPassword(c.AdminPassword)
+	if err != nil {
+		return c, err
+	}
+	key, kh, err := secret.NewAPIKey()
+	if err != nil {
+		return c, err
+	}
+	c.AgentKey = key
+	_, err = a.Store.SeedDemo(ctx, store.DemoSeed{ReviewerName: c.Reviewer, ReviewerPasswordHash: rh,
+		AdminName: c.Admin, AdminPasswordHash: ah, AgentName: c.Agent, AgentKeyHash: kh})
+	if err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Serve serves HTTP on ln and runs the sweeper and reconciler every
+// background interval until ctx ends, then shuts the server down gracefully.
+func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Duration) error {
+	bg, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go a.Protocol.RunBackground(bg, background)
+	hs := a.Server.Server
+	hs.Handler = a.Server
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

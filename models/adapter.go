@@ -1,0 +1,69 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// ValidateRequest asks the business system whether a write is allowed now.
+type ValidateRequest struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Tenant    string          `json:"tenant"`
+	Principal string          `json:"principal"`
+}
+
+// ValidateResult is the business system's view of the target resource.
+// StateVersion changes whenever the resource changes.
+type ValidateResult struct {
+	OK            bool     `json:"ok"`
+	StateVersion  string   `json:"state_version"`
+	ResourceLabel string   `json:"resource_label"`
+	Problems      []string `json:"problems"`
+}
+
+// ExecuteRequest performs a write once; RequestKey is the idempotency key.
+type ExecuteRequest struct {
+	Tool                 string          `json:"tool"`
+	Arguments            json.RawMessage `json:"arguments"`
+	Tenant               string          `json:"tenant"`
+	RequestKey           string          `json:"-"`
+	ExpectedStateVersion string          `json:"expected_state_version"`
+}
+
+// ExecuteResult is the business system's answer for one request key. Status
+// is succeeded, failed_terminal or failed_retryable.
+type ExecuteResult struct {
+	Status      Status          `json:"status"`
+	ProviderRef string          `json:"provider_ref"`
+	Result      json.RawMessage `json:"result,omitempty"`
+}
+
+// Adapter errors that carry meaning for the execution state machine.
+var (
+	// ErrOutcomeUnknown: the write may or may not have happened (timeout,
+	// connection lost after sending). Never retried with a new key.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrStateConflict: the expected state version no longer matches; nothing
+	// was written.
+	ErrStateConflict = errors.New("state version conflict")
+	// ErrNeverArrived: the business system has no execution for that key.
+	ErrNeverArrived = errors.New("no execution for request key")
+)
+
+// Adapter is where business validation and execution happen (SPEC section 7).
+// Implementations must be idempotent on the request key: a second Execute
+// with the same key returns the first outcome and writes nothing.
+type Adapter interface {
+	// Validate checks authorization and business state. An unreachable
+	// business system is EUnavailable.
+	Validate(ctx context.Context, req ValidateRequest) (ValidateResult, error)
+	// Execute performs the write. It returns ErrStateConflict when the state
+	// version moved, ErrOutcomeUnknown when it cannot tell whether the write
+	// happened.
+	Execute(ctx context.Context, req ExecuteRequest) (ExecuteResult, error)
+	// Status reports the outcome of an earlier Execute by request key, or
+	// ErrNeverArrived; any other error means it could not be asked.
+	Status(ctx context.Context, tenant, requestKey string) (ExecuteResult, error)
+}

@@ -1,0 +1,53 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/countersign/countersign/models"
+)
+
+// ProposeInput is an agent's proposal request, as received.
+type ProposeInput struct {
+	Tool       string
+	Arguments  json.RawMessage
+	RequestKey string // optional; derived when empty
+	Context    string // free text for reviewers
+}
+
+// ListQuery selects proposals of one tenant, newest first, keyset-paginated.
+type ListQuery struct {
+	AgentID  string          // when set, only this agent's proposals
+	Statuses []models.Status // when set, only these states
+	Tool     string
+	Tier     string
+	Cursor   string // opaque; from the previous page's next cursor
+	Limit    int    // 1..100; default 50
+}
+
+// Page is one page of proposals; Next is empty on the last page.
+type Page struct {
+	Items []*models.Proposal
+	Next  string
+}
+
+// ConfirmInput is a reviewer's structured approval of one proposal, bound to
+// the digest the reviewer saw.
+type ConfirmInput struct {
+	Reviewer   models.User
+	ProposalID string
+	DigestSeen string
+	AMR        []string        // how the reviewer authenticated, e.g. ["pwd"] or ["pwd","webauthn"]
+	Evidence   json.RawMessage // the verified step-up assertion, when the tier needs one
+}
+
+// DeclineInput is a reviewer's refusal; Reason is required.
+type DeclineInput struct {
+	Reviewer   models.User
+	ProposalID string
+	DigestSeen string
+	Reason     string
+}
+
+// MaxWait bounds long-polling.
+const MaxWait = 60 * time.Second

@@ -1,0 +1,158 @@
+package protocol
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/models"
+)
+
+// MaxReason bounds a decline reason.
+const MaxReason = 1000
+
+// Confirm records a reviewer's approval of exactly the proposal and digest
+// the reviewer saw and, when the tier's requirement is met (one click, a
+// security-key assertion, or N distinct approvers), issues the confirmation
+// token. Before recording it re-checks, on the server: the proposal awaits
+// confirmation and has not expired, the reviewer belongs to the tenant and
+// is enabled, the digest is the stored one, the requester is not approving
+// its own proposal, the tier's authentication is present, and the business
+// state is unchanged since the preview.
+//
+// Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
+// EArgsMismatch, ESelfApproval, EStepUpRequired, EStateChanged,
+// EAlreadyDecided, EUnavailable.
+func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
+	p, err := s.decidable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Tier.AllowSelfApproval {
+		agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
+		if err != nil {
+			return nil, err
+		}
+		if agent.OwnerUserID != "" && agent.OwnerUserID == in.Reviewer.ID {
+			return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", agent.Name)
+		}
+	}
+	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, "webauthn") || len(in.Evidence) == 0) {
+		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
+	}
+	vr, err := s.adapters[p.Tool].Validate(ctx, models.ValidateRequest{
+		Tool: p.Tool, Arguments: p.Arguments, Tenant: p.TenantID, Principal: p.AgentID})
+	if err != nil {
+		return nil, adapterErr(err)
+	}
+	if !vr.OK || vr.StateVersion != p.StateVersion {
+		e := models.Errorf(models.EStateChanged, "the target changed since this preview was made; the agent must propose again")
+		for _, msg := range vr.Problems {
+			e.Fields = append(e.Fields, models.FieldProblem{Message: msg})
+		}
+		return nil, e
+	}
+	amr := slices.Clone(in.AMR)
+	if len(amr) == 0 {
+		amr = []string{"pwd"}
+	}
+	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
+		Kind: models.DecisionApprove, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
+	now := s.clock.Now()
+	out, err := s.store.RecordDecision(ctx, d, p.TenantID, now, func(p *models.Proposal) (models.Token, error) {
+		return s.issue(ctx, p, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.changes.notify(p.ID)
+	return out, nil
+}
+
+// Decline records a reviewer's refusal with a reason; the proposal is
+// declined at once. Errors as Confirm, plus EInvalidRequest without a reason.
+func (s *Service) Decline(ctx context.Context, in DeclineInput) (*models.Proposal, error) {
+	reason := strings.TrimSpace(in.Reason)
+	if reason == "" || len(reason) > MaxReason {
+		return nil, &models.Error{Code: models.EInvalidRequest, Message: "say why you decline (1–1000 characters)",
+			Fields: []models.FieldProblem{{Pointer: "/reason", Message: "a reason is required"}}}
+	}
+	p, err := s.decidable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
+	if err != nil {
+		return nil, err
+	}
+	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
+		Kind: models.DecisionDecline, Reason: reason, DigestSeen: in.DigestSeen, AMR: []string{"pwd"}}
+	out, err := s.store.RecordDecision(ctx, d, p.TenantID, s.clock.Now(), nil)
+	if err != nil {
+		return nil, err
+	}
+	s.changes.notify(p.ID)
+	return out, nil
+}
+
+// decidable loads a proposal for a reviewer's decision and checks what can
+// be checked before the deciding transaction (which checks status and
+// expiry again, atomically).
+func (s *Service) decidable(ctx context.Context, reviewer models.User, id, digestSeen string) (*models.Proposal, error) {
+	if reviewer.Disabled || !reviewer.Role.Valid() {
+		return nil, models.Errorf(models.EForbidden, "your account may not decide proposals")
+	}
+	p, err := s.Get(ctx, reviewer.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Status == models.StatusExpired:
+		return nil, models.Errorf(models.EProposalExpired, "the proposal expired at %s", p.ExpiresAt.Format(time.RFC3339))
+	case p.Status != models.StatusAwaitingConfirmation:
+		return nil, models.Errorf(models.EInvalidState, "the proposal is %s, not awaiting confirmation", p.Status)
+	case digestSeen != p.ArgsDigest:
+		return nil, models.Errorf(models.EArgsMismatch, "the arguments you saw are not the ones stored; reload the proposal")
+	}
+	return p, nil
+}
+
+// issue builds and signs the token of a proposal whose quorum is complete.
+// It runs inside the deciding transaction and must not use the database:
+// keys are cached since New.
+func (s *Service) issue(ctx context.Context, p *models.Proposal, now time.Time) (models.Token, error) {
+	iat := now.Truncate(time.Second)
+	exp := iat.Add(p.Tier.TTL)
+	var approvers, amr []string
+	for _, d := range p.Approvals() {
+		approvers = append(approvers, d.UserID)
+		for _, m := range d.AMR {
+			if !slices.Contains(amr, m) {
+				amr = append(amr, m)
+			}
+		}
+	}
+	slices.Sort(amr)
+	c := models.Claims{
+		Issuer: s.tokens.Issuer(), Audience: s.tokens.Audience(), Subject: p.AgentID, Tenant: p.TenantID,
+		ID: models.NewID("tok"), Operation: p.Tool, Resource: p.Resource, ResourceSetDigest: p.ResourceSetDigest,
+		ArgsDigest: p.ArgsDigest, Policy: p.PolicyVersion, RequestKey: p.RequestKey, ProposalID: p.ID,
+		Approvers: approvers, AMR: amr, IssuedAt: iat.Unix(), Expiry: exp.Unix(),
+	}
+	compact, kid, err := s.tokens.Sign(ctx, c)
+	if err != nil {
+		return models.Token{}, err
+	}
+	return models.Token{JTI: c.ID, TenantID: p.TenantID, ProposalID: p.ID, AgentID: p.AgentID, KeyID: kid,
+		Status: models.TokenIssued, Compact: compact, IssuedAt: iat, ExpiresAt: exp}, nil
+}
+
+// Revoke withdraws a confirmed, unused token (administrators only).
+// Errors: EForbidden, ENotFound, EInvalidState.
+func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error) {
+	if admin.Role != models.RoleAdmin || admin.Disabled {
+		return nil, models.Errorf(models.EForbidden, "only an administrator may revoke a confirmation")
+	}
+	if err := s.store.RevokeToken(ctx, admin.TenantID, proposalID, s.clock.Now()); err != nil {
+		return nil, err
+	}
+	s.changes.notify(proposalID)
+	return s.store.GetProposal(ctx, admin.TenantID, proposalID)
+}

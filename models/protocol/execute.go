@@ -1,0 +1,311 @@
+package protocol
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
+)
+
+// Execute redeems a confirmation token and performs its write exactly once.
+// It is accepted only if all hold: the signature is ours, aud is this
+// service, the caller is sub, the tenant matches, op, policy, resource,
+// request key and args_digest match the stored proposal, now < exp, and the
+// token is consumed atomically right now (one conditional UPDATE). Then the
+// adapter executes with the request key as idempotency key and the expected
+// state version, and the outcome is recorded.
+//
+// A token that was consumed before answers EAlreadyConsumed with the
+// original execution (Details: execution_id, execution_status, receipt) and
+// never reaches the business system again — except to retry a
+// failed_retryable execution with the same request key, or to ask the
+// business system about an unknown one.
+//
+// Errors: EInvalidSignature, EAudienceMismatch, ETenantMismatch,
+// ESubjectMismatch, ENotFound, EOperationMismatch, EArgsMismatch,
+// EUnknownToken, ETokenExpired, ERevoked, EAlreadyConsumed, EStateChanged,
+// EIdempotencyKeyReuse, EUnavailable.
+func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
+	c, err := s.tokens.Verify(ctx, compact)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Issuer != s.tokens.Issuer():
+		return nil, models.Errorf(models.EInvalidSignature, "the token was not issued by this service")
+	case c.Audience != s.tokens.Audience():
+		return nil, models.Errorf(models.EAudienceMismatch, "the token is for another service")
+	case c.Tenant != agent.TenantID:
+		return nil, models.Errorf(models.ETenantMismatch, "the token belongs to another tenant")
+	case c.Subject != agent.ID:
+		return nil, models.Errorf(models.ESubjectMismatch, "the token was issued to another agent")
+	}
+	p, err := s.store.GetProposal(ctx, agent.TenantID, proposalID)
+	if err != nil {
+		return nil, err
+	}
+	if err := bindsTo(c, p); err != nil {
+		return nil, err
+	}
+	tok, err := s.store.TokenByJTI(ctx, agent.TenantID, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if tok.ProposalID != p.ID || tok.AgentID != agent.ID {
+		return nil, models.Errorf(models.EArgsMismatch, "the token confirms another proposal")
+	}
+	if subtle.ConstantTimeCompare([]byte(tok.Compact), []byte(compact)) != 1 {
+		// Validly signed but not what was issued under this jti (e.g. a
+		// signing key leaked and claims were re-signed): refuse.
+		return nil, models.Errorf(models.EInvalidSignature, "this is not the token that was issued")
+	}
+	now := s.clock.Now()
+	switch tok.Status {
+	case models.TokenConsumed:
+		return s.alreadyConsumed(ctx, p, tok)
+	case models.TokenRevoked:
+		return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
+	case models.TokenExpired:
+		return nil, expiredErr(tok)
+	}
+	if !now.Before(time.Unix(c.Expiry, 0)) || !now.Before(tok.ExpiresAt) {
+		if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
+			return nil, err
+		}
+		s.changes.notify(p.ID)
+		return nil, expiredErr(tok)
+	}
+
+	exec, consumed, err := s.store.ConsumeToken(ctx, store.Consume{
+		TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
+		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
+			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !consumed {
+		// Someone else redeemed, revoked or expired it between our read and
+		// the update: report what happened.
+		tok, err := s.store.TokenByJTI(ctx, agent.TenantID, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		switch tok.Status {
+		case models.TokenConsumed:
+			return s.alreadyConsumed(ctx, p, tok)
+		case models.TokenRevoked:
+			return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
+		default:
+			return nil, expiredErr(tok)
+		}
+	}
+	s.changes.notify(p.ID)
+	return s.attempt(ctx, p, exec)
+}
+
+// bindsTo checks that the verified claims name exactly this stored proposal.
+func bindsTo(c models.Claims, p *models.Proposal) error {
+	switch {
+	case c.ProposalID != p.ID:
+		return models.Errorf(models.EArgsMismatch, "the token confirms another proposal")
+	case c.Operation != p.Tool:
+		return models.Errorf(models.EOperationMismatch, "the token is for operation %s, not %s", c.Operation, p.Tool)
+	case c.Policy != p.PolicyVersion:
+		return models.Errorf(models.EOperationMismatch, "the token was issued under another policy version")
+	case c.ArgsDigest != p.ArgsDigest:
+		return models.Errorf(models.EArgsMismatch, "the token's args_digest does not match the stored arguments")
+	case c.Resource != p.Resource || c.ResourceSetDigest != p.ResourceSetDigest:
+		return models.Errorf(models.EArgsMismatch, "the token is for another resource")
+	case c.RequestKey != p.RequestKey:
+		return models.Errorf(models.EArgsMismatch, "the token carries another request key")
+	}
+	return nil
+}
+
+func expiredErr(tok models.Token) error {
+	return models.Errorf(models.ETokenExpired, "the confirmation expired at %s; ask for a new one", tok.ExpiresAt.Format(time.RFC3339))
+}
+
+// alreadyConsumed answers a redemption of a consumed token. It never writes
+// with a new key: a failed_retryable execution is retried with its own
+// request key, an unknown (or abandoned executing) one is reconciled by
+// asking the business system about that key.
+func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok models.Token) (*models.Execution, error) {
+	e, err := s.store.Execution(ctx, p.TenantID, tok.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	switch {
+	case e.Status == models.StatusFailedRetryable:
+		claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID, []models.Status{models.StatusFailedRetryable}, now, now.Add(s.lease))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			s.changes.notify(p.ID)
+			return s.attempt(ctx, p, claimed)
+		}
+	case (e.Status == models.StatusUnknown || e.Status == models.StatusExecuting) && !now.Before(e.LeaseUntil):
+		if err := s.reconcile(ctx, e); err != nil {
+			return nil, err
+		}
+	}
+	if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
+		return nil, err
+	}
+	return nil, &models.Error{Code: models.EAlreadyConsumed, Message: "this confirmation was already redeemed",
+		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+}
+
+// attempt calls the adapter for an execution this process owns (its lease)
+// and records the outcome. A transport problem is unknown, never failed.
+func (s *Service) attempt(ctx context.Context, p *models.Proposal, e models.Execution) (*models.Execution, error) {
+	// The write must not be abandoned half-way because the caller went away:
+	// detach from the request, bounded by the lease.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer cancel()
+	res, err := s.adapters[p.Tool].Execute(actx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
+		Tenant: p.TenantID, RequestKey: e.RequestKey, ExpectedStateVersion: p.StateVersion})
+	o := s.outcome(e, res, err)
+	return s.finish(actx, p, e, o)
+}
+
+// outcome classifies an adapter's answer.
+func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err error) store.Outcome {
+	now := s.clock.Now()
+	var de *models.Error
+	switch {
+	case err == nil:
+		switch res.Status {
+		case models.StatusSucceeded, models.StatusFailedTerminal, models.StatusFailedRetryable:
+			return store.Outcome{Status: res.Status, ProviderRef: res.ProviderRef, Result: res.Result}
+		}
+		return store.Outcome{Status: models.StatusUnknown, ErrorCode: "bad_answer",
+			ErrorMessage: "the business system gave no valid status", RetryAt: now.Add(backoff(e.Attempts))}
+	case errors.Is(err, models.ErrStateConflict):
+		return store.Outcome{Status: models.StatusFailedTerminal, ErrorCode: string(models.EStateChanged),
+			ErrorMessage: "the target changed after the confirmation; nothing was written"}
+	case errors.As(err, &de) && (de.Code == models.EInvalidRequest || de.Code == models.EBusinessRule):
+		// Refused before anything was written.
+		return store.Outcome{Status: models.StatusFailedTerminal, ErrorCode: string(de.Code), ErrorMessage: de.Message}
+	default:
+		s.log.Warn("execution outcome unknown", "execution", e.ID, "request_key", e.RequestKey, "err", err)
+		return store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
+			ErrorMessage: "the business system did not answer; the outcome will be asked for by request key",
+			RetryAt:      now.Add(backoff(e.Attempts))}
+	}
+}
+
+// finish records an attempt's outcome and turns a state conflict into the
+// caller's EStateChanged.
+func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execution, o store.Outcome) (*models.Execution, error) {
+	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, s.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Superseded: another attempt (the reconciler, after our lease ran
+		// out) owns it now. Report what is recorded.
+		if done, err = s.store.Execution(ctx, e.TenantID, e.ID); err != nil {
+			return nil, err
+		}
+	}
+	s.changes.notify(p.ID)
+	if done.ErrorCode == string(models.EStateChanged) {
+		return &done, &models.Error{Code: models.EStateChanged,
+			Message: "the target changed after the confirmation; nothing was written and a new proposal is needed",
+			Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt()}}
+	}
+	return &done, nil
+}
+
+// backoff is how long to wait before asking again about an unknown outcome.
+func backoff(attempts int) time.Duration {
+	d := time.Second << min(attempts, 8)
+	return min(d, 5*time.Minute)
+}
+
+// Reconcile resolves executions that are unknown, or executing with an
+// expired lease (their process crashed), by asking the business system with
+// the same request key. It returns how many it looked at.
+func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	due, err := s.store.ExecutionsDue(ctx, s.clock.Now(), 50)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range due {
+		if err := s.reconcile(ctx, e); err != nil {
+			s.log.Warn("reconcile", "execution", e.ID, "err", err)
+		}
+	}
+	return len(due), nil
+}
+
+// reconcile claims one due execution and settles it: the business system's
+// recorded outcome when it has one; when the write never arrived, the same
+// request is sent again with the same key (the business system deduplicates
+// on it, so this can never write twice); when it cannot be asked, it stays
+// unknown until the next try.
+func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
+	now := s.clock.Now()
+	claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID,
+		[]models.Status{models.StatusExecuting, models.StatusUnknown}, now, now.Add(s.lease))
+	if err != nil || !ok {
+		return err
+	}
+	p, err := s.store.GetProposal(ctx, e.TenantID, e.ProposalID)
+	if err != nil {
+		return err
+	}
+	s.changes.notify(p.ID)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
+	defer cancel()
+	res, err := s.adapters[p.Tool].Status(actx, p.TenantID, claimed.RequestKey)
+	switch {
+	case errors.Is(err, models.ErrNeverArrived):
+		_, err = s.attempt(ctx, p, claimed)
+		if models.IsCode(err, models.EStateChanged) {
+			return nil
+		}
+		return err
+	case err != nil:
+		_, err = s.finish(actx, p, claimed, store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
+			ErrorMessage: "the business system could not be asked; will ask again",
+			RetryAt:      s.clock.Now().Add(backoff(claimed.Attempts))})
+		return err
+	}
+	o := s.outcome(claimed, res, nil)
+	_, err = s.finish(actx, p, claimed, o)
+	if models.IsCode(err, models.EStateChanged) {
+		return nil
+	}
+	return err
+}
+
+// RunBackground sweeps expired proposals and reconciles executions every
+// interval until ctx ends.
+func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := s.Sweep(ctx); err != nil {
+			s.log.Warn("sweep", "err", err)
+		} else if n > 0 {
+			s.log.Info("expired proposals", "count", n)
+			s.changes.notify("")
+		}
+		if _, err := s.Reconcile(ctx); err != nil {
+			s.log.Warn("reconcile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

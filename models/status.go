@@ -1,0 +1,122 @@
+package models
+
+// Status is a proposal's state. The strings are part of the API and are never
+// merged: declined is not cancelled, unknown is not failed.
+type Status string
+
+// Proposal states (SPEC section 3).
+const (
+	StatusProposed             Status = "proposed"
+	StatusRejected             Status = "rejected"
+	StatusAwaitingConfirmation Status = "awaiting_confirmation"
+	StatusDeclined             Status = "declined"
+	StatusCancelled            Status = "cancelled"
+	StatusExpired              Status = "expired"
+	StatusConfirmed            Status = "confirmed"
+	StatusRevoked              Status = "revoked"
+	StatusExecuting            Status = "executing"
+	StatusSucceeded            Status = "succeeded"
+	StatusFailedRetryable      Status = "failed_retryable"
+	StatusFailedTerminal       Status = "failed_terminal"
+	StatusUnknown              Status = "unknown"
+)
+
+// transitions is the whole state machine: from → allowed targets.
+var transitions = map[Status][]Status{
+	StatusProposed:             {StatusRejected, StatusAwaitingConfirmation},
+	StatusAwaitingConfirmation: {StatusDeclined, StatusCancelled, StatusExpired, StatusConfirmed},
+	StatusConfirmed:            {StatusRevoked, StatusExecuting, StatusExpired},
+	StatusExecuting:            {StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown},
+	StatusFailedRetryable:      {StatusExecuting},
+	StatusUnknown:              {StatusExecuting, StatusSucceeded, StatusFailedTerminal},
+}
+
+// AllStatuses lists every state in lifecycle order.
+var AllStatuses = []Status{
+	StatusProposed, StatusRejected, StatusAwaitingConfirmation, StatusDeclined,
+	StatusCancelled, StatusExpired, StatusConfirmed, StatusRevoked, StatusExecuting,
+	StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown,
+}
+
+// Valid reports whether s is one of the defined states.
+func (s Status) Valid() bool {
+	for _, v := range AllStatuses {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CanTransition reports whether the state machine allows from → to.
+func CanTransition(from, to Status) bool {
+	for _, t := range transitions[from] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Sources returns every state from which to may be reached. Stores use it to
+// build conditional updates (`… WHERE status IN (sources)`), so that the state
+// machine is enforced by the database atomically, not by a prior read.
+func Sources(to Status) []Status {
+	var out []Status
+	for _, from := range AllStatuses {
+		if CanTransition(from, to) {
+			out = append(out, from)
+		}
+	}
+	return out
+}
+
+// Terminal reports whether no transition leaves s.
+func (s Status) Terminal() bool { return len(transitions[s]) == 0 }
+
+// Pending reports whether s waits for a reviewer.
+func (s Status) Pending() bool { return s == StatusAwaitingConfirmation }
+
+// TokenStatus is the consumption state of a confirmation token (SPEC section 5).
+type TokenStatus string
+
+// Token consumption states.
+const (
+	TokenIssued   TokenStatus = "issued"
+	TokenConsumed TokenStatus = "consumed"
+	TokenRevoked  TokenStatus = "revoked"
+	TokenExpired  TokenStatus = "expired"
+)
+
+// Confirmation is what a risk tier requires before a token is issued.
+type Confirmation string
+
+// Confirmation kinds.
+const (
+	ConfirmClick    Confirmation = "click"
+	ConfirmWebAuthn Confirmation = "webauthn"
+)
+
+// SideEffect is a tool's declared side-effect level. The registry decides it,
+// never the tool's name.
+type SideEffect string
+
+// Side-effect levels.
+const (
+	SideEffectNone         SideEffect = "none"
+	SideEffectReversible   SideEffect = "reversible"
+	SideEffectIrreversible SideEffect = "irreversible"
+	SideEffectExternal     SideEffect = "external"
+)
+
+// Role is a console user's role within a tenant.
+type Role string
+
+// Roles.
+const (
+	RoleReviewer Role = "reviewer"
+	RoleAdmin    Role = "admin"
+)
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r == RoleReviewer || r == RoleAdmin }

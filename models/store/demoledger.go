@@ -1,0 +1,377 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+// DemoLedger is the built-in demo business system: refunds over demo orders,
+// customer emails into an outbox and deletion of demo log entries. It keeps
+// the HTTP adapter contract in-process: validation answers a state version,
+// execution is idempotent on the request key (its own record is written in
+// the same transaction as the change) and guarded by optimistic concurrency
+// on that version.
+type DemoLedger struct{ s *Store }
+
+// DemoLedger returns the demo business system over this store's database.
+func (s *Store) DemoLedger() *DemoLedger { return &DemoLedger{s: s} }
+
+var _ models.Adapter = (*DemoLedger)(nil)
+
+type demoOrderRow struct {
+	TenantID      string `gorm:"primaryKey"`
+	ID            string `gorm:"primaryKey"`
+	Label         string
+	Currency      string
+	PayableMinor  int64
+	RefundedMinor int64
+	Version       int64
+}
+
+func (demoOrderRow) TableName() string { return "demo_orders" }
+
+type demoCustomerRow struct {
+	TenantID string `gorm:"primaryKey"`
+	ID       string `gorm:"primaryKey"`
+	Name     string
+	Email    string
+	Version  int64
+}
+
+func (demoCustomerRow) TableName() string { return "demo_customers" }
+
+type demoLogRow struct {
+	TenantID  string `gorm:"primaryKey"`
+	ID        string `gorm:"primaryKey"`
+	Message   string
+	DeletedAt *int64
+}
+
+func (demoLogRow) TableName() string { return "demo_logs" }
+
+type demoOutboxRow struct {
+	TenantID   string `gorm:"primaryKey"`
+	RequestKey string `gorm:"primaryKey"`
+	CustomerID string
+	Template   string
+	Subject    string
+	Body       string
+	SendAt     *int64
+	CreatedAt  int64 `gorm:"autoCreateTime:false"`
+}
+
+func (demoOutboxRow) TableName() string { return "demo_outbox" }
+
+type demoLedgerExecRow struct {
+	TenantID    string `gorm:"primaryKey"`
+	RequestKey  string `gorm:"primaryKey"`
+	Tool        string
+	Status      string
+	ProviderRef string
+	Result      string
+	CreatedAt   int64 `gorm:"autoCreateTime:false"`
+}
+
+func (demoLedgerExecRow) TableName() string { return "demo_ledger_executions" }
+
+type refundArgs struct {
+	OrderID     string `json:"order_id"`
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	Reason      string `json:"reason"`
+}
+
+type emailArgs struct {
+	CustomerID string  `json:"customer_id"`
+	Template   string  `json:"template"`
+	Subject    string  `json:"subject"`
+	Body       string  `json:"body"`
+	SendAt     *string `json:"send_at"`
+}
+
+type deleteLogsArgs struct {
+	LogIDs []string `json:"log_ids"`
+	Reason string   `json:"reason"`
+}
+
+func decodeArgs(raw json.RawMessage, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return models.Wrap(models.EInvalidRequest, err, "arguments do not fit the demo ledger")
+	}
+	return nil
+}
+
+// Validate answers the resource's state version and label, or the business
+// problems that forbid the write.
+func (l *DemoLedger) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
+	db := l.s.db.WithContext(ctx)
+	switch req.Tool {
+	case "refund_order":
+		var a refundArgs
+		if err := decodeArgs(req.Arguments, &a); err != nil {
+			return models.ValidateResult{}, err
+		}
+		var o demoOrderRow
+		err := db.Where("tenant_id = ? AND id = ?", req.Tenant, a.OrderID).Take(&o).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return models.ValidateResult{Problems: []string{fmt.Sprintf("order %s does not exist", a.OrderID)}}, nil
+		}
+		if err != nil {
+			return models.ValidateResult{}, dbErr(err)
+		}
+		res := models.ValidateResult{OK: true, StateVersion: strconv.FormatInt(o.Version, 10), ResourceLabel: o.Label}
+		if a.Currency != o.Currency {
+			res.OK = false
+			res.Problems = append(res.Problems, fmt.Sprintf("order %s was paid in %s, not %s", o.ID, o.Currency, a.Currency))
+		}
+		if left := o.PayableMinor - o.RefundedMinor; a.AmountMinor > left {
+			res.OK = false
+			res.Problems = append(res.Problems, fmt.Sprintf("amount %d exceeds the refundable balance %d (minor units)", a.AmountMinor, left))
+		}
+		return res, nil
+	case "send_customer_email":
+		var a emailArgs
+		if err := decodeArgs(req.Arguments, &a); err != nil {
+			return models.ValidateResult{}, err
+		}
+		var c demoCustomerRow
+		err := db.Where("tenant_id = ? AND id = ?", req.Tenant, a.CustomerID).Take(&c).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return models.ValidateResult{Problems: []string{fmt.Sprintf("customer %s does not exist", a.CustomerID)}}, nil
+		}
+		if err != nil {
+			return models.ValidateResult{}, dbErr(err)
+		}
+		return models.ValidateResult{OK: true, StateVersion: strconv.FormatInt(c.Version, 10),
+			ResourceLabel: fmt.Sprintf("%s <%s>", c.Name, c.Email)}, nil
+	case "delete_logs":
+		var a deleteLogsArgs
+		if err := decodeArgs(req.Arguments, &a); err != nil {
+			return models.ValidateResult{}, err
+		}
+		var live []string
+		err := db.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
+			Order("id").Pluck("id", &live).Error
+		if err != nil {
+			return models.ValidateResult{}, dbErr(err)
+		}
+		if len(live) != len(a.LogIDs) {
+			return models.ValidateResult{Problems: []string{fmt.Sprintf("%d of the %d log entries do not exist or are already deleted",
+				len(a.LogIDs)-len(live), len(a.LogIDs))}}, nil
+		}
+		return models.ValidateResult{OK: true, StateVersion: logSetVersion(live),
+			ResourceLabel: fmt.Sprintf("%d log entries", len(live))}, nil
+	}
+	return models.ValidateResult{}, models.Errorf(models.EBusinessRule, "the demo ledger does not handle %s", req.Tool)
+}
+
+// logSetVersion names the state of a set of live log entries: it changes as
+// soon as any of them is deleted.
+func logSetVersion(live []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(live, "\n")))
+	return "live:" + hex.EncodeToString(sum[:8])
+}
+
+// errConflict rolls back an execute transaction whose expected state moved.
+var errConflict = errors.New("demo ledger: state moved")
+
+// Execute performs the write once per request key.
+func (l *DemoLedger) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
+	if req.RequestKey == "" {
+		return models.ExecuteResult{}, models.Errorf(models.EInvalidRequest, "missing request key")
+	}
+	now := ms(l.s.clock.Now())
+	var out models.ExecuteResult
+	err := l.s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		claim := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.RequestKey, Tool: req.Tool,
+			Status: "pending", ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"), Result: "{}", CreatedAt: now}
+		ok, err := insertOnce(tx, &claim)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// A write with this key arrived before: answer its outcome.
+			var prev demoLedgerExecRow
+			if err := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.RequestKey).Take(&prev).Error; err != nil {
+				return err
+			}
+			out = prev.result()
+			return nil
+		}
+		status, result, err := l.apply(tx, req, now)
+		if err != nil {
+			return err
+		}
+		claim.Status, claim.Result = string(status), string(result)
+		if err := tx.Model(&claim).Where("tenant_id = ? AND request_key = ?", req.Tenant, req.RequestKey).
+			Updates(map[string]any{"status": claim.Status, "result": claim.Result}).Error; err != nil {
+			return err
+		}
+		out = claim.result()
+		return nil
+	})
+	if errors.Is(err, errConflict) {
+		return models.ExecuteResult{}, models.ErrStateConflict
+	}
+	if err != nil {
+		return models.ExecuteResult{}, fmt.Errorf("demo ledger: %w: %w", models.ErrOutcomeUnknown, err)
+	}
+	return out, nil
+}
+
+func (r demoLedgerExecRow) result() models.ExecuteResult {
+	return models.ExecuteResult{Status: models.Status(r.Status), ProviderRef: r.ProviderRef, Result: json.RawMessage(r.Result)}
+}
+
+// apply makes the business change inside the execute transaction. A moved
+// state version returns errConflict (the whole transaction, claim included,
+// rolls back: nothing happened for that key).
+func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (models.Status, json.RawMessage, error) {
+	version, _ := strconv.ParseInt(req.ExpectedStateVersion, 10, 64)
+	switch req.Tool {
+	case "refund_order":
+		var a refundArgs
+		if err := decodeArgs(req.Arguments, &a); err != nil {
+			return "", nil, err
+		}
+		res := tx.Model(&demoOrderRow{}).
+			Where("tenant_id = ? AND id = ? AND version = ? AND currency = ? AND refunded_minor + ? <= payable_minor",
+				req.Tenant, a.OrderID, version, a.Currency, a.AmountMinor).
+			Updates(map[string]any{"refunded_minor": gorm.Expr("refunded_minor + ?", a.AmountMinor), "version": gorm.Expr("version + 1")})
+		if res.Error != nil {
+			return "", nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			var o demoOrderRow
+			err := tx.Where("tenant_id = ? AND id = ?", req.Tenant, a.OrderID).Take(&o).Error
+			if err != nil || o.Version != version {
+				return "", nil, errConflict
+			}
+			r, _ := json.Marshal(map[string]any{"code": "amount_exceeds_refundable_balance",
+				"refundable_minor": o.PayableMinor - o.RefundedMinor})
+			return models.StatusFailedTerminal, r, nil
+		}
+		r, _ := json.Marshal(map[string]any{"order_id": a.OrderID, "refunded_minor": a.AmountMinor, "currency": a.Currency})
+		return models.StatusSucceeded, r, nil
+	case "send_customer_email":
+		var a emailArgs
+		if err := decodeArgs(req.Arguments, &a); err != nil {
+			return "", nil, err
+		}
+		res := tx.Model(&demoCustomerRow{}).Where("tenant_id = ? AND id = ? AND version = ?", req.Tenant, a.CustomerID, version).
+			Update("version", gorm.Expr("version"))
+		if res.Error != nil {
+			return "", nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			return "", nil, errConflict
+		}
+		row := demoOutboxRow{TenantID: req.Tenant, RequestKey: req.RequestKey, CustomerID: a.CustomerID,
+			Template: a.Template, Subject: a.Subject, Body: a.Body, CreatedAt: now}
+		if a.SendAt != nil {
+			t, err := time.Parse(time.RFC3339, *a.SendAt)
+			if err != nil {
+				return "", nil, models.Wrap(models.EInvalidRequest, err, "send_at is not RFC 3339")
+			}
+			v := ms(t)
+			row.SendAt = &v
+		}
+		if err := tx.Create(&row).Error; err != nil {
+			return "", nil, err
+		}
+		r, _ := json.Marshal(map[string]any{"queued": true, "customer_id": a.CustomerID})
+		return models.StatusSucceeded, r, nil
+	case "delete_logs":
+		var a deleteLogsArgs
+		if err := decodeArgs(req.Arguments, &a); err != nil {
+			return "", nil, err
+		}
+		var live []string
+		if err := tx.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
+			Order("id").Pluck("id", &live).Error; err != nil {
+			return "", nil, err
+		}
+		if len(live) != len(a.LogIDs) || logSetVersion(live) != req.ExpectedStateVersion {
+			return "", nil, errConflict
+		}
+		res := tx.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
+			Update("deleted_at", now)
+		if res.Error != nil {
+			return "", nil, res.Error
+		}
+		if int(res.RowsAffected) != len(a.LogIDs) {
+			return "", nil, errConflict
+		}
+		r, _ := json.Marshal(map[string]any{"deleted": len(a.LogIDs)})
+		return models.StatusSucceeded, r, nil
+	}
+	return "", nil, models.Errorf(models.EBusinessRule, "the demo ledger does not handle %s", req.Tool)
+}
+
+// Status reports the outcome recorded for a request key, or
+// models.ErrNeverArrived.
+func (l *DemoLedger) Status(ctx context.Context, tenant, requestKey string) (models.ExecuteResult, error) {
+	var row demoLedgerExecRow
+	err := l.s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", tenant, requestKey).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.ExecuteResult{}, models.ErrNeverArrived
+	}
+	if err != nil {
+		return models.ExecuteResult{}, dbErr(err)
+	}
+	return row.result(), nil
+}
+
+// DemoOrder is a demo order's current state, for tests and the demo.
+type DemoOrder struct {
+	ID            string
+	Label         string
+	Currency      string
+	PayableMinor  int64
+	RefundedMinor int64
+	Version       int64
+}
+
+// DemoOrder returns a demo order of the tenant, or ENotFound.
+func (l *DemoLedger) DemoOrder(ctx context.Context, tenantID, id string) (DemoOrder, error) {
+	var o demoOrderRow
+	if err := l.s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&o).Error; err != nil {
+		return DemoOrder{}, notFound(err, "no order %q", id)
+	}
+	return DemoOrder{ID: o.ID, Label: o.Label, Currency: o.Currency, PayableMinor: o.PayableMinor,
+		RefundedMinor: o.RefundedMinor, Version: o.Version}, nil
+}
+
+// BumpOrder changes a demo order out of band (another channel touched it):
+// its version grows, so pending previews become stale.
+func (l *DemoLedger) BumpOrder(ctx context.Context, tenantID, id string) error {
+	res := l.s.db.WithContext(ctx).Model(&demoOrderRow{}).Where("tenant_id = ? AND id = ?", tenantID, id).
+		Update("version", gorm.Expr("version + 1"))
+	if res.Error != nil {
+		return dbErr(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return models.Errorf(models.ENotFound, "no order %q", id)
+	}
+	return nil
+}
+
+// ExecutionsFor counts the demo ledger's applied writes for a request key:
+// the business-side proof of exactly-once.
+func (l *DemoLedger) ExecutionsFor(ctx context.Context, tenantID, requestKey string) (int, error) {
+	var n int64
+	err := l.s.db.WithContext(ctx).Model(&demoLedgerExecRow{}).
+		Where("tenant_id = ? AND request_key = ? AND status = ?", tenantID, requestKey, string(models.StatusSucceeded)).Count(&n).Error
+	return int(n), dbErr(err)
+}

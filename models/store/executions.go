@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+type executionRow struct {
+	ID           string `gorm:"primaryKey"`
+	TenantID     string
+	ProposalID   string
+	TokenJTI     string `gorm:"column:token_jti"`
+	RequestKey   string
+	Operation    string
+	ArgsDigest   string
+	Status       string
+	Attempts     int
+	ProviderRef  string
+	Result       string
+	ErrorCode    string
+	ErrorMessage string
+	LeaseUntil   int64
+	CreatedAt    int64 `gorm:"autoCreateTime:false"`
+	UpdatedAt    int64 `gorm:"autoUpdateTime:false"`
+	CompletedAt  *int64
+}
+
+func (executionRow) TableName() string { return "executions" }
+
+func (r executionRow) model() models.Execution {
+	e := models.Execution{ID: r.ID, TenantID: r.TenantID, ProposalID: r.ProposalID, TokenJTI: r.TokenJTI,
+		RequestKey: r.RequestKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
+		Status: models.Status(r.Status), Attempts: r.Attempts, ProviderRef: r.ProviderRef,
+		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, LeaseUntil: fromMS(r.LeaseUntil),
+		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt)}
+	if r.Result != "" {
+		e.Result = json.RawMessage(r.Result)
+	}
+	return e
+}
+
+// Consume is the one atomic step that turns a confirmation into an execution.
+type Consume struct {
+	TenantID   string
+	AgentID    string
+	ProposalID string
+	JTI        string
+	Execution  models.Execution // ID, RequestKey, Operation, ArgsDigest, LeaseUntil set by the caller
+	Now        time.Time
+}
+
+// ConsumeToken redeems a token exactly once. In one transaction it flips the
+// token from issued to consumed with a conditional UPDATE (bound to the
+// tenant, agent, proposal and an unexpired window), creates the execution
+// record for the request key and moves the proposal from confirmed to
+// executing. consumed=false (and nothing written) means another redemption,
+// a revocation or the expiry came first; the caller reads the token to tell
+// which. A request key that already has an execution for another digest is
+// EIdempotencyKeyReuse.
+func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execution, consumed bool, err error) {
+	now := ms(c.Now)
+	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
+		RequestKey: c.Execution.RequestKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
+		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
+		CreatedAt: now, UpdatedAt: now}
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&tokenRow{}).
+			Where("jti = ? AND tenant_id = ? AND agent_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
+				c.JTI, c.TenantID, c.AgentID, c.ProposalID, string(models.TokenIssued), now).
+			Updates(map[string]any{"status": string(models.TokenConsumed), "consumed_at": now, "execution_id": c.Execution.ID})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return nil
+		}
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			var other executionRow
+			if err := tx.Where("tenant_id = ? AND request_key = ?", c.TenantID, c.Execution.RequestKey).Take(&other).Error; err != nil {
+				return err
+			}
+			if other.ArgsDigest != row.ArgsDigest {
+				return models.Errorf(models.EIdempotencyKeyReuse, "request key %q was used for other arguments", row.RequestKey)
+			}
+			return models.Errorf(models.EAlreadyConsumed, "request key %q already has an execution", row.RequestKey)
+		}
+		moved, err := transition(tx, c.TenantID, c.ProposalID, models.StatusExecuting, c.Now, "status = ?", string(models.StatusConfirmed))
+		if err != nil {
+			return err
+		}
+		if !moved {
+			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
+		}
+		consumed = true
+		return nil
+	})
+	if err != nil || !consumed {
+		return models.Execution{}, false, err
+	}
+	return row.model(), true, nil
+}
+
+// ClaimExecution takes an execution for one more attempt, atomically: it
+// matches only while the execution is in one of from and no other attempt
+// holds an unexpired lease. The execution and its proposal move to
+// executing, attempts grows by one and the lease runs to leaseUntil. ok=false
+// means someone else holds it or it settled.
+func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []models.Status, now, leaseUntil time.Time) (models.Execution, bool, error) {
+	var (
+		out models.Execution
+		ok  bool
+	)
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ok = false
+		res := tx.Model(&executionRow{}).
+			Where("tenant_id = ? AND id = ? AND status IN ? AND lease_until <= ?", tenantID, id, statusStrings(from), ms(now)).
+			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+				"lease_until": ms(leaseUntil), "updated_at": ms(now)})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		var row executionRow
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			return err
+		}
+		if err := mirror(tx, row, now); err != nil {
+			return err
+		}
+		out, ok = row.model(), true
+		return nil
+	})
+	return out, ok, err
+}
+
+// Outcome is the result of one execution attempt.
+type Outcome struct {
+	Status       models.Status // succeeded, failed_terminal, failed_retryable or unknown
+	ProviderRef  string
+	Result       json.RawMessage
+	ErrorCode    string
+	ErrorMessage string
+	// RetryAt, for unknown, is when the reconciler may ask again (the
+	// execution's lease runs until then).
+	RetryAt time.Time
+}
+
+// FinishExecution records the outcome of the attempt numbered attempt. It
+// matches only while that attempt still owns the execution (status executing
+// and the same attempt count), so a late answer of a superseded attempt
+// changes nothing (ok=false). The proposal's status follows in the same
+// transaction.
+func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attempt int, o Outcome, now time.Time) (models.Execution, bool, error) {
+	updates := map[string]any{"status": string(o.Status), "updated_at": ms(now),
+		"error_code": o.ErrorCode, "error_message": o.ErrorMessage, "lease_until": ms(now)}
+	if o.RetryAt.After(now) {
+		updates["lease_until"] = ms(o.RetryAt)
+	}
+	if o.ProviderRef != "" {
+		updates["provider_ref"] = o.ProviderRef
+	}
+	if o.Result != nil {
+		updates["result"] = string(o.Result)
+	}
+	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+		updates["completed_at"] = ms(now)
+	}
+	var (
+		out models.Execution
+		ok  bool
+	)
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ok = false
+		res := tx.Model(&executionRow{}).
+			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt).
+			Updates(updates)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		var row executionRow
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			return err
+		}
+		if err := mirror(tx, row, now); err != nil {
+			return err
+		}
+		out, ok = row.model(), true
+		return nil
+	})
+	return out, ok, err
+}
+
+// mirror copies an execution's status onto its proposal.
+func mirror(tx *gorm.DB, row executionRow, now time.Time) error {
+	return tx.Model(&proposalRow{}).Where("id = ? AND status <> ?", row.ProposalID, row.Status).
+		Updates(map[string]any{"status": row.Status, "revision": gorm.Expr("revision + 1"), "updated_at": ms(now)}).Error
+}
+
+// Execution returns an execution of the tenant, or ENotFound.
+func (s *Store) Execution(ctx context.Context, tenantID, id string) (models.Execution, error) {
+	var row executionRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+		return models.Execution{}, notFound(err, "no execution %q", id)
+	}
+	return row.model(), nil
+}
+
+// ExecutionsDue lists executions that need reconciling: unknown, or
+// executing with a lease that ran out (the process that owned the attempt
+// crashed or lost track), oldest first.
+func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]models.Execution, error) {
+	var rows []executionRow
+	err := s.db.WithContext(ctx).
+		Where("status IN ? AND lease_until <= ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}, ms(now)).
+		Order("updated_at").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	out := make([]models.Execution, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}

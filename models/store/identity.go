@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/countersign/countersign/models"
+)
+
+type tenantRow struct {
+	ID        string `gorm:"primaryKey"`
+	Name      string
+	CreatedAt int64 `gorm:"autoCreateTime:false"`
+}
+
+func (tenantRow) TableName() string { return "tenants" }
+
+type userRow struct {
+	ID           string `gorm:"primaryKey"`
+	TenantID     string
+	Name         string
+	Role         string
+	PasswordHash string
+	Disabled     bool
+	CreatedAt    int64 `gorm:"autoCreateTime:false"`
+}
+
+func (userRow) TableName() string { return "users" }
+
+func (r userRow) model() models.User {
+	return models.User{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: models.Role(r.Role),
+		Disabled: r.Disabled, CreatedAt: fromMS(r.CreatedAt)}
+}
+
+type agentRow struct {
+	ID          string `gorm:"primaryKey"`
+	TenantID    string
+	Name        string
+	OwnerUserID *string
+	KeyHash     string
+	CreatedAt   int64 `gorm:"autoCreateTime:false"`
+	RevokedAt   *int64
+}
+
+func (agentRow) TableName() string { return "agents" }
+
+func (r agentRow) model() models.Agent {
+	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name,
+		CreatedAt: fromMS(r.CreatedAt), RevokedAt: fromMSPtr(r.RevokedAt)}
+	if r.OwnerUserID != nil {
+		a.OwnerUserID = *r.OwnerUserID
+	}
+	return a
+}
+
+// insertOnce inserts row and reports whether it was inserted; a conflict on
+// any unique constraint inserts nothing and reports false.
+func insertOnce(tx *gorm.DB, row any) (bool, error) {
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(row)
+	if res.Error != nil {
+		return false, res.Error
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// CreateTenant creates a tenant. It returns EAlreadyExists when the name is
+// taken.
+func (s *Store) CreateTenant(ctx context.Context, name string) (models.Tenant, error) {
+	row := tenantRow{ID: models.NewID("ten"), Name: name, CreatedAt: ms(s.clock.Now())}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return models.Errorf(models.EAlreadyExists, "tenant %q already exists", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return models.Tenant{}, err
+	}
+	return models.Tenant{ID: row.ID, Name: row.Name, CreatedAt: fromMS(row.CreatedAt)}, nil
+}
+
+// TenantByName returns the tenant with that name, or ENotFound.
+func (s *Store) TenantByName(ctx context.Context, name string) (models.Tenant, error) {
+	var row tenantRow
+	err := s.db.WithContext(ctx).Where("name = ?", name).Take(&row).Error
+	if err != nil {
+		return models.Tenant{}, notFound(err, "no tenant %q", name)
+	}
+	return models.Tenant{ID: row.ID, Name: row.Name, CreatedAt: fromMS(row.CreatedAt)}, nil
+}
+
+// TenantByID returns the tenant, or ENotFound.
+func (s *Store) TenantByID(ctx context.Context, id string) (models.Tenant, error) {
+	var row tenantRow
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&row).Error
+	if err != nil {
+		return models.Tenant{}, notFound(err, "no such tenant")
+	}
+	return models.Tenant{ID: row.ID, Name: row.Name, CreatedAt: fromMS(row.CreatedAt)}, nil
+}
+
+// CreateUser creates a console user with an already hashed password. It
+// returns EAlreadyExists when the tenant has a user of that name.
+func (s *Store) CreateUser(ctx context.Context, tenantID, name string, role models.Role, passwordHash string) (models.User, error) {
+	if !role.Valid() {
+		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
+	}
+	row := userRow{ID: models.NewID("usr"), TenantID: tenantID, Name: name, Role: string(role),
+		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now())}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return models.Errorf(models.EAlreadyExists, "user %q already exists", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return models.User{}, err
+	}
+	return row.model(), nil
+}
+
+// UserCredentials returns the user of that name in the tenant and its
+// password hash, or ENotFound.
+func (s *Store) UserCredentials(ctx context.Context, tenantID, name string) (models.User, string, error) {
+	var row userRow
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error
+	if err != nil {
+		return models.User{}, "", notFound(err, "no such user")
+	}
+	return row.model(), row.PasswordHash, nil
+}
+
+// UserByID returns a user of the tenant, or ENotFound.
+func (s *Store) UserByID(ctx context.Context, tenantID, id string) (models.User, error) {
+	var row userRow
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error
+	if err != nil {
+		return models.User{}, notFound(err, "no such user")
+	}
+	return row.model(), nil
+}
+
+// CreateAgent creates an agent principal whose API key hashes to keyHash.
+// ownerUserID may be empty. EAlreadyExists when the name is taken.
+func (s *Store) CreateAgent(ctx context.Context, tenantID, name, ownerUserID, keyHash string) (models.Agent, error) {
+	row := agentRow{ID: models.NewID("agt"), TenantID: tenantID, Name: name, KeyHash: keyHash, CreatedAt: ms(s.clock.Now())}
+	if ownerUserID != "" {
+		row.OwnerUserID = &ownerUserID
+	}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if ownerUserID != "" {
+			var n int64
+			if err := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ?", tenantID, ownerUserID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				return models.Errorf(models.ENotFound, "owner user not found in this tenant")
+			}
+		}
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return models.Errorf(models.EAlreadyExists, "agent %q already exists", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return models.Agent{}, err
+	}
+	return row.model(), nil
+}
+
+// AgentByKeyHash returns the active agent whose key hashes to keyHash, or
+// EUnauthenticated.
+func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agent, error) {
+	var row agentRow
+	err := s.db.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.Agent{}, models.Errorf(models.EUnauthenticated, "unknown or revoked API key")
+	}
+	if err != nil {
+		return models.Agent{}, dbErr(err)
+	}
+	return row.model(), nil
+}
+
+// RevokeAgent disables an agent's key.
+func (s *Store) RevokeAgent(ctx context.Context, tenantID, agentID string) error {
+	res := s.db.WithContext(ctx).Model(&agentRow{}).
+		Where("tenant_id = ? AND id = ? AND revoked_at IS NULL", tenantID, agentID).
+		Update("revoked_at", ms(s.clock.Now()))
+	if res.Error != nil {
+		return dbErr(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return models.Errorf(models.ENotFound, "no active agent with that id")
+	}
+	return nil
+}
+
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.Errorf(models.ENotFound, format, args...)
+	}
+	return dbErr(err)
+}
+
+// AgentByID returns an agent of the tenant, or ENotFound.
+func (s *Store) AgentByID(ctx context.Context, tenantID, id string) (models.Agent, error) {
+	var row agentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+		return models.Agent{}, notFound(err, "no agent %q", id)
+	}
+	return row.model(), nil
+}

@@ -1,0 +1,406 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+type proposalRow struct {
+	ID                string `gorm:"primaryKey"`
+	TenantID          string
+	AgentID           string
+	Tool              string
+	Arguments         string
+	ArgsDigest        string
+	Preview           string
+	Resource          string
+	ResourceSet       string
+	ResourceSetDigest string
+	ResourceCount     int
+	ResourceLabel     string
+	StateVersion      string
+	RiskTier          string
+	Confirmation      string
+	Quorum            int
+	TTLMs             int64 `gorm:"column:ttl_ms"`
+	AllowSelfApproval bool
+	PolicyVersion     string
+	RequestKey        string
+	Context           string
+	Problems          string
+	Status            string
+	Revision          int64
+	CreatedAt         int64 `gorm:"autoCreateTime:false"`
+	ExpiresAt         int64
+	UpdatedAt         int64 `gorm:"autoUpdateTime:false"`
+}
+
+func (proposalRow) TableName() string { return "proposals" }
+
+func proposalToRow(p *models.Proposal) (proposalRow, error) {
+	preview, err := json.Marshal(p.Preview)
+	if err != nil {
+		return proposalRow{}, err
+	}
+	row := proposalRow{
+		ID: p.ID, TenantID: p.TenantID, AgentID: p.AgentID, Tool: p.Tool,
+		Arguments: string(p.Arguments), ArgsDigest: p.ArgsDigest, Preview: string(preview),
+		Resource: p.Resource, ResourceSetDigest: p.ResourceSetDigest, ResourceCount: p.ResourceCount,
+		ResourceLabel: p.ResourceLabel, StateVersion: p.StateVersion,
+		RiskTier: p.Tier.Name, Confirmation: string(p.Tier.Confirmation), Quorum: p.Tier.Quorum,
+		TTLMs: p.Tier.TTL.Milliseconds(), AllowSelfApproval: p.Tier.AllowSelfApproval,
+		PolicyVersion: p.PolicyVersion, RequestKey: p.RequestKey, Context: p.Context,
+		Status: string(p.Status), Revision: p.Revision,
+		CreatedAt: ms(p.CreatedAt), ExpiresAt: ms(p.ExpiresAt), UpdatedAt: ms(p.UpdatedAt),
+	}
+	if p.ResourceSet != nil {
+		b, err := json.Marshal(p.ResourceSet)
+		if err != nil {
+			return proposalRow{}, err
+		}
+		row.ResourceSet = string(b)
+	}
+	if len(p.Problems) > 0 {
+		b, err := json.Marshal(p.Problems)
+		if err != nil {
+			return proposalRow{}, err
+		}
+		row.Problems = string(b)
+	}
+	return row, nil
+}
+
+func (r proposalRow) model(agentName string) (*models.Proposal, error) {
+	p := &models.Proposal{
+		ID: r.ID, TenantID: r.TenantID, AgentID: r.AgentID, AgentName: agentName, Tool: r.Tool,
+		Arguments: json.RawMessage(r.Arguments), ArgsDigest: r.ArgsDigest,
+		Resource: r.Resource, ResourceSetDigest: r.ResourceSetDigest, ResourceCount: r.ResourceCount,
+		ResourceLabel: r.ResourceLabel, StateVersion: r.StateVersion,
+		Tier: models.Tier{Name: r.RiskTier, Confirmation: models.Confirmation(r.Confirmation), Quorum: r.Quorum,
+			TTL: time.Duration(r.TTLMs) * time.Millisecond, AllowSelfApproval: r.AllowSelfApproval},
+		PolicyVersion: r.PolicyVersion, RequestKey: r.RequestKey, Context: r.Context,
+		Status: models.Status(r.Status), Revision: r.Revision,
+		CreatedAt: fromMS(r.CreatedAt), ExpiresAt: fromMS(r.ExpiresAt), UpdatedAt: fromMS(r.UpdatedAt),
+	}
+	if err := json.Unmarshal([]byte(r.Preview), &p.Preview); err != nil {
+		return nil, fmt.Errorf("proposal %s preview: %w", r.ID, err)
+	}
+	if r.ResourceSet != "" {
+		if err := json.Unmarshal([]byte(r.ResourceSet), &p.ResourceSet); err != nil {
+			return nil, fmt.Errorf("proposal %s resource set: %w", r.ID, err)
+		}
+	}
+	if r.Problems != "" {
+		if err := json.Unmarshal([]byte(r.Problems), &p.Problems); err != nil {
+			return nil, fmt.Errorf("proposal %s problems: %w", r.ID, err)
+		}
+	}
+	return p, nil
+}
+
+// CreateProposal stores a new proposal snapshot. When the tenant already has
+// a proposal with the same request key, nothing is written and the existing
+// proposal is returned with inserted=false; the caller decides whether that
+// is an idempotent retry or idempotency_key_reuse.
+func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
+	row, err := proposalToRow(p)
+	if err != nil {
+		return nil, false, models.Wrap(models.EInternal, err, "cannot encode proposal")
+	}
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		inserted = ok
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if inserted {
+		return nil, true, nil
+	}
+	var other proposalRow
+	err = s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&other).Error
+	if err != nil {
+		return nil, false, dbErr(err)
+	}
+	existing, err = s.GetProposal(ctx, p.TenantID, other.ID)
+	return existing, false, err
+}
+
+// GetProposal returns a proposal of the tenant with its decisions, token and
+// execution, or ENotFound (also when it belongs to another tenant).
+func (s *Store) GetProposal(ctx context.Context, tenantID, id string) (*models.Proposal, error) {
+	var p *models.Proposal
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		p, err = loadProposal(tx, tenantID, id)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	return p, nil
+}
+
+func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
+	var row proposalRow
+	if err := tx.Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+		return nil, notFound(err, "no proposal %q", id)
+	}
+	var agent agentRow
+	if err := tx.Select("name").Where("id = ?", row.AgentID).Take(&agent).Error; err != nil {
+		return nil, err
+	}
+	p, err := row.model(agent.Name)
+	if err != nil {
+		return nil, err
+	}
+	if p.Decisions, err = loadDecisions(tx, id); err != nil {
+		return nil, err
+	}
+	var tok tokenRow
+	err = tx.Where("proposal_id = ?", id).Limit(1).Find(&tok).Error
+	if err != nil {
+		return nil, err
+	}
+	if tok.JTI != "" {
+		t := tok.model()
+		p.Token = &t
+	}
+	var ex executionRow
+	if err := tx.Where("proposal_id = ?", id).Limit(1).Find(&ex).Error; err != nil {
+		return nil, err
+	}
+	if ex.ID != "" {
+		e := ex.model()
+		p.Execution = &e
+	}
+	return p, nil
+}
+
+// ProposalRevision returns a proposal's revision and status cheaply, for
+// long-polling. ENotFound for unknown or foreign ids.
+func (s *Store) ProposalRevision(ctx context.Context, tenantID, id string) (int64, models.Status, error) {
+	var row proposalRow
+	err := s.db.WithContext(ctx).Select("revision", "status").
+		Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error
+	if err != nil {
+		return 0, "", notFound(err, "no proposal %q", id)
+	}
+	return row.Revision, models.Status(row.Status), nil
+}
+
+// ListFilter selects proposals for ListProposals.
+type ListFilter struct {
+	TenantID string
+	AgentID  string
+	Statuses []models.Status
+	Tool     string
+	Tier     string
+	Cursor   string
+	Limit    int
+}
+
+// ListProposals returns one page of the tenant's proposals, newest first
+// (by creation time, then id), and the cursor of the next page or "".
+// Decisions, tokens and executions are not loaded.
+func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Proposal, string, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > 100 {
+		limit = 50
+	}
+	q := s.db.WithContext(ctx).Table("proposals AS p").
+		Select("p.*, a.name AS agent_name").
+		Joins("JOIN agents a ON a.id = p.agent_id").
+		Where("p.tenant_id = ?", f.TenantID)
+	if f.AgentID != "" {
+		q = q.Where("p.agent_id = ?", f.AgentID)
+	}
+	if len(f.Statuses) > 0 {
+		q = q.Where("p.status IN ?", statusStrings(f.Statuses))
+	}
+	if f.Tool != "" {
+		q = q.Where("p.tool = ?", f.Tool)
+	}
+	if f.Tier != "" {
+		q = q.Where("p.risk_tier = ?", f.Tier)
+	}
+	if f.Cursor != "" {
+		at, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		q = q.Where("(p.created_at < ? OR (p.created_at = ? AND p.id < ?))", at, at, id)
+	}
+	var rows []struct {
+		Row       proposalRow `gorm:"embedded"`
+		AgentName string
+	}
+	if err := q.Order("p.created_at DESC, p.id DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", dbErr(err)
+	}
+	var next string
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[len(rows)-1]
+		next = encodeCursor(last.Row.CreatedAt, last.Row.ID)
+	}
+	out := make([]*models.Proposal, 0, len(rows))
+	for _, r := range rows {
+		p, err := r.Row.model(r.AgentName)
+		if err != nil {
+			return nil, "", models.Wrap(models.EInternal, err, "corrupt proposal")
+		}
+		out = append(out, p)
+	}
+	return out, next, nil
+}
+
+func encodeCursor(createdAt int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt, 10) + "|" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	bad := models.Errorf(models.EInvalidRequest, "cursor is not one this server issued")
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", bad
+	}
+	at, id, ok := strings.Cut(string(b), "|")
+	if !ok || id == "" {
+		return 0, "", bad
+	}
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return 0, "", bad
+	}
+	return n, id, nil
+}
+
+// transition moves a proposal from any state the machine allows to `to`,
+// atomically: the WHERE clause carries the allowed sources, so a concurrent
+// change makes it affect no row. extra narrows the condition further.
+func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Time, extra string, args ...any) (bool, error) {
+	q := tx.Model(&proposalRow{}).
+		Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(models.Sources(to)))
+	if extra != "" {
+		q = q.Where(extra, args...)
+	}
+	res := q.Updates(map[string]any{
+		"status":     string(to),
+		"revision":   gorm.Expr("revision + 1"),
+		"updated_at": ms(now),
+	})
+	return res.RowsAffected == 1, res.Error
+}
+
+// Cancel withdraws a proposal that still awaits confirmation, for the agent
+// that proposed it. ENotFound for unknown, foreign or other agents'
+// proposals; EProposalExpired or EInvalidState when it no longer waits.
+func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now time.Time) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
+			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
+		if err != nil || ok {
+			return err
+		}
+		return explainNotAwaiting(tx, tenantID, id, agentID, now)
+	})
+}
+
+// explainNotAwaiting finds out why a conditional update on an awaiting
+// proposal matched nothing and returns the matching domain error.
+func explainNotAwaiting(tx *gorm.DB, tenantID, id, agentID string, now time.Time) error {
+	var row proposalRow
+	q := tx.Select("status", "expires_at").Where("tenant_id = ? AND id = ?", tenantID, id)
+	if agentID != "" {
+		q = q.Where("agent_id = ?", agentID)
+	}
+	if err := q.Take(&row).Error; err != nil {
+		return notFound(err, "no proposal %q", id)
+	}
+	st := models.Status(row.Status)
+	if st == models.StatusExpired || (st == models.StatusAwaitingConfirmation && row.ExpiresAt <= ms(now)) {
+		return models.Errorf(models.EProposalExpired, "the proposal expired at %s", fromMS(row.ExpiresAt).Format(time.RFC3339))
+	}
+	return models.Errorf(models.EInvalidState, "the proposal is %s, not awaiting confirmation", st)
+}
+
+// ExpireDue moves what has run out of time to expired, atomically per row:
+// proposals still awaiting confirmation whose window closed, and confirmed
+// proposals whose token was never redeemed before its expiry (the token
+// becomes expired too). With a proposal id it handles only that proposal (the
+// expire-on-read path); with "" it sweeps the whole database. It returns how
+// many proposals it expired.
+func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now time.Time) (int, error) {
+	n := 0
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		n = 0
+		q := tx.Model(&proposalRow{}).
+			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
+		if proposalID != "" {
+			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
+		}
+		res := q.Updates(map[string]any{"status": string(models.StatusExpired),
+			"revision": gorm.Expr("revision + 1"), "updated_at": ms(now)})
+		if res.Error != nil {
+			return res.Error
+		}
+		n += int(res.RowsAffected)
+
+		// Tokens first, then the proposals whose token this statement moved:
+		// a token consumed concurrently is no longer 'issued' and is left
+		// alone, and so is its proposal.
+		var due []tokenRow
+		tq := tx.Select("jti", "proposal_id", "tenant_id").
+			Where("status = ? AND expires_at <= ?", string(models.TokenIssued), ms(now))
+		if proposalID != "" {
+			tq = tq.Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID)
+		}
+		if err := tq.Find(&due).Error; err != nil {
+			return err
+		}
+		for _, t := range due {
+			res := tx.Model(&tokenRow{}).Where("jti = ? AND status = ? AND expires_at <= ?", t.JTI, string(models.TokenIssued), ms(now)).
+				Update("status", string(models.TokenExpired))
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				continue
+			}
+			ok, err := transition(tx, t.TenantID, t.ProposalID, models.StatusExpired, now, "status = ?", string(models.StatusConfirmed))
+			if err != nil {
+				return err
+			}
+			if ok {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// ProposalByRequestKey returns the tenant's proposal with that request key,
+// or ENotFound.
+func (s *Store) ProposalByRequestKey(ctx context.Context, tenantID, requestKey string) (*models.Proposal, error) {
+	var row proposalRow
+	err := s.db.WithContext(ctx).Select("id").Where("tenant_id = ? AND request_key = ?", tenantID, requestKey).Take(&row).Error
+	if err != nil {
+		return nil, notFound(err, "no proposal with that request key")
+	}
+	return s.GetProposal(ctx, tenantID, row.ID)
+}

@@ -1,0 +1,658 @@
+// Package token issues and verifies countersign's confirmation tokens (SPEC
+// section 5): compact JWS objects signed with Ed25519 (alg EdDSA) whose
+// payload is a models.Claims.
+//
+// Signing keys live in a KeyStore (the database), are created on first start
+// by EnsureKey and replaced by Rotate; retired keys keep verifying, and every
+// public key is published as a JWKS. A Service caches the keys and re-reads
+// the store when a token names a key it does not know, so that instances see
+// each other's rotations.
+//
+// Verify proves only that a token was signed by one of our keys and is well
+// formed. It deliberately does not look at aud, sub, tenant, exp or any other
+// claim: the execution layer compares those with the stored proposal and the
+// injected clock, and the consumption record prevents replay.
+package token
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/countersign/countersign/models"
+)
+
+const (
+	// tokenType is the JWS "typ" header of every confirmation token. Verify
+	// requires it, so a JWS made with our keys for another purpose is never
+	// taken for a confirmation.
+	tokenType = "countersign-confirmation+jwt"
+	// keyIDPrefix starts every key id this package creates.
+	keyIDPrefix = "k_"
+	// maxTokenLen bounds the work an unauthenticated string can cause before
+	// its signature is checked. Real tokens are well under 2 KiB.
+	maxTokenLen = 32 << 10
+	// maxKeyIDLen bounds a kid read from an untrusted header.
+	maxKeyIDLen = 128
+)
+
+// Caller-safe messages of the invalid_signature errors Verify returns. They
+// say what is wrong in general terms and nothing about keys or internals.
+const (
+	msgMalformed  = "confirmation token is not a well-formed compact JWS"
+	msgAlgorithm  = "confirmation token must be signed with EdDSA"
+	msgHeader     = "confirmation token has an unsupported header"
+	msgUnknownKey = "confirmation token is not signed by a known key"
+	msgSignature  = "confirmation token signature is not valid"
+	msgClaims     = "confirmation token claims are malformed"
+)
+
+// Key is one Ed25519 signing key. Private is nil when only the public half is
+// known.
+type Key struct {
+	// ID is the key id (JWS "kid"): "k_" followed by 32 lower-case hex
+	// digits for keys made by this package; URL-safe and unique.
+	ID string
+	// Private is the signing half; nil when only the public key is known.
+	Private ed25519.PrivateKey
+	// Public is the verifying half; always set.
+	Public ed25519.PublicKey
+	// CreatedAt is when the key was made, from Config.Clock.
+	CreatedAt time.Time
+	// Active marks the one key that signs new tokens.
+	Active bool
+}
+
+// KeyStore persists keys. Implementations must make AddKey atomic: the new key
+// becomes the only active one.
+type KeyStore interface {
+	// SigningKeys returns all keys, newest first, including retired ones.
+	SigningKeys(ctx context.Context) ([]Key, error)
+	// AddKey inserts k and makes it the only active key, retiring the
+	// previous active key, in one transaction.
+	AddKey(ctx context.Context, k Key) error
+}
+
+// Config configures a Service.
+type Config struct {
+	// Issuer is this service's "iss" value, for callers building claims.
+	Issuer string
+	// Audience is this service's "aud" value, for callers building and
+	// checking claims.
+	Audience string
+	// Clock stamps new keys' CreatedAt; nil means models.SystemClock.
+	Clock models.Clock
+}
+
+// Service signs and verifies confirmation tokens with the keys of a KeyStore.
+// It is safe for concurrent use.
+type Service struct {
+	store KeyStore
+	cfg   Config
+
+	// reloadSem admits one store read at a time (a buffered channel so that
+	// waiting honours the context); callers that were waiting take the result
+	// of a read that started after they asked, instead of reading again.
+	reloadSem chan struct{}
+	// ensureSem keeps one Service from racing itself in EnsureKey.
+	ensureSem chan struct{}
+
+	mu      sync.RWMutex
+	keys    map[string]Key // by kid
+	order   []string       // kids, newest first, as the store lists them
+	active  string         // kid of the signing key; "" if none
+	started uint64         // store reads started
+	loaded  uint64         // number (per started) of the last successful read; 0 = never
+}
+
+// New returns a Service over store. It does not touch the store: call
+// EnsureKey at start so that there is a key to sign with.
+func New(store KeyStore, cfg Config) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = models.SystemClock{}
+	}
+	return &Service{
+		store:     store,
+		cfg:       cfg,
+		reloadSem: make(chan struct{}, 1),
+		ensureSem: make(chan struct{}, 1),
+	}
+}
+
+// Issuer returns the configured issuer ("iss").
+func (s *Service) Issuer() string { return s.cfg.Issuer }
+
+// Audience returns the configured audience ("aud").
+func (s *Service) Audience() string { return s.cfg.Audience }
+
+// EnsureKey makes sure the store holds an active signing key, creating the
+// first one if there is none (or if the active one has no private half), and
+// loads the keys. It is idempotent, and
+// instances racing at first start all end up able to sign and verify: each
+// re-reads the store after adding, so whichever key won is known to all.
+// It returns EUnavailable when the store fails and EInternal when the store
+// holds malformed keys or still has no active key after adding one.
+func (s *Service) EnsureKey(ctx context.Context) error {
+	if err := acquire(ctx, s.ensureSem); err != nil {
+		return err
+	}
+	defer release(s.ensureSem)
+
+	if err := s.reload(ctx); err != nil {
+		return err
+	}
+	if s.hasActive() {
+		return nil
+	}
+	if _, err := s.addKey(ctx); err != nil {
+		return err
+	}
+	if !s.hasActive() {
+		return models.Errorf(models.EInternal, "key store has no active signing key after adding one")
+	}
+	return nil
+}
+
+// Rotate creates a new key and makes it the active one; older keys keep
+// verifying. It returns the new key's id, EUnavailable when the store fails,
+// or EInternal when no key can be made.
+func (s *Service) Rotate(ctx context.Context) (kid string, err error) {
+	return s.addKey(ctx)
+}
+
+// Sign signs c with the active key and returns the compact JWS and the key id.
+// It fills nothing in: the caller sets every claim. It returns EInternal for
+// claims missing jti, sub, tenant, aud, op, args_digest, proposal_id or
+// request_key, with exp <= iat or with a string that is not valid UTF-8 (JSON
+// would silently change it), for a token larger than Verify accepts (32 KiB),
+// and when there is no active private key (call EnsureKey first). A store error while loading keys is EUnavailable.
+func (s *Service) Sign(ctx context.Context, c models.Claims) (compact, kid string, err error) {
+	if err := checkClaims(c); err != nil {
+		return "", "", err
+	}
+	if s.neverLoaded() {
+		if err := s.reload(ctx); err != nil {
+			return "", "", err
+		}
+	}
+	s.mu.RLock()
+	k, ok := s.keys[s.active]
+	s.mu.RUnlock()
+	if !ok {
+		return "", "", models.Errorf(models.EInternal, "no active signing key")
+	}
+	if k.Private == nil {
+		return "", "", models.Errorf(models.EInternal, "active signing key %s has no private half", k.ID)
+	}
+
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "claims cannot be encoded")
+	}
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: k.Private, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType(tokenType),
+	)
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "token signer cannot be created")
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "token cannot be signed")
+	}
+	compact, err = jws.CompactSerialize()
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "token cannot be serialized")
+	}
+	if len(compact) > maxTokenLen {
+		return "", "", models.Errorf(models.EInternal, "token of %d bytes exceeds the %d Verify accepts", len(compact), maxTokenLen)
+	}
+	return compact, k.ID, nil
+}
+
+// Verify checks that compact is a confirmation token signed by one of our keys
+// and returns its claims. It checks only the signature and the structure, not
+// aud, sub, tenant, exp or any other claim's value.
+//
+// It returns EInvalidSignature (with a caller-safe message) for anything that
+// is not exactly a compact JWS (three non-empty segments of canonical
+// unpadded base64url, no JSON serialization), a header other than
+// {"alg":"EdDSA","kid":…,"typ":"countersign-confirmation+jwt"} (so no "none",
+// HS256, ES256, crit, b64, jwk or jku), a missing or unknown kid, a bad
+// signature, and a payload that is not a single JSON object of well-typed
+// claims without duplicate names. An unknown kid makes it re-read the store
+// once, in case another instance rotated; a store error then is EUnavailable,
+// and malformed key material in the store is EInternal.
+func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, error) {
+	kid, payload, err := parseCompact(compact)
+	if err != nil {
+		return models.Claims{}, err
+	}
+
+	pub, err := s.publicKey(ctx, kid)
+	if err != nil {
+		return models.Claims{}, err
+	}
+
+	jws, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+	}
+	if len(jws.Signatures) != 1 || jws.Signatures[0].Header.KeyID != kid {
+		// Our own parse and go-jose's must agree on what was signed by whom.
+		return models.Claims{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+	}
+	verified, err := jws.Verify(pub)
+	if err != nil {
+		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgSignature)
+	}
+	if !bytes.Equal(verified, payload) {
+		return models.Claims{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+	}
+
+	c, err := decodeClaims(verified)
+	if err != nil {
+		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgClaims)
+	}
+	return c, nil
+}
+
+// JWKS returns the public keys as a JSON Web Key Set, {"keys":[…]}, newest
+// first: each key is OKP/Ed25519 with kid, "alg":"EdDSA" and "use":"sig".
+// Private material is never included. It re-reads the store so that keys made
+// by other instances are published; a store error is EUnavailable.
+func (s *Service) JWKS(ctx context.Context) ([]byte, error) {
+	if err := s.reload(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(s.order))}
+	for _, kid := range s.order {
+		k := s.keys[kid]
+		set.Keys = append(set.Keys, jose.JSONWebKey{
+			// Only the public half, copied, ever reaches the encoder.
+			Key:       ed25519.PublicKey(bytes.Clone(k.Public)),
+			KeyID:     k.ID,
+			Algorithm: string(jose.EdDSA),
+			Use:       "sig",
+		})
+	}
+	s.mu.RUnlock()
+	for _, k := range set.Keys {
+		if !k.IsPublic() {
+			return nil, models.Errorf(models.EInternal, "JWKS would contain non-public key %s", k.KeyID)
+		}
+	}
+	out, err := json.Marshal(set)
+	if err != nil {
+		return nil, models.Wrap(models.EInternal, err, "JWKS cannot be encoded")
+	}
+	return out, nil
+}
+
+// addKey creates a key, stores it as the active one and re-reads the store.
+func (s *Service) addKey(ctx context.Context) (string, error) {
+	k, err := newKey(s.cfg.Clock.Now())
+	if err != nil {
+		return "", err
+	}
+	if err := s.store.AddKey(ctx, k); err != nil {
+		return "", models.Wrap(models.EUnavailable, err, "signing key cannot be stored")
+	}
+	if err := s.reload(ctx); err != nil {
+		return "", err
+	}
+	return k.ID, nil
+}
+
+// newKey makes a fresh active Ed25519 key with a random id.
+func newKey(now time.Time) (Key, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return Key{}, models.Wrap(models.EInternal, err, "signing key cannot be generated")
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return Key{}, models.Wrap(models.EInternal, err, "key id cannot be generated")
+	}
+	return Key{
+		ID:        keyIDPrefix + hex.EncodeToString(id[:]),
+		Private:   priv,
+		Public:    pub,
+		CreatedAt: now,
+		Active:    true,
+	}, nil
+}
+
+// publicKey returns the verifying key for kid, re-reading the store once when
+// the kid is not cached.
+func (s *Service) publicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
+	s.mu.RLock()
+	k, ok := s.keys[kid]
+	s.mu.RUnlock()
+	if ok {
+		return k.Public, nil
+	}
+	if err := s.reload(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	k, ok = s.keys[kid]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, models.Errorf(models.EInvalidSignature, msgUnknownKey)
+	}
+	return k.Public, nil
+}
+
+// hasActive reports whether the cache has an active key that can sign.
+func (s *Service) hasActive() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.keys[s.active].Private != nil
+}
+
+func (s *Service) neverLoaded() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.loaded == 0
+}
+
+// reload replaces the cache with the store's keys. Reads are serialized; a
+// caller that had to wait skips its own read when a read that started after it
+// called has succeeded meanwhile: that read already saw everything the caller
+// could need (a key stored before the call, e.g. by another instance's
+// rotation). This bounds store reads under a burst of unknown kids.
+func (s *Service) reload(ctx context.Context) error {
+	s.mu.RLock()
+	ticket := s.started
+	s.mu.RUnlock()
+
+	if err := acquire(ctx, s.reloadSem); err != nil {
+		return err
+	}
+	defer release(s.reloadSem)
+
+	s.mu.Lock()
+	if s.loaded > ticket {
+		s.mu.Unlock()
+		return nil
+	}
+	s.started++
+	n := s.started
+	s.mu.Unlock()
+
+	stored, err := s.store.SigningKeys(ctx)
+	if err != nil {
+		return models.Wrap(models.EUnavailable, err, "signing keys are unavailable")
+	}
+	keys, order, active, err := index(stored)
+	if err != nil {
+		return err
+	}
+
+	s.mu.Lock()
+	s.keys, s.order, s.active, s.loaded = keys, order, active, n
+	s.mu.Unlock()
+	return nil
+}
+
+// index validates the store's keys and indexes copies of them by id. The
+// active key is the first (newest) one marked active. Malformed key material
+// is EInternal: the store is corrupt and nothing should be signed or verified
+// with a guess.
+func index(stored []Key) (map[string]Key, []string, string, error) {
+	keys := make(map[string]Key, len(stored))
+	order := make([]string, 0, len(stored))
+	active := ""
+	for _, k := range stored {
+		if !validKeyID(k.ID) {
+			return nil, nil, "", models.Errorf(models.EInternal, "stored signing key has invalid id %q", k.ID)
+		}
+		if _, dup := keys[k.ID]; dup {
+			return nil, nil, "", models.Errorf(models.EInternal, "stored signing key id %s is not unique", k.ID)
+		}
+		if len(k.Public) != ed25519.PublicKeySize {
+			return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has a public key of %d bytes", k.ID, len(k.Public))
+		}
+		c := Key{ID: k.ID, Public: bytes.Clone(k.Public), CreatedAt: k.CreatedAt, Active: k.Active}
+		if k.Private != nil {
+			if len(k.Private) != ed25519.PrivateKeySize {
+				return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has a private key of %d bytes", k.ID, len(k.Private))
+			}
+			pub, ok := k.Private.Public().(ed25519.PublicKey)
+			if !ok || !pub.Equal(k.Public) {
+				return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has halves that do not match", k.ID)
+			}
+			c.Private = bytes.Clone(k.Private)
+		}
+		if k.Active && active == "" {
+			active = k.ID
+		}
+		keys[k.ID] = c
+		order = append(order, k.ID)
+	}
+	return keys, order, active, nil
+}
+
+// checkClaims is Sign's refusal of claims that could not bind a write.
+func checkClaims(c models.Claims) error {
+	required := []struct{ name, value string }{
+		{"jti", c.ID}, {"sub", c.Subject}, {"tenant", c.Tenant}, {"aud", c.Audience},
+		{"op", c.Operation}, {"args_digest", c.ArgsDigest}, {"proposal_id", c.ProposalID},
+		{"request_key", c.RequestKey},
+	}
+	for _, r := range required {
+		if r.value == "" {
+			return models.Errorf(models.EInternal, "token claim %s is missing", r.name)
+		}
+	}
+	if c.Expiry <= c.IssuedAt {
+		return models.Errorf(models.EInternal, "token claim exp (%d) is not after iat (%d)", c.Expiry, c.IssuedAt)
+	}
+	strs := []string{c.Issuer, c.Audience, c.Subject, c.Tenant, c.ID, c.Operation, c.Resource,
+		c.ResourceSetDigest, c.ArgsDigest, c.Policy, c.RequestKey, c.ProposalID}
+	strs = append(strs, c.Approvers...)
+	strs = append(strs, c.AMR...)
+	for _, v := range strs {
+		if !utf8.ValidString(v) {
+			return models.Errorf(models.EInternal, "token claims contain a string that is not valid UTF-8")
+		}
+	}
+	return nil
+}
+
+// parseCompact checks the structure of an untrusted token before any key is
+// looked up: exactly three non-empty segments of canonical unpadded base64url
+// (so that no two strings decode to the same token), a header of exactly alg
+// EdDSA, kid and typ, and a 64-byte signature. It returns the kid and the
+// decoded payload.
+func parseCompact(compact string) (kid string, payload []byte, err error) {
+	if compact == "" {
+		return "", nil, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
+	}
+	if len(compact) > maxTokenLen {
+		return "", nil, models.Errorf(models.EInvalidSignature, msgMalformed)
+	}
+	parts := strings.Split(compact, ".")
+	if len(parts) != 3 {
+		return "", nil, models.Errorf(models.EInvalidSignature, msgMalformed)
+	}
+	var raw [3][]byte
+	for i, p := range parts {
+		if raw[i], err = decodeSegment(p); err != nil {
+			return "", nil, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+		}
+	}
+	if kid, err = checkHeader(raw[0]); err != nil {
+		return "", nil, err
+	}
+	if len(raw[2]) != ed25519.SignatureSize {
+		return "", nil, models.Errorf(models.EInvalidSignature, msgSignature)
+	}
+	return kid, raw[1], nil
+}
+
+// strictB64 rejects non-zero padding bits; the alphabet check in
+// decodeSegment rejects the CR and LF it would still ignore.
+var strictB64 = base64.RawURLEncoding.Strict()
+
+func decodeSegment(p string) ([]byte, error) {
+	if p == "" {
+		return nil, errors.New("empty segment")
+	}
+	for i := 0; i < len(p); i++ {
+		if !urlSafe(p[i]) {
+			return nil, fmt.Errorf("byte %#x at %d is not base64url", p[i], i)
+		}
+	}
+	return strictB64.DecodeString(p)
+}
+
+func urlSafe(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-' || b == '_'
+}
+
+func validKeyID(kid string) bool {
+	if kid == "" || len(kid) > maxKeyIDLen {
+		return false
+	}
+	for i := 0; i < len(kid); i++ {
+		if !urlSafe(kid[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHeader accepts exactly the protected header Sign writes. Anything more
+// (crit, b64, jwk, jku, x5c, …) is refused rather than interpreted.
+func checkHeader(h []byte) (string, error) {
+	fields, err := objectFields(h)
+	if err != nil {
+		return "", models.Wrap(models.EInvalidSignature, err, msgMalformed)
+	}
+	var alg, kid, typ string
+	for name, v := range fields {
+		var dst *string
+		switch name {
+		case "alg":
+			dst = &alg
+		case "kid":
+			dst = &kid
+		case "typ":
+			dst = &typ
+		default:
+			return "", models.Errorf(models.EInvalidSignature, msgHeader)
+		}
+		if err := json.Unmarshal(v, dst); err != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return "", models.Errorf(models.EInvalidSignature, msgHeader)
+		}
+	}
+	if alg != string(jose.EdDSA) {
+		return "", models.Errorf(models.EInvalidSignature, msgAlgorithm)
+	}
+	if typ != tokenType {
+		return "", models.Errorf(models.EInvalidSignature, msgHeader)
+	}
+	if !validKeyID(kid) {
+		return "", models.Errorf(models.EInvalidSignature, msgUnknownKey)
+	}
+	return kid, nil
+}
+
+// claimNames are the JSON names of models.Claims.
+var claimNames = []string{"iss", "aud", "sub", "tenant", "jti", "op", "resource",
+	"resource_set_digest", "args_digest", "policy", "request_key", "proposal_id",
+	"approvers", "amr", "iat", "exp"}
+
+// decodeClaims decodes a verified payload. encoding/json would take null or
+// an array for a struct, keep the last of duplicate names, match names
+// case-insensitively and replace invalid UTF-8; each of those would let the
+// signed bytes and the claims we act on differ, so each is refused here.
+// Unknown claim names are tolerated so that a newer instance's tokens verify
+// during a rolling upgrade.
+func decodeClaims(payload []byte) (models.Claims, error) {
+	if !utf8.Valid(payload) {
+		return models.Claims{}, errors.New("payload is not valid UTF-8")
+	}
+	fields, err := objectFields(payload)
+	if err != nil {
+		return models.Claims{}, err
+	}
+	for name := range fields {
+		for _, known := range claimNames {
+			if name != known && strings.EqualFold(name, known) {
+				return models.Claims{}, fmt.Errorf("claim %q differs from %q only in case", name, known)
+			}
+		}
+	}
+	var c models.Claims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return models.Claims{}, err
+	}
+	return c, nil
+}
+
+// objectFields parses doc as exactly one JSON object and returns its members,
+// refusing duplicate names and trailing data.
+func objectFields(doc []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("object member name is not a string")
+		}
+		if _, dup := fields[name]; dup {
+			return nil, fmt.Errorf("duplicate member %q", name)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		fields[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	return fields, nil
+}
+
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return models.Wrap(models.EUnavailable, ctx.Err(), "signing keys are unavailable")
+	}
+}
+
+func release(sem chan struct{}) { <-sem }

@@ -1,0 +1,214 @@
+package models
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Tenant isolates everything: every query is scoped to one.
+type Tenant struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Agent is an API principal that proposes writes and redeems tokens.
+// OwnerUserID, when set, names the console user the agent acts for; that user
+// counts as the requester and may not approve the agent's proposals unless
+// the tier allows self-approval.
+type Agent struct {
+	ID          string
+	TenantID    string
+	Name        string
+	OwnerUserID string
+	CreatedAt   time.Time
+	RevokedAt   *time.Time
+}
+
+// User is a console user (reviewer or admin) of one tenant.
+type User struct {
+	ID        string
+	TenantID  string
+	Name      string
+	Role      Role
+	Disabled  bool
+	CreatedAt time.Time
+}
+
+// PreviewField is one argument as a reviewer sees it: the machine value exactly
+// as stored and a display value that is for eyes only and never parsed back.
+type PreviewField struct {
+	Name    string          `json:"name"`
+	Label   string          `json:"label"`
+	Value   json.RawMessage `json:"value"`
+	Display string          `json:"display"`
+}
+
+// Tier is the outcome of a tool's risk rules for one set of arguments.
+type Tier struct {
+	Name              string
+	Confirmation      Confirmation
+	Quorum            int // distinct approvers needed; at least 1
+	TTL               time.Duration
+	AllowSelfApproval bool
+}
+
+// Proposal is an immutable snapshot of one proposed write plus its lifecycle
+// state. Arguments, ArgsDigest, Resource*, StateVersion, Tier and
+// PolicyVersion never change after creation.
+type Proposal struct {
+	ID                string
+	TenantID          string
+	AgentID           string
+	AgentName         string
+	Tool              string
+	Arguments         json.RawMessage // normalized, canonical (JCS) JSON
+	ArgsDigest        string
+	Preview           []PreviewField
+	Resource          string   // target resource id (single-resource tools)
+	ResourceSet       []string // sorted ids (batch tools)
+	ResourceSetDigest string
+	ResourceCount     int
+	ResourceLabel     string
+	StateVersion      string
+	Tier              Tier
+	PolicyVersion     string
+	RequestKey        string
+	Context           string
+	Status            Status
+	Revision          int64 // increases on every change; basis of the ETag
+	CreatedAt         time.Time
+	ExpiresAt         time.Time
+	UpdatedAt         time.Time
+	Problems          []FieldProblem // why the business system rejected it (rejected only)
+
+	Decisions []Decision
+	Token     *Token     // set once confirmed
+	Execution *Execution // set once execution started
+}
+
+// Batch reports whether the proposal targets a fixed resource set.
+func (p *Proposal) Batch() bool { return p.ResourceSetDigest != "" }
+
+// Expired reports whether the confirmation window has closed at now. Windows
+// are right-open: at now == ExpiresAt it has expired.
+func (p *Proposal) Expired(now time.Time) bool { return !now.Before(p.ExpiresAt) }
+
+// Approvals returns the distinct reviewers who approved.
+func (p *Proposal) Approvals() []Decision {
+	var out []Decision
+	seen := map[string]bool{}
+	for _, d := range p.Decisions {
+		if d.Kind == DecisionApprove && !seen[d.UserID] {
+			seen[d.UserID] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// DecisionKind is approve or decline.
+type DecisionKind string
+
+// Decision kinds.
+const (
+	DecisionApprove DecisionKind = "approve"
+	DecisionDecline DecisionKind = "decline"
+)
+
+// Decision is one reviewer's structured decision on one proposal: bound to the
+// proposal id, the reviewer and the digest the reviewer saw.
+type Decision struct {
+	ID         string
+	ProposalID string
+	UserID     string
+	UserName   string
+	Kind       DecisionKind
+	Reason     string
+	DigestSeen string
+	AMR        []string        // authentication methods, e.g. ["pwd","webauthn"]
+	Evidence   json.RawMessage // raw step-up assertion, when there was one
+	CreatedAt  time.Time
+}
+
+// Token is the server-side record of a confirmation token: its consumption
+// state is what prevents replay; the signature only prevents alteration.
+type Token struct {
+	JTI         string
+	TenantID    string
+	ProposalID  string
+	AgentID     string
+	KeyID       string
+	Status      TokenStatus
+	Compact     string // the signed compact JWS handed to the agent
+	IssuedAt    time.Time
+	ExpiresAt   time.Time
+	ConsumedAt  *time.Time
+	ExecutionID string
+}
+
+// Execution is the record of one execution intent, keyed by request key.
+type Execution struct {
+	ID           string
+	TenantID     string
+	ProposalID   string
+	TokenJTI     string
+	RequestKey   string
+	Operation    string
+	ArgsDigest   string
+	Status       Status // executing, succeeded, failed_retryable, failed_terminal, unknown
+	Attempts     int
+	ProviderRef  string
+	Result       json.RawMessage
+	ErrorCode    string
+	ErrorMessage string
+	LeaseUntil   time.Time // while in the future, the current attempt owns it
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	CompletedAt  *time.Time
+}
+
+// Receipt is what proves what ran and what the business system answered.
+type Receipt struct {
+	ExecutionID string     `json:"execution_id"`
+	RequestKey  string     `json:"request_key"`
+	Operation   string     `json:"operation"`
+	Status      Status     `json:"status"`
+	ArgsDigest  string     `json:"args_digest"`
+	ProviderRef string     `json:"provider_ref"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+// Receipt returns the execution's receipt.
+func (e *Execution) Receipt() Receipt {
+	return Receipt{
+		ExecutionID: e.ID, RequestKey: e.RequestKey, Operation: e.Operation,
+		Status: e.Status, ArgsDigest: e.ArgsDigest, ProviderRef: e.ProviderRef,
+		CompletedAt: e.CompletedAt,
+	}
+}
+
+// Settled reports whether the execution reached a final outcome.
+func (e *Execution) Settled() bool {
+	return e.Status == StatusSucceeded || e.Status == StatusFailedTerminal
+}
+
+// Claims are a confirmation token's JWT claims (SPEC section 5).
+type Claims struct {
+	Issuer            string   `json:"iss"`
+	Audience          string   `json:"aud"`
+	Subject           string   `json:"sub"`
+	Tenant            string   `json:"tenant"`
+	ID                string   `json:"jti"`
+	Operation         string   `json:"op"`
+	Resource          string   `json:"resource,omitempty"`
+	ResourceSetDigest string   `json:"resource_set_digest,omitempty"`
+	ArgsDigest        string   `json:"args_digest"`
+	Policy            string   `json:"policy"`
+	RequestKey        string   `json:"request_key"`
+	ProposalID        string   `json:"proposal_id"`
+	Approvers         []string `json:"approvers"`
+	AMR               []string `json:"amr"`
+	IssuedAt          int64    `json:"iat"`
+	Expiry            int64    `json:"exp"`
+}

@@ -1,0 +1,143 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+)
+
+// StatusOf is the HTTP status of a domain error code, the same across the
+// whole API (SPEC section 7). An unknown code is a bug: 500.
+func StatusOf(code models.Code) int {
+	switch code {
+	case models.EInvalidRequest:
+		return http.StatusBadRequest
+	case models.EUnauthenticated:
+		return http.StatusUnauthorized
+	case models.EForbidden, models.EInvalidSignature, models.ESubjectMismatch,
+		models.ETenantMismatch, models.EAudienceMismatch, models.EOperationMismatch,
+		models.EArgsMismatch, models.EStepUpRequired, models.ESelfApproval:
+		return http.StatusForbidden
+	case models.ENotFound, models.EUnknownToken:
+		return http.StatusNotFound
+	case models.EAlreadyConsumed, models.EStateChanged, models.EIdempotencyKeyReuse,
+		models.EInvalidState, models.EAlreadyDecided, models.EAlreadyExists:
+		return http.StatusConflict
+	case models.ETokenExpired, models.EProposalExpired, models.ERevoked:
+		return http.StatusGone
+	case models.EUnknownTool, models.ESchemaViolation, models.EClarificationNeeded,
+		models.EBusinessRule:
+		return http.StatusUnprocessableEntity
+	case models.ERateLimited:
+		return http.StatusTooManyRequests
+	case models.EUnavailable:
+		return http.StatusServiceUnavailable
+	default: // EInternal and anything unmapped
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody is the JSON error envelope: {"error": {...}}.
+type errorBody struct {
+	Error errorJSON `json:"error"`
+}
+
+type errorJSON struct {
+	Code    models.Code    `json:"code"`
+	Message string         `json:"message"`
+	Fields  []fieldJSON    `json:"fields,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+type fieldJSON struct {
+	Pointer string `json:"pointer"`
+	Message string `json:"message"`
+}
+
+// internalMessage is all a caller ever learns about an internal error.
+const internalMessage = "internal error"
+
+// errorHandler is the server's one error handler. A *models.Error anywhere in
+// the chain gives the status of its code and its caller-safe message, fields
+// and details; echo's own errors (no route, wrong method) become not_found
+// or invalid_request; anything else is 500 internal. The text of an error is
+// never shown unless it is a *models.Error message, which is written for the
+// caller; causes are logged, with the request id, for every 5xx.
+//
+// When console routes arrive, this is where HTML is negotiated for them
+// (requests outside /api/ and /.well-known/ that accept text/html).
+func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		req := c.Request()
+		rid := c.Response().Header().Get(echo.HeaderXRequestID)
+		if errors.Is(err, context.Canceled) && req.Context().Err() != nil {
+			logger.LogAttrs(req.Context(), slog.LevelDebug, "request abandoned by client",
+				slog.String("request_id", rid), slog.String("path", req.URL.Path))
+			return
+		}
+		status, body := errorResponse(err)
+		if status >= 500 {
+			logger.LogAttrs(context.WithoutCancel(req.Context()), slog.LevelError, "request failed",
+				slog.String("request_id", rid),
+				slog.String("method", req.Method),
+				slog.String("path", req.URL.Path),
+				slog.Int("status", status),
+				slog.String("code", string(body.Error.Code)),
+				slog.String("err", err.Error()),
+			)
+		}
+		if c.Response().Committed {
+			return // the handler already answered; nothing more can be sent
+		}
+		var werr error
+		if req.Method == http.MethodHead {
+			werr = c.NoContent(status)
+		} else {
+			werr = c.JSON(status, body)
+		}
+		if werr != nil {
+			logger.LogAttrs(context.WithoutCancel(req.Context()), slog.LevelWarn, "writing error response failed",
+				slog.String("request_id", rid), slog.String("err", werr.Error()))
+		}
+	}
+}
+
+// errorResponse maps err to a status and the body the caller sees.
+func errorResponse(err error) (int, errorBody) {
+	var me *models.Error
+	if errors.As(err, &me) {
+		status := StatusOf(me.Code)
+		if status == http.StatusInternalServerError {
+			// Internal or unmapped codes: the message may not have been
+			// written with a caller in mind.
+			return status, errorBody{Error: errorJSON{Code: models.EInternal, Message: internalMessage}}
+		}
+		out := errorJSON{Code: me.Code, Message: me.Message, Details: me.Details}
+		if out.Message == "" {
+			out.Message = http.StatusText(status)
+		}
+		for _, f := range me.Fields {
+			out.Fields = append(out.Fields, fieldJSON{Pointer: f.Pointer, Message: f.Message})
+		}
+		return status, errorBody{Error: out}
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch {
+		case he.Code == http.StatusNotFound:
+			return he.Code, errorBody{Error: errorJSON{Code: models.ENotFound, Message: "no such route"}}
+		case he.Code == http.StatusMethodNotAllowed:
+			return he.Code, errorBody{Error: errorJSON{Code: models.EInvalidRequest, Message: "method not allowed on this route"}}
+		case he.Code == http.StatusRequestEntityTooLarge:
+			return http.StatusBadRequest, errorBody{Error: errorJSON{Code: models.EInvalidRequest, Message: "request body too large"}}
+		case he.Code >= 400 && he.Code < 500:
+			return he.Code, errorBody{Error: errorJSON{Code: models.EInvalidRequest, Message: http.StatusText(he.Code)}}
+		}
+	}
+	return http.StatusInternalServerError, errorBody{Error: errorJSON{Code: models.EInternal, Message: internalMessage}}
+}
