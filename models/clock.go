@@ -51,9 +51,18 @@ func (c *FixedClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// NewID returns a new identifier with the given prefix: a ULID (time-ordered,
-// 80 random bits), lower-cased, e.g. "prop_01j…".
+var (
+	idMu      sync.Mutex
+	idEntropy = ulid.Monotonic(rand.Reader, 0)
+)
+
+// NewID returns a new identifier with the given prefix: a ULID (48 bits of
+// milliseconds, 80 random bits), lower-cased, e.g. "prop_01j…". Within one
+// process IDs strictly increase, also within one millisecond, so ordering
+// by (creation time, id) is ordering by creation.
 func NewID(prefix string) string {
-	id := ulid.MustNew(ulid.Now(), rand.Reader)
+	idMu.Lock()
+	id := ulid.MustNew(ulid.Now(), idEntropy)
+	idMu.Unlock()
 	return prefix + "_" + strings.ToLower(id.String())
 }

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 var start = time.Date(2026, 9, 1, 6, 20, 0, 0, time.UTC)
 
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	clock   *models.FixedClock
 	store   *store.Store
@@ -49,7 +49,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
-func dbURL(t *testing.T, kind string) string {
+func dbURL(t testing.TB, kind string) string {
 	if kind == "postgres" {
 		return pgtest.DSN(t)
 	}
@@ -59,7 +59,7 @@ func dbURL(t *testing.T, kind string) string {
 // newEnv builds the real service on a real database with the demo registry
 // and data. extra adapters replace the demo ledger for the named tools, and
 // reg (when not nil) replaces the demo registry.
-func newEnv(t *testing.T, kind string, configure func(e *env) *registry.Registry) *env {
+func newEnv(t testing.TB, kind string, configure func(e *env) *registry.Registry) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), clock: models.NewFixedClock(start), dbKind: kind}
 	e.dbURL = dbURL(t, kind)
@@ -159,7 +159,7 @@ func (e *env) order(id string) store.DemoOrder {
 	return o
 }
 
-func wantCode(t *testing.T, err error, want models.Code) {
+func wantCode(t testing.TB, err error, want models.Code) {
 	t.Helper()
 	if got := models.ErrorCode(err); got != want {
 		t.Fatalf("error code = %q (%v), want %q", got, err, want)

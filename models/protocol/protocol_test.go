@@ -565,3 +565,45 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+func TestListKeysetPagination(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		var ids []string
+		for i := range 7 {
+			e.clock.Advance(time.Second * time.Duration(i%2)) // some share a creation time
+			ids = append(ids, e.propose("ord_1001", int64(100+i)).ID)
+		}
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			page, err := e.svc.List(e.ctx, e.tenant, protocol.ListQuery{Limit: 3, Cursor: cursor, AgentID: e.agent.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range page.Items {
+				got = append(got, p.ID)
+			}
+			if page.Next == "" {
+				break
+			}
+			if pages > 5 {
+				t.Fatal("pagination does not end")
+			}
+			cursor = page.Next
+		}
+		if len(got) != 7 {
+			t.Fatalf("listed %d, want 7: %v", len(got), got)
+		}
+		for i := range got {
+			if got[i] != ids[len(ids)-1-i] {
+				t.Fatalf("order = %v, want newest first %v", got, ids)
+			}
+		}
+		page, _ := e.svc.List(e.ctx, e.tenant, protocol.ListQuery{Tool: "delete_logs"})
+		if len(page.Items) != 0 {
+			t.Errorf("tool filter let %d through", len(page.Items))
+		}
+		_, err := e.svc.List(e.ctx, e.tenant, protocol.ListQuery{Statuses: []models.Status{"approved"}})
+		wantCode(t, err, models.EInvalidRequest)
+	})
+}
