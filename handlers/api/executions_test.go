@@ -117,14 +117,14 @@ func TestExecuteErrors(t *testing.T) {
 	t.Run("already_consumed carries the original execution", func(t *testing.T) {
 		f.executeFn = func(models.Agent, string, string) (*models.Execution, error) {
 			return nil, &models.Error{Code: models.EAlreadyConsumed, Message: "token was redeemed before",
-				Details: map[string]any{"execution_id": "exe_1", "status": "succeeded"}}
+				Details: map[string]any{"execution_id": "exe_1", "execution_status": "succeeded"}}
 		}
 		e := wantError(t, post(`{"proposal_id":"p","token":"t"}`), http.StatusConflict, models.EAlreadyConsumed)
 		if got, want := e.Error.Details["execution_id"], "exe_1"; got != want {
 			t.Errorf("details.execution_id = %v, want %v", got, want)
 		}
-		if got, want := e.Error.Details["status"], "succeeded"; got != want {
-			t.Errorf("details.status = %v, want %v", got, want)
+		if got, want := e.Error.Details["execution_status"], "succeeded"; got != want {
+			t.Errorf("details.execution_status = %v, want %v", got, want)
 		}
 	})
 	t.Run("internal error text stays inside", func(t *testing.T) {

@@ -302,6 +302,10 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 		if _, err := s.Reconcile(ctx); err != nil {
 			s.log.Warn("reconcile", "err", err)
 		}
+		// Pick up signing keys rotated by another process (or the CLI).
+		if err := s.tokens.EnsureKey(ctx); err != nil {
+			s.log.Warn("signing keys", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -158,13 +158,14 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 }
 
 // RevokeToken withdraws the confirmation of a confirmed proposal whose token
-// has not been redeemed: the token becomes revoked and the proposal revoked,
+// has neither been redeemed nor expired at now: the token becomes revoked and the proposal revoked,
 // in one transaction. EInvalidState when the token was consumed, expired or
 // revoked already; ENotFound for unknown or foreign proposals.
 func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&tokenRow{}).
-			Where("tenant_id = ? AND proposal_id = ? AND status = ?", tenantID, proposalID, string(models.TokenIssued)).
+			Where("tenant_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
+				tenantID, proposalID, string(models.TokenIssued), ms(now)).
 			Update("status", string(models.TokenRevoked))
 		if res.Error != nil {
 			return res.Error

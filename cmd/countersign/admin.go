@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/token"
+)
+
+// maxNameLen bounds tenant, user and agent names.
+const maxNameLen = 100
+
+// openStore opens and migrates the database for an administrative command.
+// Migrations that had to be applied are mentioned on stderr.
+func (c *cli) openStore(ctx context.Context, db string) (*store.Store, error) {
+	st, err := store.Open(db, store.Options{Logger: c.quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if len(applied) > 0 {
+		fmt.Fprintf(c.stderr, "applied database migrations %s\n", joinInts(applied))
+	}
+	return st, nil
+}
+
+func joinInts(vs []int64) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkName refuses names that would be awkward or misleading to show and
+// type: empty, surrounded by blanks, with control characters, too long.
+func checkName(kind, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s name is empty", kind)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%s name is longer than %d bytes", kind, maxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%s name is not valid UTF-8", kind)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("%s name %q starts or ends with white space", kind, name)
+	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || isBidiControl(r) }) >= 0:
+		return fmt.Errorf("%s name %q contains control characters", kind, name)
+	}
+	return nil
+}
+
+func (c *cli) migrate(ctx context.Context, args []string) error {
+	var db string
+	cmd := newCommand("migrate", "countersign migrate [flags]",
+		"Applies the pending database migrations and prints the versions applied,\nor \"up to date\". Servers also migrate at start.", c.stdout)
+	dbFlag(cmd.fs, &db)
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db}); err != nil {
+		return err
+	}
+	st, err := store.Open(db, store.Options{Logger: c.quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(c.stdout, "up to date")
+		return nil
+	}
+	for _, v := range applied {
+		fmt.Fprintf(c.stdout, "applied %d\n", v)
+	}
+	return nil
+}
+
+func (c *cli) tenantCreate(ctx context.Context, args []string) error {
+	var db string
+	cmd := newCommand("tenant create", "countersign tenant create NAME [flags]",
+		"Creates a tenant and prints its id. Everything (users, agents, proposals)\nbelongs to exactly one tenant.", c.stdout)
+	dbFlag(cmd.fs, &db)
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos, "NAME"); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db}); err != nil {
+		return err
+	}
+	name := pos[0]
+	if err := checkName("tenant", name); err != nil {
+		return usagef(cmd.synopsis, "%v", err)
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.CreateTenant(ctx, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, t.ID)
+	return nil
+}
+
+func (c *cli) userCreate(ctx context.Context, args []string) error {
+	var db, tenant, name, role string
+	cmd := newCommand("user create", "countersign user create --tenant T --name N --role reviewer|admin [flags]", `
+Creates a console user of a tenant and prints the user's id. The password is
+the first line of stdin (8 to 1024 bytes); it is stored as an argon2id hash.
+Reviewers approve and decline proposals; administrators may also revoke
+confirmations.
+
+  printf '%s\n' "$PASSWORD" | countersign user create --tenant acme --name alice --role reviewer`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the user's sign-in `NAME`")
+	cmd.fs.StringVar(&role, "role", string(models.RoleReviewer), "`ROLE`: reviewer or admin")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	if !models.Role(role).Valid() {
+		return usagef(cmd.synopsis, "--role must be reviewer or admin, not %q", role)
+	}
+	if err := checkName("user", name); err != nil {
+		return usagef(cmd.synopsis, "%v", err)
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	password, err := c.readNewPassword(ctx, name)
+	if err != nil {
+		return err
+	}
+	hash, err := secret.HashPassword(password)
+	if err != nil {
+		return err
+	}
+	u, err := st.CreateUser(ctx, t.ID, name, models.Role(role), hash)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, u.ID)
+	return nil
+}
+
+func (c *cli) agentCreate(ctx context.Context, args []string) error {
+	var db, tenant, name, owner string
+	cmd := newCommand("agent create", "countersign agent create --tenant T --name N [--owner USER] [flags]", `
+Creates an agent principal and prints its API key, alone, on stdout. The key
+is shown only this once: only its hash is stored. Agents send it as
+"Authorization: Bearer <key>".
+
+With --owner the agent acts for that console user, who then counts as the
+requester of the agent's proposals and may not approve them (unless the risk
+tier allows self-approval).`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the agent's `NAME`, shown to reviewers")
+	cmd.fs.StringVar(&owner, "owner", "", "`USER` name of the console user the agent acts for (optional)")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	if err := checkName("agent", name); err != nil {
+		return usagef(cmd.synopsis, "%v", err)
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	var ownerID string
+	if owner != "" {
+		u, _, err := st.UserCredentials(ctx, t.ID, owner)
+		if models.IsCode(err, models.ENotFound) {
+			return models.Errorf(models.ENotFound, "no user %q in tenant %q", owner, tenant)
+		}
+		if err != nil {
+			return err
+		}
+		ownerID = u.ID
+	}
+	key, hash, err := secret.NewAPIKey()
+	if err != nil {
+		return err
+	}
+	a, err := st.CreateAgent(ctx, t.ID, name, ownerID, hash)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "created agent %s (%s) in tenant %s; its key is printed once and cannot be shown again\n", a.Name, a.ID, t.Name)
+	fmt.Fprintln(c.stdout, key)
+	return nil
+}
+
+func (c *cli) keysRotate(ctx context.Context, args []string) error {
+	var db string
+	cmd := newCommand("keys rotate", "countersign keys rotate [flags]", `
+Creates a new Ed25519 token signing key, makes it the one that signs new
+confirmation tokens and prints its key id (kid). Earlier keys stay in the
+JWKS and keep verifying the tokens they signed. A running server switches to
+the new key the next time it re-reads the key set (any JWKS request makes it
+do so) or when it restarts.`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db}); err != nil {
+		return err
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	kid, err := token.New(st, token.Config{}).Rotate(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, kid)
+	return nil
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// envPrefix starts the environment variable of every flag: --base-url is
+// COUNTERSIGN_BASE_URL.
+const envPrefix = "COUNTERSIGN_"
+
+// envName is the environment variable that sets flag name when the command
+// line does not.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// errHelp means a command printed its help because it was asked to; run
+// turns it into success.
+var errHelp = errors.New("help shown")
+
+// usageError is a mistake on the command line (exit status 2). Usage names
+// the command's synopsis so that the message says what would have worked.
+type usageError struct {
+	msg   string
+	usage string // e.g. "countersign tenant create NAME [flags]"; may be empty
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(usage, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), usage: usage}
+}
+
+// command is one sub-command's flag set with its help text.
+type command struct {
+	fs       *flag.FlagSet
+	synopsis string // "countersign tenant create NAME [flags]"
+	about    string // what it does, a paragraph or more
+	out      io.Writer
+}
+
+// newCommand returns an empty flag set for the sub-command; help goes to out.
+func newCommand(name, synopsis, about string, out io.Writer) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned and reported once, by report
+	fs.Usage = func() {}
+	return &command{fs: fs, synopsis: synopsis, about: about, out: out}
+}
+
+// parse sets every flag from its environment variable, then from args (so
+// the command line wins), and returns the positional arguments. Flags may
+// come before, between or after positional arguments; "--" ends the flags.
+// -h or --help prints the help to out and returns errHelp.
+func (c *command) parse(args []string, getenv func(string) string) ([]string, error) {
+	var envErr error
+	c.fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		v := getenv(name)
+		if v == "" || envErr != nil {
+			return
+		}
+		if err := c.fs.Set(f.Name, v); err != nil {
+			envErr = usagef(c.synopsis, "environment variable %s=%q: %v", name, v, err)
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	var positional []string
+	for {
+		err := c.fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			c.printHelp()
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usagef(c.synopsis, "%v", err)
+		}
+		rest := c.fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// printHelp writes the synopsis, the description and every flag with its
+// default and its environment variable.
+func (c *command) printHelp() {
+	w := c.out
+	fmt.Fprintf(w, "Usage: %s\n\n", c.synopsis)
+	if c.about != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(c.about))
+	}
+	n := 0
+	c.fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Flags (each also read from the environment variable shown; the command line wins):")
+	c.fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if arg != "" {
+			head += " " + arg
+		}
+		fmt.Fprintf(w, "%s\n", head)
+		for line := range strings.SplitSeq(usage, "\n") {
+			fmt.Fprintf(w, "      %s\n", line)
+		}
+		var tail []string
+		if f.DefValue != "" && f.DefValue != "false" {
+			tail = append(tail, fmt.Sprintf("default %s", f.DefValue))
+		}
+		tail = append(tail, "env "+envName(f.Name))
+		fmt.Fprintf(w, "      (%s)\n", strings.Join(tail, "; "))
+	})
+}
+
+// wantArgs checks the number of positional arguments.
+func (c *command) wantArgs(got []string, names ...string) error {
+	if len(got) == len(names) {
+		return nil
+	}
+	if len(got) < len(names) {
+		return usagef(c.synopsis, "missing %s", strings.Join(names[len(got):], " and "))
+	}
+	return usagef(c.synopsis, "unexpected argument %q", got[len(names)])
+}
+
+// required checks that each named string flag has a non-blank value.
+func (c *command) required(values map[string]string) error {
+	var missing []string
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := values[f.Name]; ok && strings.TrimSpace(v) == "" {
+			missing = append(missing, "--"+f.Name)
+		}
+	})
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return usagef(c.synopsis, "%s is required", missing[0])
+	default:
+		return usagef(c.synopsis, "%s are required", strings.Join(missing, ", "))
+	}
+}
