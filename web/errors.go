@@ -5,42 +5,19 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web/session"
 )
 
 // StatusOf is the HTTP status of a domain error code, the same across the
-// whole API (SPEC section 7). An unknown code is a bug: 500.
-func StatusOf(code models.Code) int {
-	switch code {
-	case models.EInvalidRequest:
-		return http.StatusBadRequest
-	case models.EUnauthenticated:
-		return http.StatusUnauthorized
-	case models.EForbidden, models.EInvalidSignature, models.ESubjectMismatch,
-		models.ETenantMismatch, models.EAudienceMismatch, models.EOperationMismatch,
-		models.EArgsMismatch, models.EStepUpRequired, models.ESelfApproval:
-		return http.StatusForbidden
-	case models.ENotFound, models.EUnknownToken:
-		return http.StatusNotFound
-	case models.EAlreadyConsumed, models.EStateChanged, models.EIdempotencyKeyReuse,
-		models.EInvalidState, models.EAlreadyDecided, models.EAlreadyExists:
-		return http.StatusConflict
-	case models.ETokenExpired, models.EProposalExpired, models.ERevoked:
-		return http.StatusGone
-	case models.EUnknownTool, models.ESchemaViolation, models.EClarificationNeeded,
-		models.EBusinessRule:
-		return http.StatusUnprocessableEntity
-	case models.ERateLimited:
-		return http.StatusTooManyRequests
-	case models.EUnavailable:
-		return http.StatusServiceUnavailable
-	default: // EInternal and anything unmapped
-		return http.StatusInternalServerError
-	}
-}
+// whole API (SPEC section 7). An unknown code is a bug: 500. The table
+// itself is httpstatus.Of, shared with the console handlers.
+func StatusOf(code models.Code) int { return httpstatus.Of(code) }
 
 // errorBody is the JSON error envelope: {"error": {...}}.
 type errorBody struct {
@@ -69,9 +46,10 @@ const internalMessage = "internal error"
 // never shown unless it is a *models.Error message, which is written for the
 // caller; causes are logged, with the request id, for every 5xx.
 //
-// When console routes arrive, this is where HTML is negotiated for them
-// (requests outside /api/ and /.well-known/ that accept text/html).
-func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+// Console requests (outside /api/, /.well-known/, /static/ and /healthz)
+// that take HTML — browsers, htmx — get the console's error page instead of
+// JSON, with the same status and message, when page is set.
+func errorHandler(logger *slog.Logger, page errorPage) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		req := c.Request()
 		rid := c.Response().Header().Get(echo.HeaderXRequestID)
@@ -95,9 +73,12 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			return // the handler already answered; nothing more can be sent
 		}
 		var werr error
-		if req.Method == http.MethodHead {
+		switch {
+		case req.Method == http.MethodHead:
 			werr = c.NoContent(status)
-		} else {
+		case page != nil && consolePath(req.URL.Path) && session.WantsHTML(req):
+			werr = page(c, status, pageMessage(err, body.Error.Message))
+		default:
 			werr = c.JSON(status, body)
 		}
 		if werr != nil {
@@ -105,6 +86,37 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 				slog.String("request_id", rid), slog.String("err", werr.Error()))
 		}
 	}
+}
+
+// errorPage renders the console's HTML error page.
+type errorPage func(c echo.Context, status int, message string) error
+
+// consolePath reports whether a path belongs to the console rather than to
+// the agent API, the public key set, the assets or the health check.
+func consolePath(path string) bool {
+	for _, prefix := range []string{"/api/", "/.well-known/", "/static/"} {
+		if strings.HasPrefix(path, prefix) {
+			return false
+		}
+	}
+	return path != "/healthz"
+}
+
+// pageMessage says echo's own refusals in words for people; a domain
+// error's caller-safe message stays as it is.
+func pageMessage(err error, message string) string {
+	var he *echo.HTTPError
+	var me *models.Error
+	if errors.As(err, &me) || !errors.As(err, &he) {
+		return message
+	}
+	switch he.Code {
+	case http.StatusNotFound:
+		return "There is no page at this address."
+	case http.StatusMethodNotAllowed:
+		return "This page cannot be used that way."
+	}
+	return message
 }
 
 // errorResponse maps err to a status and the body the caller sees.

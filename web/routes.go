@@ -7,7 +7,8 @@ import (
 )
 
 // routes is the one route table: every route the server answers is here.
-func routes(e *echo.Echo, a *api.Handlers) {
+// con is nil when the console is off.
+func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	// Public.
 	e.GET("/healthz", a.Healthz)
 	e.GET("/.well-known/jwks.json", a.JWKS)
@@ -25,8 +26,47 @@ func routes(e *echo.Echo, a *api.Handlers) {
 	v1.POST("/executions", a.Execute, agent...)
 
 	// ---- Console (SPEC section 8) ----------------------------------------
-	// Reviewer console routes are added here: /login, /logout, /,
-	// /proposals/:id, /history, /settings/keys and /static/*, with session
-	// and CSRF middleware on their own group. errorHandler must then render
-	// HTML for them (see the note there).
+	if con == nil {
+		return
+	}
+	e.GET("/static/*", echo.WrapHandler(con.assets.Handler()))
+
+	// Middleware per route, as for the API. Load attaches the session;
+	// RequireUser sends anonymous visitors to /login; CSRF refuses
+	// state-changing requests without the session's token before anything
+	// changes; RequireAdmin answers 403 to reviewers.
+	m := con.sessions
+	page := []echo.MiddlewareFunc{m.Load, m.RequireUser}
+	form := []echo.MiddlewareFunc{m.Load, m.RequireUser, m.CSRF}
+	adminPage := []echo.MiddlewareFunc{m.Load, m.RequireUser, m.RequireAdmin}
+	adminForm := []echo.MiddlewareFunc{m.Load, m.RequireUser, m.CSRF, m.RequireAdmin}
+
+	// Sign-in. The form has no session yet: its CSRF token lives in a
+	// short-lived signed cookie of its own.
+	e.GET("/login", con.auth.LoginPage, m.Load)
+	e.POST("/login", con.auth.Login, m.LoginCSRF)
+	e.POST("/logout", con.auth.Logout, form...)
+
+	// Reviewer pages.
+	if p := con.pages; p != nil {
+		e.GET("/", p.Pending, page...)
+		e.GET("/pending/rows", p.PendingRows, page...)
+		e.GET("/events", p.Events, page...)
+		e.GET("/proposals/:id", p.Proposal, page...)
+		e.POST("/proposals/:id/approve", p.Approve, form...)
+		e.POST("/proposals/:id/decline", p.Decline, form...)
+		e.POST("/proposals/:id/revoke", p.Revoke, form...)
+		e.GET("/history", p.History, page...)
+	}
+
+	// Administration: agents and reviewers of the admin's own tenant.
+	ad := con.admin
+	e.GET("/admin/agents", ad.Agents, adminPage...)
+	e.POST("/admin/agents", ad.CreateAgent, adminForm...)
+	e.POST("/admin/agents/:id/revoke", ad.RevokeAgent, adminForm...)
+	e.GET("/admin/reviewers", ad.Reviewers, adminPage...)
+	e.POST("/admin/reviewers", ad.CreateReviewer, adminForm...)
+	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
+	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
+	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
 }

@@ -1,6 +1,6 @@
 // Package web builds countersign's HTTP server: middleware, the one route
 // table (routes.go) and the one error handler that turns domain error codes
-// into HTTP statuses and JSON bodies.
+// into HTTP statuses and JSON bodies, or HTML pages for the console.
 package web
 
 import (
@@ -10,8 +10,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/handlers/api"
+	"github.com/countersign/countersign/handlers/console"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/static"
+	"github.com/countersign/countersign/web/session"
 )
 
 // Config is the server's configuration, read once in cmd/countersign.
@@ -27,6 +31,12 @@ type Config struct {
 	// Logger receives the access log and internal errors; slog.Default()
 	// when nil.
 	Logger *slog.Logger
+	// Secure means the server is reached over TLS (directly or through a
+	// proxy): responses then carry Strict-Transport-Security. The session
+	// cookies' Secure flag is the session manager's (session.Config).
+	Secure bool
+	// DefaultTenant pre-fills the organization on the sign-in form.
+	DefaultTenant string
 }
 
 // Deps are the server's collaborators.
@@ -35,10 +45,36 @@ type Deps struct {
 	Protocol api.Protocol
 	// Clock is the server's clock; models.SystemClock when nil.
 	Clock models.Clock
+
+	// The console (SPEC section 8) is served when Auth and Sessions are
+	// set; without them the server is the agent API alone.
+
+	// Auth signs reviewers in and runs the admin pages.
+	Auth *auth.Service
+	// Sessions keeps console sessions in cookies and guards console routes.
+	Sessions *session.Manager
+	// Pages is the reviewer pages' domain (*protocol.Service); nil leaves
+	// the pending list, proposal pages and history out.
+	Pages console.PagesProtocol
+	// Assets are the console's static files; static.New() when nil.
+	Assets *static.Assets
 }
 
 // The domain service is what production wires in.
-var _ api.Protocol = (*protocol.Service)(nil)
+var (
+	_ api.Protocol          = (*protocol.Service)(nil)
+	_ console.PagesProtocol = (*protocol.Service)(nil)
+)
+
+// consoleHandlers are the console's handlers and the middleware guarding
+// them; nil when the console is off.
+type consoleHandlers struct {
+	sessions *session.Manager
+	auth     *console.AuthHandlers
+	admin    *console.AdminHandlers
+	pages    *console.Pages // nil without Deps.Pages
+	assets   *static.Assets
+}
 
 // Server timeouts. Writes must outlast the longest long-poll.
 const (
@@ -65,6 +101,23 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		BaseURL:      cfg.BaseURL,
 	})
 
+	var con *consoleHandlers
+	if deps.Auth != nil && deps.Sessions != nil {
+		assets := deps.Assets
+		if assets == nil {
+			assets = static.New()
+		}
+		con = &consoleHandlers{
+			sessions: deps.Sessions,
+			auth:     console.NewAuthHandlers(deps.Auth, deps.Sessions, assets, console.AuthOptions{DefaultTenant: cfg.DefaultTenant}),
+			admin:    console.NewAdminHandlers(deps.Auth, assets),
+			assets:   assets,
+		}
+		if deps.Pages != nil {
+			con.pages = console.NewPages(deps.Pages, assets, clock)
+		}
+	}
+
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -73,17 +126,27 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	e.Server.ReadTimeout = readTimeout
 	e.Server.WriteTimeout = writeTimeout
 	e.Server.IdleTimeout = idleTimeout
-	e.HTTPErrorHandler = errorHandler(logger)
+	// The client's address is the connection's: X-Forwarded-For and
+	// X-Real-IP are forgeable, and the sign-in rate limit keys on it.
+	e.IPExtractor = echo.ExtractIPDirect()
+	var page errorPage
+	if con != nil {
+		page = con.auth.ErrorPage
+	}
+	e.HTTPErrorHandler = errorHandler(logger, page)
 
 	// Outermost first: every response, including errors and recovered
-	// panics, gets a request id, nosniff and an access-log line.
+	// panics, gets a request id, nosniff, the security headers (CSP, no
+	// framing, no-store unless a handler allows caching) and an access-log
+	// line.
 	e.Use(
 		requestID(),
 		noSniff,
+		session.SecurityHeaders(cfg.Secure),
 		accessLog(logger),
 		recoverPanics,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
-	routes(e, apiHandlers)
+	routes(e, apiHandlers, con)
 	return e
 }

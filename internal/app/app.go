@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -18,11 +19,14 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/web"
+	"github.com/countersign/countersign/web/session"
 )
 
 // Config is everything the application needs, read once by the caller.
@@ -51,6 +55,23 @@ type Config struct {
 	// PollInterval is how often long-polls look for other instances'
 	// changes (see protocol.Config).
 	PollInterval time.Duration
+
+	// Secure marks the console's cookies Secure and adds HSTS: set it when
+	// the console is reached over TLS, directly or through a proxy. A
+	// BaseURL starting with https:// implies it.
+	Secure bool
+	// CookieHashKey (at least 32 bytes) and CookieBlockKey (16, 24 or 32
+	// bytes) authenticate and encrypt the session cookies. Give both or
+	// neither: without them the keys are created once in the database and
+	// shared by every instance and restart.
+	CookieHashKey, CookieBlockKey []byte
+	// IdleTimeout and AbsoluteTimeout end console sessions after that long
+	// without a request, and that long after sign-in; 30 minutes and 12
+	// hours when zero.
+	IdleTimeout, AbsoluteTimeout time.Duration
+	// DefaultTenant pre-fills the organization on the sign-in form, e.g.
+	// "demo" in demo mode.
+	DefaultTenant string
 }
 
 // App is the assembled application.
@@ -59,6 +80,8 @@ type App struct {
 	Registry *registry.Registry
 	Tokens   *token.Service
 	Protocol *protocol.Service
+	Auth     *auth.Service
+	Sessions *session.Manager
 	Server   *echo.Echo
 	cfg      Config
 }
@@ -115,9 +138,35 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger},
-		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock})
+	a.Auth = auth.New(auth.Config{Store: a.Store, Clock: a.cfg.Clock,
+		IdleTimeout: a.cfg.IdleTimeout, AbsoluteTimeout: a.cfg.AbsoluteTimeout})
+	hashKey, blockKey, err := a.cookieKeys(ctx)
+	if err != nil {
+		return err
+	}
+	secure := a.cfg.Secure || strings.HasPrefix(a.cfg.BaseURL, "https://")
+	a.Sessions, err = session.NewManager(a.Auth, session.Config{Secure: secure,
+		HashKey: hashKey, BlockKey: blockKey, Lifetime: a.Auth.AbsoluteTimeout()})
+	if err != nil {
+		return err
+	}
+	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
+		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
+		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
+			Pages: a.Protocol, Assets: static.New()})
 	return nil
+}
+
+// cookieKeys are the configured session cookie keys, or the database's.
+func (a *App) cookieKeys(ctx context.Context) (hashKey, blockKey []byte, err error) {
+	hk, bk := a.cfg.CookieHashKey, a.cfg.CookieBlockKey
+	switch {
+	case len(hk) > 0 && len(bk) > 0:
+		return hk, bk, nil
+	case len(hk) > 0 || len(bk) > 0:
+		return nil, nil, errors.New("console cookie keys: give both the authentication and the encryption key, or neither")
+	}
+	return a.Auth.CookieKeys(ctx)
 }
 
 // buildAdapters gives every tool its adapter: the built-in demo ledger, or
@@ -144,6 +193,28 @@ func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) 
 		}
 	}
 	return out, nil
+}
+
+// consolePruneInterval is how often ended console sessions and old sign-in
+// attempt counters are deleted.
+const consolePruneInterval = time.Hour
+
+// pruneConsole deletes ended console sessions at start and then hourly,
+// until ctx ends. Several instances may do it at once: deleting is
+// idempotent.
+func (a *App) pruneConsole(ctx context.Context) {
+	t := time.NewTicker(consolePruneInterval)
+	defer t.Stop()
+	for {
+		if _, err := a.Auth.Prune(ctx); err != nil && ctx.Err() == nil {
+			a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "pruning console sessions failed", slog.String("err", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Close releases the database.
@@ -198,6 +269,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	bg, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.Protocol.RunBackground(bg, background)
+	go a.pruneConsole(bg)
 	hs := a.Server.Server
 	hs.Handler = a.Server
 	errc := make(chan error, 1)

@@ -1,0 +1,292 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/handlers/httpstatus"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/views/proposals"
+	"github.com/countersign/countersign/views/ui"
+	"github.com/countersign/countersign/web/session"
+)
+
+// outcome is what a refused form post shows on the re-rendered page.
+type outcome struct {
+	alert         string
+	declineReason string
+	declineError  string
+}
+
+// Proposal serves GET /proposals/:id: the preview a reviewer decides on.
+func (h *Pages) Proposal(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	p, err := h.p.Get(c.Request().Context(), s.User.TenantID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	return render(c, http.StatusOK, proposals.View(h.proposalPage(s, p, outcome{})))
+}
+
+// Approve serves POST /proposals/:id/approve (form fields digest and
+// csrf_token): an approval of exactly the digest the page showed. On success
+// it redirects to the proposal; a refusal re-renders the page with the
+// status of the refusal and says why.
+func (h *Pages) Approve(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
+		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR,
+	})
+	if err != nil {
+		return h.refused(c, s, id, "approve", err, outcome{})
+	}
+	return seeOther(c, proposalURL(id))
+}
+
+// Decline serves POST /proposals/:id/decline (form fields digest, reason and
+// csrf_token). Without a reason the page comes back with 422, the form
+// error and what was typed.
+func (h *Pages) Decline(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	id, reason := c.Param("id"), c.FormValue("reason")
+	_, err = h.p.Decline(c.Request().Context(), protocol.DeclineInput{
+		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), Reason: reason,
+	})
+	if err != nil {
+		return h.refused(c, s, id, "decline", err, outcome{declineReason: reason})
+	}
+	return seeOther(c, proposalURL(id))
+}
+
+// Revoke serves POST /proposals/:id/revoke: an administrator withdraws a
+// confirmed, unused token. It returns to the history when the form says it
+// came from there (return=history), to the proposal otherwise.
+func (h *Pages) Revoke(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if _, err := h.p.Revoke(c.Request().Context(), s.User, id); err != nil {
+		return h.refused(c, s, id, "revoke", err, outcome{})
+	}
+	if c.FormValue("return") == "history" {
+		return seeOther(c, "/history")
+	}
+	return seeOther(c, proposalURL(id))
+}
+
+// refused re-renders the proposal page after the protocol refused a
+// decision, with the refusal's status and a message saying why. Errors that
+// are no refusal (not found, unavailable, internal) go to the server's
+// error handler.
+func (h *Pages) refused(c echo.Context, s *session.Session, id, action string, err error, o outcome) error {
+	code := models.ErrorCode(err)
+	status := httpstatus.Of(code)
+	switch code {
+	case models.EArgsMismatch, models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided,
+		models.EStateChanged, models.EStepUpRequired, models.ESelfApproval, models.EForbidden:
+	case models.EInvalidRequest:
+		if action != "decline" {
+			return err
+		}
+		// The only invalid input of a decline is its reason: a form error.
+		status = http.StatusUnprocessableEntity
+		o.declineError = models.ErrorMessage(err)
+		var de *models.Error
+		if errors.As(err, &de) {
+			for _, f := range de.Fields {
+				if f.Pointer == "/reason" {
+					o.declineError = "A reason is required (at most 1000 characters): the agent and the history show it."
+				}
+			}
+		}
+	default:
+		return err
+	}
+	p, gerr := h.p.Get(c.Request().Context(), s.User.TenantID, id)
+	if gerr != nil {
+		return gerr
+	}
+	if o.declineError != "" {
+		o.alert = "Nothing was declined: " + lowerFirst(o.declineError)
+	} else {
+		o.alert = h.refusalMessage(code, action, p, err)
+	}
+	noStore(c)
+	return render(c, status, proposals.View(h.proposalPage(s, p, o)))
+}
+
+// refusalMessage says why a decision was refused and that nothing happened.
+func (h *Pages) refusalMessage(code models.Code, action string, p *models.Proposal, err error) string {
+	nothing := map[string]string{
+		"approve": "Nothing was approved.",
+		"decline": "Nothing was declined.",
+		"revoke":  "Nothing was revoked.",
+	}[action]
+	switch code {
+	case models.EArgsMismatch:
+		return "The digest you " + action + "d is not the digest of the stored arguments: the page you acted on was not this proposal as it stands. " +
+			nothing + " Review the arguments below and decide again."
+	case models.EProposalExpired:
+		return fmt.Sprintf("This proposal expired at %s. %s The agent has to propose again.", h.formatTime(p.ExpiresAt), nothing)
+	case models.EInvalidState:
+		if action == "revoke" {
+			return fmt.Sprintf("Only a confirmed, unused confirmation can be revoked, and this proposal is %s. %s",
+				strings.ToLower(statusBadge(p.Status).Text), nothing)
+		}
+		return fmt.Sprintf("This proposal is no longer awaiting a decision: it is %s. %s",
+			strings.ToLower(statusBadge(p.Status).Text), nothing)
+	case models.EAlreadyDecided:
+		return "You already decided this proposal; your first decision stands and was recorded once."
+	case models.EStateChanged:
+		return "The target changed in the business system since this preview was made (its state version moved). " +
+			nothing + " The agent has to propose again with a fresh preview."
+	case models.EStepUpRequired:
+		return fmt.Sprintf("The %s tier requires a security-key confirmation, which this console cannot perform yet. %s",
+			p.Tier.Name, nothing)
+	default: // self_approval, forbidden: the domain's message is written for the user
+		return upperFirst(models.ErrorMessage(err)) + ". " + nothing
+	}
+}
+
+// proposalPage maps a proposal to the page's view-model for reviewer s.
+func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) proposals.Page {
+	now := h.clock.Now()
+	expired := p.Status == models.StatusExpired || (p.Status == models.StatusAwaitingConfirmation && p.Expired(now))
+	title := h.toolTitle(p.Tool)
+	page := proposals.Page{
+		Layout:        h.frame(s, title, "pending"),
+		ID:            p.ID,
+		Tool:          p.Tool,
+		Title:         title,
+		Status:        statusBadge(p.Status),
+		Digest:        digest(p.ArgsDigest),
+		Resource:      p.Resource,
+		ResourceLabel: p.ResourceLabel,
+		StateVersion:  p.StateVersion,
+		Tier:          tierBadge(p.Tier),
+		Confirmation:  confirmationText(p.Tier),
+		Zone:          h.loc.String(),
+		Context:       p.Context,
+		Requester:     p.AgentName,
+		Created:       h.formatTime(p.CreatedAt),
+		Expires:       h.countdown(p.ExpiresAt, now),
+		Expired:       expired,
+		Receipt:       h.receipt(p),
+		ApproveAction: proposalURL(p.ID) + "/approve",
+		DeclineAction: proposalURL(p.ID) + "/decline",
+		RevokeAction:  proposalURL(p.ID) + "/revoke",
+		CSRF:          s.CSRF,
+		Alert:         o.alert,
+		DeclineReason: o.declineReason,
+		DeclineError:  o.declineError,
+	}
+	if t, ok := h.p.Registry().Tool(p.Tool); ok {
+		page.Description = t.Description
+	}
+	if p.Batch() {
+		page.Resource = p.ResourceSetDigest
+		page.Batch = &proposals.Batch{Count: p.ResourceCount, IDs: p.ResourceSet, SetDigest: digest(p.ResourceSetDigest)}
+	}
+	for _, f := range h.preview(p) {
+		page.Fields = append(page.Fields, proposals.Field{Name: f.Name, Label: f.Label, Machine: string(f.Value), Display: f.Display})
+	}
+	for _, pr := range p.Problems {
+		page.Problems = append(page.Problems, pr.Message)
+	}
+
+	need := max(p.Tier.Quorum, 1)
+	have := len(p.Approvals())
+	page.Quorum = proposals.Quorum{Have: have, Need: need, Text: fmt.Sprintf("%d of %d %s", have, need, plural(need, "approval", "approvals"))}
+	if have >= need {
+		page.Quorum.Text += " — complete"
+	}
+
+	decided := false
+	for _, d := range p.Decisions {
+		if d.UserID == s.User.ID {
+			decided = true
+		}
+		kind := ui.Badge{Text: "Approved", Symbol: "✓", Tone: "ok"}
+		if d.Kind == models.DecisionDecline {
+			kind = ui.Badge{Text: "Declined", Symbol: "✗", Tone: "bad"}
+		}
+		who := d.UserName
+		if who == "" {
+			who = d.UserID
+		}
+		page.Decisions = append(page.Decisions, proposals.Decision{
+			Who: who, Kind: kind, At: h.formatTime(d.CreatedAt), AtISO: d.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
+			Reason: d.Reason, AMR: amrText(d.AMR), DigestSeen: digest(d.DigestSeen),
+		})
+	}
+
+	awaiting := p.Status == models.StatusAwaitingConfirmation && !expired
+	page.CanDecide = awaiting && !decided
+	page.ApproveLabel = "Approve"
+	page.CanApprove = page.CanDecide
+	if page.CanDecide && p.Tier.Confirmation == models.ConfirmWebAuthn {
+		page.CanApprove = false
+		page.ApproveLabel = "Approve — security key required"
+		page.ApproveBlockedReason = fmt.Sprintf("The %s tier requires a security-key confirmation (WebAuthn) for every approval. "+
+			"This console cannot run the security-key ceremony yet, so this proposal cannot be approved here; you can still decline it.", p.Tier.Name)
+	}
+	switch {
+	case awaiting && decided:
+		page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s from other reviewers.",
+			need-have, plural(need-have, "approval", "approvals"))
+	case !awaiting:
+		page.DecidedNote = h.settledNote(p, expired)
+	}
+	page.CanRevoke = canRevoke(p, s.User)
+	return page
+}
+
+// settledNote says what became of a proposal that no longer waits.
+func (h *Pages) settledNote(p *models.Proposal, expired bool) string {
+	switch {
+	case expired:
+		return fmt.Sprintf("This proposal expired at %s without a decision. Nothing was approved; the agent has to propose again.", h.formatTime(p.ExpiresAt))
+	case p.Status == models.StatusConfirmed && p.Token != nil:
+		return fmt.Sprintf("Confirmed. The agent holds a one-time token, valid until %s, to execute exactly this write once.", h.formatTime(p.Token.ExpiresAt))
+	case p.Status == models.StatusConfirmed:
+		return "Confirmed."
+	case p.Status == models.StatusDeclined:
+		return "Declined. Nothing will be executed."
+	case p.Status == models.StatusCancelled:
+		return "The agent withdrew this proposal. Nothing will be executed."
+	case p.Status == models.StatusRevoked:
+		return "An administrator revoked the confirmation. Nothing will be executed."
+	case p.Status == models.StatusRejected:
+		return "The business system refused this write when it was proposed; it never needed a decision."
+	case p.Status == models.StatusExecuting:
+		return "Confirmed and executing now."
+	case p.Status == models.StatusSucceeded:
+		return "Confirmed and executed: see the receipt below."
+	case p.Status == models.StatusFailedRetryable:
+		return "Confirmed; the execution failed and will be retried with the same request key."
+	case p.Status == models.StatusFailedTerminal:
+		return "Confirmed; the execution failed for good. See the receipt below."
+	case p.Status == models.StatusUnknown:
+		return "Confirmed; whether the business system applied the write is not known yet. It is being checked, never re-sent."
+	default:
+		return "This proposal does not await a decision."
+	}
+}

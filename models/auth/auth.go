@@ -1,0 +1,568 @@
+// Package auth is the console's sign-in and administration domain: password
+// sign-in with rate limiting held in the database, server-side sessions with
+// idle and absolute timeouts, the session cookie's keys, and the admin
+// operations on reviewers and agents. It imports no HTTP framework; the web
+// layer (web/session) turns its sessions into cookies.
+//
+// Every method returns *models.Error values (or internal errors); the codes
+// each one returns are named in its comment.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultAbsoluteTimeout = 12 * time.Hour
+	DefaultMaxUserFailures = 5
+	DefaultMaxIPFailures   = 20
+	DefaultFailureWindow   = 15 * time.Minute
+)
+
+// MaxNameLen bounds tenant, user and agent names, in bytes.
+const MaxNameLen = 100
+
+// Sizes of the random values the service makes, in bytes before encoding.
+const (
+	sessionIDBytes = 32
+	csrfBytes      = 32
+	passwordBytes  = 12 // 16 base64url characters, about 96 bits
+	// HashKeyLen and BlockKeyLen are the cookie keys' lengths: HMAC-SHA256
+	// with a 64-byte key, AES-256.
+	HashKeyLen  = 64
+	BlockKeyLen = 32
+)
+
+// AMRPassword is the authentication method of a password sign-in (RFC 8176).
+const AMRPassword = "pwd"
+
+// badLoginMessage is the one answer to every failed sign-in, whatever failed:
+// the organization, the user, the password or a disabled account.
+const badLoginMessage = "wrong organization, username or password"
+
+// Session is a signed-in console session.
+type Session struct {
+	// ID is the raw session id, the secret the cookie carries: 32 random
+	// bytes, base64url. It is never stored; Login and Session set it.
+	ID string
+	// Handle is the hex SHA-256 of ID, the key the store uses; safe to log.
+	Handle string
+	User   models.User
+	Tenant models.Tenant
+	// CSRF is the session's synchronizer token for state-changing requests.
+	CSRF string
+	// AMR lists how the user authenticated, e.g. ["pwd"].
+	AMR       []string
+	CreatedAt time.Time
+	// LastSeen slides with every request; the session ends when it is
+	// IdleTimeout old.
+	LastSeen time.Time
+	// ExpiresAt is the absolute end, whatever the activity.
+	ExpiresAt time.Time
+}
+
+// LoginLimit is one sign-in rate limit: at most Max failed attempts per
+// window for Key.
+type LoginLimit struct {
+	Key string
+	Max int
+}
+
+// Store is the persistence the service needs (*store.Store implements it).
+type Store interface {
+	// TenantByName and UserCredentials return ENotFound for unknown names.
+	TenantByName(ctx context.Context, name string) (models.Tenant, error)
+	UserCredentials(ctx context.Context, tenantID, name string) (models.User, string, error)
+
+	// ReserveLoginAttempt counts one attempt against every limit at once,
+	// or against none when any limit is reached; then ok is false and
+	// retryAt is when the last blocking window ends.
+	ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []LoginLimit) (retryAt time.Time, ok bool, err error)
+	// ReleaseLoginAttempt takes one reserved attempt back.
+	ReleaseLoginAttempt(ctx context.Context, key string) error
+	// ClearLoginAttempts forgets every attempt for key.
+	ClearLoginAttempts(ctx context.Context, key string) error
+
+	// CreateConsoleSession stores a new session under its Handle.
+	CreateConsoleSession(ctx context.Context, s Session) error
+	// TouchConsoleSession slides LastSeen to now and returns the session
+	// (without ID) if it is neither revoked, idle for idle, past ExpiresAt,
+	// nor its user disabled; otherwise EUnauthenticated.
+	TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle time.Duration) (Session, error)
+	// RevokeConsoleSession ends one session; ending an ended one is no error.
+	RevokeConsoleSession(ctx context.Context, handle string, now time.Time) error
+	// RevokeUserConsoleSessions ends every session of a user of the tenant.
+	RevokeUserConsoleSessions(ctx context.Context, tenantID, userID string, now time.Time) error
+
+	// PruneConsole deletes sessions that ended, and attempt windows that
+	// started, before before.
+	PruneConsole(ctx context.Context, before time.Time) (int64, error)
+
+	// ConsoleCookieKeys stores the given keys unless keys are stored
+	// already, and returns the stored ones.
+	ConsoleCookieKeys(ctx context.Context, hashKey, blockKey []byte, now time.Time) ([]byte, []byte, error)
+
+	// The admin operations re-check, inside their transaction, that actor
+	// is an active admin of its tenant (EForbidden) and act only on that
+	// tenant's rows (ENotFound for others).
+	AdminListUsers(ctx context.Context, actor models.User) ([]models.User, error)
+	AdminCreateUser(ctx context.Context, actor models.User, name string, role models.Role, passwordHash string) (models.User, error)
+	AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error)
+	AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error)
+	AdminListAgents(ctx context.Context, actor models.User) ([]models.Agent, error)
+	AdminCreateAgent(ctx context.Context, actor models.User, name, ownerUserID, keyHash string) (models.Agent, error)
+	AdminRevokeAgent(ctx context.Context, actor models.User, agentID string, now time.Time) (models.Agent, error)
+}
+
+// Config configures a Service. Zero durations and limits take the defaults.
+type Config struct {
+	Store Store
+	// Clock is the only source of "now"; models.SystemClock when nil.
+	Clock models.Clock
+	// IdleTimeout ends a session that saw no request for that long.
+	IdleTimeout time.Duration
+	// AbsoluteTimeout ends a session that long after sign-in.
+	AbsoluteTimeout time.Duration
+	// MaxUserFailures and MaxIPFailures bound failed sign-ins per
+	// organization and username, and per client address, in FailureWindow.
+	MaxUserFailures int
+	MaxIPFailures   int
+	FailureWindow   time.Duration
+}
+
+// Service signs console users in and out and runs the admin operations.
+// It holds no per-process state that matters across instances: sessions,
+// rate limits and cookie keys all live in the database.
+type Service struct {
+	store    Store
+	clock    models.Clock
+	idle     time.Duration
+	absolute time.Duration
+	maxUser  int
+	maxIP    int
+	window   time.Duration
+
+	dummyOnce sync.Once
+	dummy     string
+}
+
+// New returns a Service over cfg.Store.
+func New(cfg Config) *Service {
+	s := &Service{store: cfg.Store, clock: cfg.Clock, idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout,
+		maxUser: cfg.MaxUserFailures, maxIP: cfg.MaxIPFailures, window: cfg.FailureWindow}
+	if s.clock == nil {
+		s.clock = models.SystemClock{}
+	}
+	if s.idle <= 0 {
+		s.idle = DefaultIdleTimeout
+	}
+	if s.absolute <= 0 {
+		s.absolute = DefaultAbsoluteTimeout
+	}
+	if s.maxUser <= 0 {
+		s.maxUser = DefaultMaxUserFailures
+	}
+	if s.maxIP <= 0 {
+		s.maxIP = DefaultMaxIPFailures
+	}
+	if s.window <= 0 {
+		s.window = DefaultFailureWindow
+	}
+	return s
+}
+
+// IdleTimeout is how long a session may go without a request.
+func (s *Service) IdleTimeout() time.Duration { return s.idle }
+
+// AbsoluteTimeout is how long a session lasts at most.
+func (s *Service) AbsoluteTimeout() time.Duration { return s.absolute }
+
+func badLogin() error { return models.Errorf(models.EUnauthenticated, badLoginMessage) }
+
+// Login checks a password sign-in and starts a new session. Every failure —
+// unknown organization or user, wrong password, disabled account — is
+// EUnauthenticated with the same message and, as far as the password hash
+// allows, the same timing. Failed attempts are limited per organization and
+// username and per clientIP (which may be empty) within the failure window;
+// beyond either limit it is ERateLimited, saying when to try again, even for
+// the right password. A success clears the username's failures. It may also
+// return EUnavailable.
+func (s *Service) Login(ctx context.Context, tenantName, username, password, clientIP string) (Session, error) {
+	now := s.clock.Now()
+	if !plausibleName(tenantName) || !plausibleName(username) || password == "" || len(password) > secret.MaxPasswordLen {
+		return Session{}, badLogin()
+	}
+	userKey := LoginUserKey(tenantName, username)
+	limits := []LoginLimit{{Key: userKey, Max: s.maxUser}}
+	ipKey := ""
+	if clientIP != "" {
+		ipKey = "ip:" + clientIP
+		limits = append(limits, LoginLimit{Key: ipKey, Max: s.maxIP})
+	}
+	retryAt, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.window, limits)
+	if err != nil {
+		return Session{}, err
+	}
+	if !ok {
+		return Session{}, rateLimited(now, retryAt)
+	}
+
+	user, hash, err := s.credentials(ctx, tenantName, username)
+	if models.IsCode(err, models.ENotFound) {
+		// Spend the time a real check takes, so that the answer's timing
+		// does not tell which users exist.
+		secret.VerifyPassword(s.dummyHash(), password)
+		return Session{}, badLogin()
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	if !secret.VerifyPassword(hash, password) || user.Disabled {
+		return Session{}, badLogin()
+	}
+
+	// The attempt succeeded: it was counted in advance, so take it back.
+	if err := s.store.ClearLoginAttempts(ctx, userKey); err != nil {
+		return Session{}, err
+	}
+	if ipKey != "" {
+		if err := s.store.ReleaseLoginAttempt(ctx, ipKey); err != nil {
+			return Session{}, err
+		}
+	}
+	tenant, err := s.store.TenantByName(ctx, tenantName)
+	if err != nil {
+		return Session{}, err
+	}
+	return s.start(ctx, user, tenant, []string{AMRPassword}, now)
+}
+
+func (s *Service) credentials(ctx context.Context, tenantName, username string) (models.User, string, error) {
+	t, err := s.store.TenantByName(ctx, tenantName)
+	if err != nil {
+		return models.User{}, "", err
+	}
+	return s.store.UserCredentials(ctx, t.ID, username)
+}
+
+// start creates a new session record with fresh random id and CSRF token.
+func (s *Service) start(ctx context.Context, user models.User, tenant models.Tenant, amr []string, now time.Time) (Session, error) {
+	id, err := secret.RandomToken(sessionIDBytes)
+	if err != nil {
+		return Session{}, err
+	}
+	csrf, err := secret.RandomToken(csrfBytes)
+	if err != nil {
+		return Session{}, err
+	}
+	sess := Session{ID: id, Handle: HandleOf(id), User: user, Tenant: tenant, CSRF: csrf, AMR: amr,
+		CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(s.absolute)}
+	if err := s.store.CreateConsoleSession(ctx, sess); err != nil {
+		return Session{}, err
+	}
+	return sess, nil
+}
+
+// LoginUserKey is the rate-limit key of one organization and username.
+func LoginUserKey(tenantName, username string) string {
+	return "user:" + tenantName + "\n" + username
+}
+
+func rateLimited(now, retryAt time.Time) error {
+	wait := max(retryAt.Sub(now), time.Second)
+	mins := int(math.Ceil(wait.Minutes()))
+	unit := "minutes"
+	if mins == 1 {
+		unit = "minute"
+	}
+	e := models.Errorf(models.ERateLimited, "Too many failed sign-in attempts. Try again in %d %s (after %s).",
+		mins, unit, retryAt.UTC().Format("15:04 UTC"))
+	e.Details = map[string]any{"retry_after": int(math.Ceil(wait.Seconds()))}
+	return e
+}
+
+// RetryAfter returns how long an ERateLimited error from Login asks to
+// wait, in whole seconds, for a Retry-After header.
+func RetryAfter(err error) (int, bool) {
+	var e *models.Error
+	if !errors.As(err, &e) || e.Code != models.ERateLimited {
+		return 0, false
+	}
+	n, ok := e.Details["retry_after"].(int)
+	return n, ok
+}
+
+// dummyHash is a valid password hash of a random password, made once.
+func (s *Service) dummyHash() string {
+	s.dummyOnce.Do(func() {
+		pw, err := secret.RandomToken(24)
+		if err == nil {
+			s.dummy, _ = secret.HashPassword(pw)
+		}
+	})
+	return s.dummy
+}
+
+// Session returns the live session whose raw id is rawID and slides its idle
+// timeout, in one conditional update. A malformed, unknown, revoked, idle,
+// expired session, or one whose user was disabled, is EUnauthenticated;
+// EUnavailable when the database does not answer.
+func (s *Service) Session(ctx context.Context, rawID string) (Session, error) {
+	if !wellFormedID(rawID) {
+		return Session{}, models.Errorf(models.EUnauthenticated, "not signed in")
+	}
+	sess, err := s.store.TouchConsoleSession(ctx, HandleOf(rawID), s.clock.Now(), s.idle)
+	if err != nil {
+		return Session{}, err
+	}
+	sess.ID = rawID
+	return sess, nil
+}
+
+// Logout ends the session whose raw id is rawID. Ending an unknown or ended
+// session is no error; EUnavailable when the database does not answer.
+func (s *Service) Logout(ctx context.Context, rawID string) error {
+	if !wellFormedID(rawID) {
+		return nil
+	}
+	return s.store.RevokeConsoleSession(ctx, HandleOf(rawID), s.clock.Now())
+}
+
+// RevokeUserSessions ends every session of a user of the tenant, e.g. when
+// the account was compromised. Disabling a user and resetting a password do
+// this themselves, in the same transaction. EUnavailable on database errors.
+func (s *Service) RevokeUserSessions(ctx context.Context, tenantID, userID string) error {
+	return s.store.RevokeUserConsoleSessions(ctx, tenantID, userID, s.clock.Now())
+}
+
+// pruneMargin is how long ended sessions are kept, for the record.
+const pruneMargin = 24 * time.Hour
+
+// Prune deletes sessions that ended at least a day ago (expired, revoked or
+// idle) and sign-in attempt windows that are over, and returns how many
+// rows went. Run it now and then; nothing depends on it but table size.
+// EUnavailable on database errors.
+func (s *Service) Prune(ctx context.Context) (int64, error) {
+	keep := max(pruneMargin, s.idle, s.window)
+	return s.store.PruneConsole(ctx, s.clock.Now().Add(-keep))
+}
+
+// CookieKeys returns the session cookie's authentication key (64 bytes) and
+// encryption key (32 bytes), creating them on first use. Creation is an
+// insert-once followed by a read, so instances starting together agree, and
+// restarts keep the keys (and so the sessions). EUnavailable on database
+// errors.
+func (s *Service) CookieKeys(ctx context.Context) (hashKey, blockKey []byte, err error) {
+	hk, err := randomBytes(HashKeyLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	bk, err := randomBytes(BlockKeyLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	hashKey, blockKey, err = s.store.ConsoleCookieKeys(ctx, hk, bk, s.clock.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(hashKey) < 32 || (len(blockKey) != 16 && len(blockKey) != 24 && len(blockKey) != 32) {
+		return nil, nil, fmt.Errorf("stored console cookie keys have the wrong lengths (%d, %d)", len(hashKey), len(blockKey))
+	}
+	return hashKey, blockKey, nil
+}
+
+// requireAdmin is the fast refusal; the store re-checks inside its
+// transaction against the current row.
+func requireAdmin(actor models.User) error {
+	if actor.ID == "" || actor.Role != models.RoleAdmin || actor.Disabled {
+		return models.Errorf(models.EForbidden, "only administrators can manage reviewers and agents")
+	}
+	return nil
+}
+
+// ListUsers returns the console users of the actor's tenant, by name.
+// EForbidden unless actor is an admin.
+func (s *Service) ListUsers(ctx context.Context, actor models.User) ([]models.User, error) {
+	if err := requireAdmin(actor); err != nil {
+		return nil, err
+	}
+	return s.store.AdminListUsers(ctx, actor)
+}
+
+// CreateUser creates a console user in the actor's tenant with a generated
+// password, returned once and stored only hashed. EForbidden unless actor
+// is an admin; EInvalidRequest for a bad name or role; EAlreadyExists when
+// the name is taken.
+func (s *Service) CreateUser(ctx context.Context, actor models.User, name string, role models.Role) (models.User, string, error) {
+	if err := requireAdmin(actor); err != nil {
+		return models.User{}, "", err
+	}
+	if err := CheckName("user", name); err != nil {
+		return models.User{}, "", err
+	}
+	if !role.Valid() {
+		return models.User{}, "", models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
+	}
+	pw, hash, err := newPassword()
+	if err != nil {
+		return models.User{}, "", err
+	}
+	u, err := s.store.AdminCreateUser(ctx, actor, name, role, hash)
+	if err != nil {
+		return models.User{}, "", err
+	}
+	return u, pw, nil
+}
+
+// SetUserDisabled disables or re-enables a user of the actor's tenant;
+// disabling ends the user's sessions in the same transaction. EForbidden
+// unless actor is an admin, and for an admin disabling themselves;
+// ENotFound for users of other tenants.
+func (s *Service) SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error) {
+	if err := requireAdmin(actor); err != nil {
+		return models.User{}, err
+	}
+	if disabled && userID == actor.ID {
+		return models.User{}, models.Errorf(models.EForbidden, "you cannot disable your own account")
+	}
+	return s.store.AdminSetUserDisabled(ctx, actor, userID, disabled, s.clock.Now())
+}
+
+// ResetPassword gives a user of the actor's tenant a new generated
+// password, returned once, and ends the user's sessions in the same
+// transaction. EForbidden unless actor is an admin; ENotFound for users of
+// other tenants.
+func (s *Service) ResetPassword(ctx context.Context, actor models.User, userID string) (models.User, string, error) {
+	if err := requireAdmin(actor); err != nil {
+		return models.User{}, "", err
+	}
+	pw, hash, err := newPassword()
+	if err != nil {
+		return models.User{}, "", err
+	}
+	u, err := s.store.AdminSetPassword(ctx, actor, userID, hash, s.clock.Now())
+	if err != nil {
+		return models.User{}, "", err
+	}
+	return u, pw, nil
+}
+
+// ListAgents returns the agents of the actor's tenant, by name, revoked
+// ones included. EForbidden unless actor is an admin.
+func (s *Service) ListAgents(ctx context.Context, actor models.User) ([]models.Agent, error) {
+	if err := requireAdmin(actor); err != nil {
+		return nil, err
+	}
+	return s.store.AdminListAgents(ctx, actor)
+}
+
+// CreateAgent creates an agent in the actor's tenant and returns its API
+// key, shown once and stored only hashed. ownerUserID may be empty.
+// EForbidden unless actor is an admin; EInvalidRequest for a bad name;
+// EAlreadyExists when the name is taken; ENotFound for an owner outside the
+// tenant.
+func (s *Service) CreateAgent(ctx context.Context, actor models.User, name, ownerUserID string) (models.Agent, string, error) {
+	if err := requireAdmin(actor); err != nil {
+		return models.Agent{}, "", err
+	}
+	if err := CheckName("agent", name); err != nil {
+		return models.Agent{}, "", err
+	}
+	key, hash, err := secret.NewAPIKey()
+	if err != nil {
+		return models.Agent{}, "", err
+	}
+	a, err := s.store.AdminCreateAgent(ctx, actor, name, ownerUserID, hash)
+	if err != nil {
+		return models.Agent{}, "", err
+	}
+	return a, key, nil
+}
+
+// RevokeAgent revokes an agent's key in the actor's tenant; revoking a
+// revoked agent changes nothing. EForbidden unless actor is an admin;
+// ENotFound for agents of other tenants.
+func (s *Service) RevokeAgent(ctx context.Context, actor models.User, agentID string) (models.Agent, error) {
+	if err := requireAdmin(actor); err != nil {
+		return models.Agent{}, err
+	}
+	return s.store.AdminRevokeAgent(ctx, actor, agentID, s.clock.Now())
+}
+
+// CheckName refuses names that would be awkward or misleading to show and
+// type: empty, longer than MaxNameLen bytes, not UTF-8, surrounded by
+// blanks, or holding control or bidi-control characters. EInvalidRequest.
+func CheckName(kind, name string) error {
+	switch {
+	case name == "":
+		return models.Errorf(models.EInvalidRequest, "the %s name is empty", kind)
+	case len(name) > MaxNameLen:
+		return models.Errorf(models.EInvalidRequest, "the %s name is longer than %d bytes", kind, MaxNameLen)
+	case !utf8.ValidString(name):
+		return models.Errorf(models.EInvalidRequest, "the %s name is not valid UTF-8", kind)
+	case strings.TrimSpace(name) != name:
+		return models.Errorf(models.EInvalidRequest, "the %s name starts or ends with white space", kind)
+	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || isBidiControl(r) }) >= 0:
+		return models.Errorf(models.EInvalidRequest, "the %s name contains control characters", kind)
+	}
+	return nil
+}
+
+func plausibleName(name string) bool { return name != "" && len(name) <= MaxNameLen }
+
+func isBidiControl(r rune) bool {
+	return r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069 || r == 0x200E || r == 0x200F || r == 0x061C
+}
+
+// HandleOf returns the store key of a raw session id: hex SHA-256.
+func HandleOf(rawID string) string {
+	sum := sha256.Sum256([]byte(rawID))
+	return hex.EncodeToString(sum[:])
+}
+
+// wellFormedID reports whether rawID could be one of ours: 32 bytes,
+// base64url without padding. Anything else is refused before the database.
+func wellFormedID(rawID string) bool {
+	if len(rawID) != base64.RawURLEncoding.EncodedLen(sessionIDBytes) {
+		return false
+	}
+	_, err := base64.RawURLEncoding.Strict().DecodeString(rawID)
+	return err == nil
+}
+
+func newPassword() (password, hash string, err error) {
+	password, err = secret.RandomToken(passwordBytes)
+	if err != nil {
+		return "", "", err
+	}
+	hash, err = secret.HashPassword(password)
+	if err != nil {
+		return "", "", err
+	}
+	return password, hash, nil
+}
+
+func randomBytes(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("random key: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,439 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
+)
+
+// The console's sessions, sign-in rate limits, cookie keys and admin
+// operations (auth.Store).
+var _ auth.Store = (*Store)(nil)
+
+type consoleSessionRow struct {
+	IDHash     string `gorm:"primaryKey"`
+	TenantID   string
+	UserID     string
+	CSRFToken  string `gorm:"column:csrf_token"`
+	AMR        string `gorm:"column:amr"`
+	CreatedAt  int64  `gorm:"autoCreateTime:false"`
+	LastSeenAt int64
+	ExpiresAt  int64
+	RevokedAt  *int64
+}
+
+func (consoleSessionRow) TableName() string { return "console_sessions" }
+
+type loginAttemptRow struct {
+	AttemptKey  string `gorm:"primaryKey"`
+	WindowStart int64
+	Failures    int
+}
+
+func (loginAttemptRow) TableName() string { return "login_attempts" }
+
+type consoleKeyRow struct {
+	Name      string `gorm:"primaryKey"`
+	HashKey   string
+	BlockKey  string
+	CreatedAt int64 `gorm:"autoCreateTime:false"`
+}
+
+func (consoleKeyRow) TableName() string { return "console_keys" }
+
+// cookieKeysName names the one row of console_keys in use.
+const cookieKeysName = "session-cookie"
+
+// CreateConsoleSession stores a new console session under s.Handle; the raw
+// id is never stored. EUnavailable on database errors.
+func (s *Store) CreateConsoleSession(ctx context.Context, sess auth.Session) error {
+	amr, err := json.Marshal(sess.AMR)
+	if err != nil {
+		return err
+	}
+	row := consoleSessionRow{IDHash: sess.Handle, TenantID: sess.Tenant.ID, UserID: sess.User.ID,
+		CSRFToken: sess.CSRF, AMR: string(amr), CreatedAt: ms(sess.CreatedAt),
+		LastSeenAt: ms(sess.LastSeen), ExpiresAt: ms(sess.ExpiresAt)}
+	return dbErr(s.db.WithContext(ctx).Create(&row).Error)
+}
+
+// TouchConsoleSession slides the session's last-seen time to now and returns
+// it with its user and tenant, read in the same transaction. The update is
+// conditional: a revoked session, one idle for idle or more, one at or past
+// its absolute end, or one whose user is disabled changes nothing and is
+// EUnauthenticated.
+func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle time.Duration) (auth.Session, error) {
+	var out auth.Session
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&consoleSessionRow{}).
+			Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at > ? AND expires_at > ?",
+				handle, ms(now)-idle.Milliseconds(), ms(now)).
+			Where("EXISTS (SELECT 1 FROM users u WHERE u.id = console_sessions.user_id"+
+				" AND u.tenant_id = console_sessions.tenant_id AND u.disabled = ?)", false).
+			Update("last_seen_at", ms(now))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
+		}
+		var row consoleSessionRow
+		if err := tx.Where("id_hash = ?", handle).Take(&row).Error; err != nil {
+			return err
+		}
+		var u userRow
+		if err := tx.Where("tenant_id = ? AND id = ?", row.TenantID, row.UserID).Take(&u).Error; err != nil {
+			return err
+		}
+		var t tenantRow
+		if err := tx.Where("id = ?", row.TenantID).Take(&t).Error; err != nil {
+			return err
+		}
+		var amr []string
+		if err := json.Unmarshal([]byte(row.AMR), &amr); err != nil {
+			return fmt.Errorf("console session amr: %w", err)
+		}
+		out = auth.Session{Handle: row.IDHash, User: u.model(),
+			Tenant: models.Tenant{ID: t.ID, Name: t.Name, CreatedAt: fromMS(t.CreatedAt)},
+			CSRF:   row.CSRFToken, AMR: amr, CreatedAt: fromMS(row.CreatedAt),
+			LastSeen: fromMS(row.LastSeenAt), ExpiresAt: fromMS(row.ExpiresAt)}
+		return nil
+	})
+	if err != nil {
+		return auth.Session{}, err
+	}
+	return out, nil
+}
+
+// RevokeConsoleSession ends one session. Ending an unknown or ended session
+// is no error. EUnavailable on database errors.
+func (s *Store) RevokeConsoleSession(ctx context.Context, handle string, now time.Time) error {
+	return dbErr(s.db.WithContext(ctx).Model(&consoleSessionRow{}).
+		Where("id_hash = ? AND revoked_at IS NULL", handle).
+		Update("revoked_at", ms(now)).Error)
+}
+
+// RevokeUserConsoleSessions ends every session of one user of the tenant.
+// EUnavailable on database errors.
+func (s *Store) RevokeUserConsoleSessions(ctx context.Context, tenantID, userID string, now time.Time) error {
+	return dbErr(revokeUserSessions(s.db.WithContext(ctx), tenantID, userID, now))
+}
+
+func revokeUserSessions(tx *gorm.DB, tenantID, userID string, now time.Time) error {
+	return tx.Model(&consoleSessionRow{}).
+		Where("tenant_id = ? AND user_id = ? AND revoked_at IS NULL", tenantID, userID).
+		Update("revoked_at", ms(now)).Error
+}
+
+// errLimited rolls back a reservation that hit a limit.
+var errLimited = errors.New("login attempt limit reached")
+
+// ReserveLoginAttempt counts one sign-in attempt against every limit, or
+// against none when any of them is reached: then ok is false and retryAt is
+// when the latest blocking window ends. Each key's window starts with its
+// first attempt and restarts once it is window old. The counting is a
+// conditional UPDATE (failures < max), so parallel attempts cannot overshoot
+// a limit on any database or across instances. EUnavailable on database
+// errors.
+func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []auth.LoginLimit) (time.Time, bool, error) {
+	var retryAt time.Time
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		limited := false
+		for _, l := range limits {
+			if _, err := insertOnce(tx, &loginAttemptRow{AttemptKey: l.Key, WindowStart: ms(now)}); err != nil {
+				return err
+			}
+			err := tx.Model(&loginAttemptRow{}).
+				Where("attempt_key = ? AND window_start <= ?", l.Key, ms(now.Add(-window))).
+				Updates(map[string]any{"window_start": ms(now), "failures": 0}).Error
+			if err != nil {
+				return err
+			}
+			res := tx.Model(&loginAttemptRow{}).Where("attempt_key = ? AND failures < ?", l.Key, l.Max).
+				Update("failures", gorm.Expr("failures + 1"))
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 1 {
+				continue
+			}
+			var row loginAttemptRow
+			if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+				return err
+			}
+			limited = true
+			if end := fromMS(row.WindowStart).Add(window); end.After(retryAt) {
+				retryAt = end
+			}
+		}
+		if limited {
+			return errLimited
+		}
+		return nil
+	})
+	if errors.Is(err, errLimited) {
+		return retryAt, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, dbErr(err)
+	}
+	return time.Time{}, true, nil
+}
+
+// ReleaseLoginAttempt takes back one attempt counted for key.
+func (s *Store) ReleaseLoginAttempt(ctx context.Context, key string) error {
+	return dbErr(s.db.WithContext(ctx).Model(&loginAttemptRow{}).
+		Where("attempt_key = ? AND failures > 0", key).
+		Update("failures", gorm.Expr("failures - 1")).Error)
+}
+
+// ClearLoginAttempts forgets every attempt counted for key.
+func (s *Store) ClearLoginAttempts(ctx context.Context, key string) error {
+	return dbErr(s.db.WithContext(ctx).Where("attempt_key = ?", key).Delete(&loginAttemptRow{}).Error)
+}
+
+// ConsoleCookieKeys stores hashKey and blockKey as the session cookie's keys
+// unless keys are stored already, and returns the stored keys: the first
+// instance to start decides, and every later start reads the same keys.
+// EUnavailable on database errors.
+func (s *Store) ConsoleCookieKeys(ctx context.Context, hashKey, blockKey []byte, now time.Time) ([]byte, []byte, error) {
+	var row consoleKeyRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if _, err := insertOnce(tx, &consoleKeyRow{Name: cookieKeysName,
+			HashKey:   base64.StdEncoding.EncodeToString(hashKey),
+			BlockKey:  base64.StdEncoding.EncodeToString(blockKey),
+			CreatedAt: ms(now)}); err != nil {
+			return err
+		}
+		return tx.Where("name = ?", cookieKeysName).Take(&row).Error
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	hk, err1 := base64.StdEncoding.DecodeString(row.HashKey)
+	bk, err2 := base64.StdEncoding.DecodeString(row.BlockKey)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, fmt.Errorf("console cookie keys: %w", err)
+	}
+	return hk, bk, nil
+}
+
+// requireAdmin checks, inside tx, that actor is an active admin of its
+// tenant now; EForbidden otherwise.
+func requireAdmin(tx *gorm.DB, actor models.User) error {
+	var n int64
+	err := tx.Model(&userRow{}).
+		Where("tenant_id = ? AND id = ? AND role = ? AND disabled = ?", actor.TenantID, actor.ID, string(models.RoleAdmin), false).
+		Count(&n).Error
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return models.Errorf(models.EForbidden, "only administrators can manage reviewers and agents")
+	}
+	return nil
+}
+
+// AdminListUsers returns the users of the actor's tenant, by name.
+// EForbidden unless actor is an active admin.
+func (s *Store) AdminListUsers(ctx context.Context, actor models.User) ([]models.User, error) {
+	var rows []userRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		return tx.Where("tenant_id = ?", actor.TenantID).Order("name, id").Find(&rows).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.User, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// AdminCreateUser creates a user in the actor's tenant. EForbidden unless
+// actor is an active admin; EInvalidRequest for an unknown role;
+// EAlreadyExists when the name is taken.
+func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name string, role models.Role, passwordHash string) (models.User, error) {
+	if !role.Valid() {
+		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
+	}
+	row := userRow{ID: models.NewID("usr"), TenantID: actor.TenantID, Name: name, Role: string(role),
+		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now())}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return models.Errorf(models.EAlreadyExists, "a user named %q already exists", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return models.User{}, err
+	}
+	return row.model(), nil
+}
+
+// AdminSetUserDisabled disables or re-enables a user of the actor's tenant;
+// disabling also ends the user's sessions, in the same transaction.
+// EForbidden unless actor is an active admin; ENotFound for users of other
+// tenants.
+func (s *Store) AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error) {
+	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"disabled": disabled}, disabled, now)
+}
+
+// AdminSetPassword replaces the password hash of a user of the actor's
+// tenant and ends the user's sessions, in one transaction. EForbidden unless
+// actor is an active admin; ENotFound for users of other tenants.
+func (s *Store) AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error) {
+	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"password_hash": passwordHash}, true, now)
+}
+
+func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, set map[string]any, endSessions bool, now time.Time) (models.User, error) {
+	var row userRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		res := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ?", actor.TenantID, userID).Updates(set)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.ENotFound, "no such user")
+		}
+		if endSessions {
+			if err := revokeUserSessions(tx, actor.TenantID, userID, now); err != nil {
+				return err
+			}
+		}
+		return tx.Where("tenant_id = ? AND id = ?", actor.TenantID, userID).Take(&row).Error
+	})
+	if err != nil {
+		return models.User{}, err
+	}
+	return row.model(), nil
+}
+
+// AdminListAgents returns the agents of the actor's tenant, by name, revoked
+// ones included. EForbidden unless actor is an active admin.
+func (s *Store) AdminListAgents(ctx context.Context, actor models.User) ([]models.Agent, error) {
+	var rows []agentRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		return tx.Where("tenant_id = ?", actor.TenantID).Order("name, id").Find(&rows).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]models.Agent, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// AdminCreateAgent creates an agent in the actor's tenant whose API key
+// hashes to keyHash; ownerUserID may be empty. EForbidden unless actor is an
+// active admin; ENotFound for an owner outside the tenant; EAlreadyExists
+// when the name is taken.
+func (s *Store) AdminCreateAgent(ctx context.Context, actor models.User, name, ownerUserID, keyHash string) (models.Agent, error) {
+	row := agentRow{ID: models.NewID("agt"), TenantID: actor.TenantID, Name: name, KeyHash: keyHash, CreatedAt: ms(s.clock.Now())}
+	if ownerUserID != "" {
+		row.OwnerUserID = &ownerUserID
+	}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		if ownerUserID != "" {
+			var n int64
+			if err := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ?", actor.TenantID, ownerUserID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				return models.Errorf(models.ENotFound, "the owner is not a user of this organization")
+			}
+		}
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return models.Errorf(models.EAlreadyExists, "an agent named %q already exists", name)
+		}
+		return nil
+	})
+	if err != nil {
+		return models.Agent{}, err
+	}
+	return row.model(), nil
+}
+
+// AdminRevokeAgent revokes an agent of the actor's tenant and returns it;
+// revoking a revoked agent changes nothing. EForbidden unless actor is an
+// active admin; ENotFound for agents of other tenants.
+func (s *Store) AdminRevokeAgent(ctx context.Context, actor models.User, agentID string, now time.Time) (models.Agent, error) {
+	var row agentRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		err := tx.Model(&agentRow{}).
+			Where("tenant_id = ? AND id = ? AND revoked_at IS NULL", actor.TenantID, agentID).
+			Update("revoked_at", ms(now)).Error
+		if err != nil {
+			return err
+		}
+		err = tx.Where("tenant_id = ? AND id = ?", actor.TenantID, agentID).Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return models.Errorf(models.ENotFound, "no such agent")
+		}
+		return err
+	})
+	if err != nil {
+		return models.Agent{}, err
+	}
+	return row.model(), nil
+}
+
+// PruneConsole deletes what can no longer matter: sessions that expired,
+// were revoked or were last seen before before, and sign-in attempt windows
+// that started before it. It returns how many rows it deleted.
+// EUnavailable on database errors.
+func (s *Store) PruneConsole(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		b := ms(before)
+		res := tx.Where("expires_at < ? OR revoked_at < ? OR last_seen_at < ?", b, b, b).Delete(&consoleSessionRow{})
+		if res.Error != nil {
+			return res.Error
+		}
+		n += res.RowsAffected
+		res = tx.Where("window_start < ?", b).Delete(&loginAttemptRow{})
+		if res.Error != nil {
+			return res.Error
+		}
+		n += res.RowsAffected
+		return nil
+	})
+	return n, err
+}
