@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -27,12 +27,6 @@ const (
 // whose time ran out and asks business systems about uncertain executions.
 const backgroundInterval = 2 * time.Second
 
-// shutdownGrace is how long requests in flight may finish on their own once
-// shutdown starts; then their contexts are cancelled, which makes long-polls
-// (held up to 60 s) answer with the current state at once instead of holding
-// the shutdown until its timeout.
-const shutdownGrace = 2 * time.Second
-
 // serveConfig is the configuration of countersign serve.
 type serveConfig struct {
 	Addr     string
@@ -43,11 +37,20 @@ type serveConfig struct {
 	Issuer   string
 	Audience string
 	LogLevel slog.Level
+
+	// Console sessions.
+	Secure          bool
+	CookieHashKey   string // base64
+	CookieBlockKey  string // base64
+	IdleTimeout     time.Duration
+	AbsoluteTimeout time.Duration
+	DefaultTenant   string
 }
 
 const serveAbout = `
-Serves the agent API (/api/v1/proposals, /api/v1/executions), the token
-public keys (/.well-known/jwks.json) and /healthz. Database migrations are
+Serves the reviewer console (/), the agent API (/api/v1/proposals,
+/api/v1/executions), the token public keys (/.well-known/jwks.json) and
+/healthz. Database migrations are
 applied at start. Logs go to stderr; the addresses go to stdout.
 
 With --demo it creates (or refreshes) the tenant "demo" with demo orders,
@@ -56,9 +59,14 @@ an agent, and prints fresh passwords and a fresh agent key: every start
 invalidates the previous ones. "countersign" without a command is
 "countersign serve --demo".
 
-The browser console is not built yet: reviewers decide with
-"countersign review approve|decline", which must be given the same --db,
---tools, --issuer and --audience as the server.
+Reviewers sign in to the console with organization (tenant), username and
+password. From a terminal, "countersign review approve|decline" decides too;
+it must be given the same --db, --tools, --issuer and --audience as the
+server. Tiers that need a security key can only be approved in the console.
+
+Console cookies are signed and encrypted with two keys kept in the database
+(created at first start), so sessions survive restarts; give
+--cookie-hash-key and --cookie-block-key to manage them yourself.
 
 Several servers may share one PostgreSQL database (--db postgres://...); every
 exactly-once guarantee holds across them.`
@@ -89,6 +97,12 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` of this server, used in Location headers;\nhttp://ADDRESS once listening when empty (set it when clients reach the server\nthrough another name, a proxy or TLS)")
 	tokenFlags(fs, &cfg.Issuer, &cfg.Audience)
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+	fs.BoolVar(&cfg.Secure, "secure", false, "serve behind TLS: Secure cookies and HSTS (implied by an https --base-url)")
+	fs.StringVar(&cfg.CookieHashKey, "cookie-hash-key", "", "console cookie authentication key, `BASE64` of at least 32 bytes;\nkept in the database when empty (give both keys or neither)")
+	fs.StringVar(&cfg.CookieBlockKey, "cookie-block-key", "", "console cookie encryption key, `BASE64` of 16, 24 or 32 bytes")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 30*time.Minute, "end a console session after this long without a request")
+	fs.DurationVar(&cfg.AbsoluteTimeout, "absolute-timeout", 12*time.Hour, "end a console session this long after sign-in, whatever the activity")
+	fs.StringVar(&cfg.DefaultTenant, "default-tenant", "", "organization pre-filled on the sign-in form (\"demo\" with --demo)")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -104,7 +118,30 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 			return usagef(cmd.synopsis, "--base-url: %v", err)
 		}
 	}
+	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
+		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
+	}
+	if cfg.DefaultTenant == "" && cfg.Demo {
+		cfg.DefaultTenant = "demo"
+	}
 	return c.runServer(ctx, cfg)
+}
+
+// cookieKeys decodes the optional cookie keys.
+func cookieKeys(cfg serveConfig) (hash, block []byte, err error) {
+	if (cfg.CookieHashKey == "") != (cfg.CookieBlockKey == "") {
+		return nil, nil, fmt.Errorf("give both --cookie-hash-key and --cookie-block-key, or neither")
+	}
+	if cfg.CookieHashKey == "" {
+		return nil, nil, nil
+	}
+	if hash, err = base64.StdEncoding.DecodeString(cfg.CookieHashKey); err != nil {
+		return nil, nil, fmt.Errorf("--cookie-hash-key is not base64: %w", err)
+	}
+	if block, err = base64.StdEncoding.DecodeString(cfg.CookieBlockKey); err != nil {
+		return nil, nil, fmt.Errorf("--cookie-block-key is not base64: %w", err)
+	}
+	return hash, block, nil
 }
 
 func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
@@ -120,15 +157,25 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	if base == "" {
 		base = listenURL(ln.Addr())
 	}
+	hashKey, blockKey, err := cookieKeys(cfg)
+	if err != nil {
+		return err
+	}
 	a, err := app.Open(ctx, app.Config{
-		DB:        cfg.DB,
-		ToolsFile: cfg.Tools,
-		Addr:      ln.Addr().String(),
-		BaseURL:   base,
-		Issuer:    cfg.Issuer,
-		Audience:  cfg.Audience,
-		Getenv:    c.getenv,
-		Logger:    logger,
+		DB:              cfg.DB,
+		ToolsFile:       cfg.Tools,
+		Addr:            ln.Addr().String(),
+		BaseURL:         base,
+		Issuer:          cfg.Issuer,
+		Audience:        cfg.Audience,
+		Getenv:          c.getenv,
+		Logger:          logger,
+		Secure:          cfg.Secure,
+		CookieHashKey:   hashKey,
+		CookieBlockKey:  blockKey,
+		IdleTimeout:     cfg.IdleTimeout,
+		AbsoluteTimeout: cfg.AbsoluteTimeout,
+		DefaultTenant:   cfg.DefaultTenant,
 	})
 	if err != nil {
 		return err
@@ -147,22 +194,9 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	logger.Info("countersign started", "version", buildVersion(), "addr", ln.Addr().String(),
 		"base_url", base, "db", redactDB(cfg.DB), "tools", len(a.Registry.Tools()), "demo", cfg.Demo)
 
-	defer endRequestsAfterGrace(a.Server.Server)()
 	err = a.Serve(ctx, ln, backgroundInterval)
 	logger.Info("countersign stopped")
 	return err
-}
-
-// endRequestsAfterGrace gives the requests in flight when shutdown starts
-// shutdownGrace to finish, then cancels their contexts (see shutdownGrace).
-// A write that already reached the business system is not cut: executions
-// run detached from the request. The returned function releases the
-// context once the server is done.
-func endRequestsAfterGrace(hs *http.Server) (release func()) {
-	base, cancel := context.WithCancel(context.Background())
-	hs.BaseContext = func(net.Listener) context.Context { return base }
-	hs.RegisterOnShutdown(func() { time.AfterFunc(shutdownGrace, cancel) })
-	return cancel
 }
 
 // printBanner tells the person who started the server where it is and, for
@@ -178,6 +212,7 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 		noun = "tool"
 	}
 	fmt.Fprintf(w, "countersign serving on %s  (database %s, %d %s)\n", base, redactDB(cfg.DB), len(tools), noun)
+	fmt.Fprintf(w, "  Console:  %s/\n", base)
 	fmt.Fprintf(w, "  API:      %s/api/v1/proposals\n", base)
 	fmt.Fprintf(w, "  JWKS:     %s/.well-known/jwks.json\n", base)
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
@@ -187,12 +222,11 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 		fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")
 		return
 	}
-	fmt.Fprintf(w, "demo tenant %q:\n", creds.Tenant)
+	fmt.Fprintf(w, "demo sign-in at %s/login (organization %q):\n", base, creds.Tenant)
 	fmt.Fprintf(w, "  reviewer  %s / %s\n", creds.Reviewer, creds.ReviewerPassword)
 	fmt.Fprintf(w, "  admin     %s / %s\n", creds.Admin, creds.AdminPassword)
 	fmt.Fprintf(w, "  agent key %s\n", creds.AgentKey)
-	fmt.Fprintln(w, "The browser console is not built yet. Reviewers decide from a terminal,")
-	fmt.Fprintln(w, "with the password on stdin:")
+	fmt.Fprintln(w, "Reviewers may also decide from a terminal, with the password on stdin:")
 	extra := sameServerFlags(cfg)
 	fmt.Fprintf(w, "  countersign review list --tenant %s --user %s%s\n", creds.Tenant, creds.Reviewer, extra)
 	fmt.Fprintf(w, "  countersign review approve PROPOSAL_ID --tenant %s --user %s%s\n", creds.Tenant, creds.Reviewer, extra)

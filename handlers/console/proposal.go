@@ -171,7 +171,19 @@ func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) 
 	now := h.clock.Now()
 	expired := p.Status == models.StatusExpired || (p.Status == models.StatusAwaitingConfirmation && p.Expired(now))
 	title := h.toolTitle(p.Tool)
+	// A countdown only where time still decides something: the window for
+	// a decision, or the token's validity while it waits to be redeemed.
+	var expiryLabel string
+	var expires ui.Countdown
+	switch {
+	case p.Status == models.StatusAwaitingConfirmation || p.Status == models.StatusExpired && p.Token == nil:
+		expiryLabel, expires = "Decide before", h.countdown(p.ExpiresAt, now)
+	case (p.Status == models.StatusConfirmed || p.Status == models.StatusExpired) && p.Token != nil:
+		expiryLabel, expires = "Token valid", h.countdown(p.Token.ExpiresAt, now)
+	}
 	page := proposals.Page{
+		ExpiryLabel:   expiryLabel,
+		Expires:       expires,
 		Layout:        h.frame(s, title, "pending"),
 		ID:            p.ID,
 		Tool:          p.Tool,
@@ -187,7 +199,6 @@ func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) 
 		Context:       p.Context,
 		Requester:     p.AgentName,
 		Created:       h.formatTime(p.CreatedAt),
-		Expires:       h.countdown(p.ExpiresAt, now),
 		Expired:       expired,
 		Receipt:       h.receipt(p),
 		ApproveAction: proposalURL(p.ID) + "/approve",

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -267,11 +268,25 @@ func (a *App) SeedDemo(ctx context.Context) (DemoCredentials, error) {
 // background interval until ctx ends, then shuts the server down gracefully.
 func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Duration) error {
 	bg, cancel := context.WithCancel(ctx)
+	var workers sync.WaitGroup
+	workers.Go(func() { a.Protocol.RunBackground(bg, background) })
+	workers.Go(func() { a.pruneConsole(bg) })
+	// Stop the background work before returning, so the caller may close
+	// the store right after.
+	defer workers.Wait()
 	defer cancel()
-	go a.Protocol.RunBackground(bg, background)
-	go a.pruneConsole(bg)
+
 	hs := a.Server.Server
 	hs.Handler = a.Server
+	// Requests in flight when shutdown starts get ShutdownGrace to finish;
+	// then their contexts end, which makes long-polls (held up to a minute)
+	// answer with the current state at once. Executions run detached from
+	// the request, so a write that reached the business system is not cut.
+	reqs, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	hs.BaseContext = func(net.Listener) context.Context { return reqs }
+	hs.RegisterOnShutdown(func() { time.AfterFunc(ShutdownGrace, endRequests) })
+
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -279,10 +294,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 		return err
 	case <-ctx.Done():
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), ShutdownGrace+10*time.Second)
 	defer scancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
+
+// ShutdownGrace is how long requests in flight may finish on their own once
+// shutdown starts.
+const ShutdownGrace = 2 * time.Second
