@@ -607,3 +607,23 @@ func TestListKeysetPagination(t *testing.T) {
 		wantCode(t, err, models.EInvalidRequest)
 	})
 }
+
+func TestWaitSeesTheExpiry(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	p := e.propose("ord_1019", 100)
+	done := make(chan *models.Proposal, 1)
+	go func() {
+		got, _ := e.svc.Wait(e.ctx, e.tenant, p.ID, p.Revision, 10*time.Second)
+		done <- got
+	}()
+	time.Sleep(50 * time.Millisecond)
+	e.clock.Set(p.ExpiresAt)
+	select {
+	case got := <-done:
+		if got == nil || got.Status != models.StatusExpired {
+			t.Fatalf("woke with %+v, want expired", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("long-poll did not notice the expiry")
+	}
+}

@@ -259,11 +259,24 @@ func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision i
 	defer deadline.Stop()
 	tick := time.NewTicker(s.poll)
 	defer tick.Stop()
+	p, err := s.Get(ctx, tenantID, id)
+	if err != nil || p.Revision != sinceRevision {
+		return p, err
+	}
 	for {
+		// Subscribe before looking, so a change between the look and the
+		// wait still wakes us. The periodic look is the cheap revision
+		// read; the whole proposal is loaded only when something changed
+		// or its time ran out.
 		changed := s.changes.wait(id)
-		p, err := s.Get(ctx, tenantID, id)
-		if err != nil || p.Revision != sinceRevision {
-			return p, err
+		rev, _, err := s.store.ProposalRevision(ctx, tenantID, id)
+		if err != nil {
+			return nil, err
+		}
+		if rev != sinceRevision || s.due(p, s.clock.Now()) {
+			if p, err = s.Get(ctx, tenantID, id); err != nil || p.Revision != sinceRevision {
+				return p, err
+			}
 		}
 		select {
 		case <-changed:
