@@ -22,6 +22,7 @@ const (
 	EOperationMismatch   Code = "operation_mismatch"    // 403: token is for another tool or policy
 	EArgsMismatch        Code = "args_mismatch"         // 403: digest, resource or proposal differ
 	EStepUpRequired      Code = "step_up_required"      // 403: the tier needs a security-key assertion
+	EStepUpFailed        Code = "step_up_failed"        // 403: a security-key assertion did not verify
 	ESelfApproval        Code = "self_approval"         // 403: the requester may not approve its own proposal
 	ENotFound            Code = "not_found"             // 404: no such object in this tenant
 	EUnknownToken        Code = "unknown_token"         // 404: no such token id
@@ -34,6 +35,7 @@ const (
 	ETokenExpired        Code = "token_expired"         // 410
 	EProposalExpired     Code = "proposal_expired"      // 410
 	ERevoked             Code = "revoked"               // 410
+	ECeremonyExpired     Code = "ceremony_expired"      // 410: a security-key request timed out; start again
 	EUnknownTool         Code = "unknown_tool"          // 422: no such tool in the registry
 	ESchemaViolation     Code = "schema_violation"      // 422: arguments break the tool's schema
 	EClarificationNeeded Code = "clarification_needed"  // 422: a value is ambiguous and was not guessed

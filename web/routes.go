@@ -46,6 +46,11 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	e.GET("/login", con.auth.LoginPage, m.Load)
 	e.POST("/login", con.auth.Login, m.LoginCSRF)
 	e.POST("/logout", con.auth.Logout, form...)
+	if pk := con.passkeys; pk != nil {
+		// Passkey sign-in: JSON, the sign-in form's token in X-CSRF-Token.
+		e.POST("/login/passkey/begin", pk.Begin, m.LoginCSRF)
+		e.POST("/login/passkey/finish", pk.Finish, m.LoginCSRF)
+	}
 
 	// Reviewer pages.
 	if p := con.pages; p != nil {
@@ -57,6 +62,23 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.POST("/proposals/:id/decline", p.Decline, form...)
 		e.POST("/proposals/:id/revoke", p.Revoke, form...)
 		e.GET("/history", p.History, page...)
+		if con.keys != nil {
+			// Security-key approval (SPEC section 6): JSON in and out,
+			// the CSRF token in the X-CSRF-Token header.
+			e.POST("/proposals/:id/stepup/begin", p.StepUpBegin, form...)
+			e.POST("/proposals/:id/stepup/finish", p.StepUpFinish, form...)
+		}
+	}
+
+	// Security keys and passkeys of the signed-in reviewer. Removing one
+	// takes a fresh security-key confirmation.
+	if k := con.keys; k != nil {
+		e.GET("/settings/keys", k.Page, page...)
+		e.POST("/settings/keys/register/begin", k.RegisterBegin, form...)
+		e.POST("/settings/keys/register/finish", k.RegisterFinish, form...)
+		e.POST("/settings/keys/:id/rename", k.Rename, form...)
+		e.POST("/settings/keys/:id/remove/begin", k.RemoveBegin, form...)
+		e.POST("/settings/keys/:id/remove/finish", k.RemoveFinish, form...)
 	}
 
 	// Administration: agents and reviewers of the admin's own tenant.

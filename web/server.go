@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/web/session"
 )
@@ -58,12 +59,23 @@ type Deps struct {
 	Pages console.PagesProtocol
 	// Assets are the console's static files; static.New() when nil.
 	Assets *static.Assets
+	// StepUp runs security keys, security-key approvals and passkey
+	// sign-in (*stepup.Service); nil leaves them out, and tiers that need
+	// a security key cannot be approved in the console.
+	StepUp StepUp
+}
+
+// StepUp is what the console needs for security keys.
+type StepUp interface {
+	console.StepUp
+	console.PasskeyVerifier
 }
 
 // The domain service is what production wires in.
 var (
 	_ api.Protocol          = (*protocol.Service)(nil)
 	_ console.PagesProtocol = (*protocol.Service)(nil)
+	_ StepUp                = (*stepup.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -72,7 +84,9 @@ type consoleHandlers struct {
 	sessions *session.Manager
 	auth     *console.AuthHandlers
 	admin    *console.AdminHandlers
-	pages    *console.Pages // nil without Deps.Pages
+	pages    *console.Pages    // nil without Deps.Pages
+	keys     *console.Keys     // nil without Deps.StepUp
+	passkeys *console.Passkeys // nil without Deps.StepUp
 	assets   *static.Assets
 }
 
@@ -109,12 +123,17 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		con = &consoleHandlers{
 			sessions: deps.Sessions,
-			auth:     console.NewAuthHandlers(deps.Auth, deps.Sessions, assets, console.AuthOptions{DefaultTenant: cfg.DefaultTenant}),
-			admin:    console.NewAdminHandlers(deps.Auth, assets),
-			assets:   assets,
+			auth: console.NewAuthHandlers(deps.Auth, deps.Sessions, assets,
+				console.AuthOptions{DefaultTenant: cfg.DefaultTenant, Passkeys: deps.StepUp != nil}),
+			admin:  console.NewAdminHandlers(deps.Auth, assets),
+			assets: assets,
 		}
 		if deps.Pages != nil {
-			con.pages = console.NewPages(deps.Pages, assets, clock)
+			con.pages = console.NewPages(deps.Pages, assets, clock, deps.StepUp)
+		}
+		if deps.StepUp != nil {
+			con.keys = console.NewKeys(deps.StepUp, assets)
+			con.passkeys = console.NewPasskeys(deps.StepUp, deps.Auth, deps.Sessions)
 		}
 	}
 

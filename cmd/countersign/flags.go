@@ -70,6 +70,12 @@ func (c *command) parse(args []string, getenv func(string) string) ([]string, er
 	if envErr != nil {
 		return nil, envErr
 	}
+	// A list given on the command line replaces the environment's.
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if l, ok := f.Value.(*listFlag); ok {
+			l.fromEnv = len(l.values) > 0
+		}
+	})
 	var positional []string
 	for {
 		err := c.fs.Parse(args)
@@ -152,4 +158,31 @@ func (c *command) required(values map[string]string) error {
 	default:
 		return usagef(c.synopsis, "%s are required", strings.Join(missing, ", "))
 	}
+}
+
+// listFlag is a flag that takes several values: repeated (--origin A
+// --origin B) or comma-separated (--origin A,B). Values from the
+// environment are replaced, not extended, by the command line.
+type listFlag struct {
+	values  []string
+	fromEnv bool
+}
+
+func (l *listFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.values, ",")
+}
+
+func (l *listFlag) Set(v string) error {
+	if l.fromEnv {
+		l.values, l.fromEnv = nil, false
+	}
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			l.values = append(l.values, part)
+		}
+	}
+	return nil
 }

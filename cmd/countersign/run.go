@@ -49,6 +49,9 @@ Usage:
                                      withdraw a confirmation before it is used;
                                      the administrator's password on stdin
   countersign keys rotate            sign new tokens with a new key; prints its kid
+  countersign evidence verify PROPOSAL_ID --tenant T
+                                     re-verify each approval's security-key
+                                     evidence from the stored data alone
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
@@ -103,6 +106,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.revoke(ctx, rest)
 	case "keys":
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
+	case "evidence":
+		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			return usagef("countersign version", "unexpected argument %q", rest[0])

@@ -45,6 +45,11 @@ type serveConfig struct {
 	IdleTimeout     time.Duration
 	AbsoluteTimeout time.Duration
 	DefaultTenant   string
+
+	// Security keys (WebAuthn).
+	RPID    string
+	RPName  string
+	Origins listFlag
 }
 
 const serveAbout = `
@@ -69,7 +74,14 @@ Console cookies are signed and encrypted with two keys kept in the database
 --cookie-hash-key and --cookie-block-key to manage them yourself.
 
 Several servers may share one PostgreSQL database (--db postgres://...); every
-exactly-once guarantee holds across them.`
+exactly-once guarantee holds across them.
+
+Security keys and passkeys (WebAuthn) are bound to a relying party id, by
+default the host of --base-url. Browsers accept no IP address there and
+allow plain http only on localhost: with the default address, register keys
+and approve high-risk writes at http://localhost:8080 rather than
+http://127.0.0.1:8080. Behind a proxy or TLS, give --base-url (and, if the
+console is reached under several names, --rp-id and --origin).`
 
 // dbFlag and toolsFlag are the flags every command that opens the database
 // or the registry shares.
@@ -103,6 +115,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 30*time.Minute, "end a console session after this long without a request")
 	fs.DurationVar(&cfg.AbsoluteTimeout, "absolute-timeout", 12*time.Hour, "end a console session this long after sign-in, whatever the activity")
 	fs.StringVar(&cfg.DefaultTenant, "default-tenant", "", "organization pre-filled on the sign-in form (\"demo\" with --demo)")
+	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
+	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
+	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -120,6 +135,11 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
 		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
+	}
+	for _, o := range cfg.Origins.values {
+		if clean, err := checkBaseURL(o); err != nil || strings.Count(clean, "/") != 2 {
+			return usagef(cmd.synopsis, "--origin %q: give scheme://host[:port], without a path", o)
+		}
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
@@ -176,6 +196,9 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		IdleTimeout:     cfg.IdleTimeout,
 		AbsoluteTimeout: cfg.AbsoluteTimeout,
 		DefaultTenant:   cfg.DefaultTenant,
+		RPID:            cfg.RPID,
+		RPName:          cfg.RPName,
+		Origins:         cfg.Origins.values,
 	})
 	if err != nil {
 		return err
@@ -217,6 +240,7 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	fmt.Fprintf(w, "  JWKS:     %s/.well-known/jwks.json\n", base)
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
 	fmt.Fprintf(w, "  Tools:    %s\n", strings.Join(names, ", "))
+	fmt.Fprintf(w, "  Keys:     security keys work at %s (relying party %s)\n", strings.Join(a.StepUp.Origins(), ", "), a.StepUp.RPID())
 	if creds == nil {
 		fmt.Fprintln(w, "No demo data (--demo is off). Create a tenant, reviewers and agents with")
 		fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")

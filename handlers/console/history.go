@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 
@@ -8,7 +9,9 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/views/history"
+	"github.com/countersign/countersign/views/ui"
 )
 
 // History serves GET /history: the proposals that left the reviewers' queue
@@ -72,6 +75,9 @@ func (h *Pages) historyItem(p *models.Proposal, viewer models.User) history.Item
 	}
 	for _, d := range p.Approvals() {
 		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+")")
+		if len(d.Evidence) > 0 {
+			it.Evidence = append(it.Evidence, evidenceView(p, d))
+		}
 	}
 	for _, d := range p.Decisions {
 		if d.Kind == models.DecisionDecline {
@@ -79,4 +85,33 @@ func (h *Pages) historyItem(p *models.Proposal, viewer models.User) history.Item
 		}
 	}
 	return it
+}
+
+// evidenceView shows an approval's security-key evidence, re-verified
+// against the proposal as stored (stepup.VerifyEvidence): anyone reading the
+// history sees whether the key really signed this proposal's digest.
+func evidenceView(p *models.Proposal, d models.Decision) history.Evidence {
+	who := d.UserName
+	if who == "" {
+		who = d.UserID
+	}
+	v := history.Evidence{Who: who}
+	ev, err := stepup.ParseEvidence(d.Evidence)
+	if err != nil {
+		v.Check = ui.Badge{Text: "the evidence cannot be read: " + models.ErrorMessage(err), Symbol: "✗", Tone: "bad"}
+		return v
+	}
+	v.KeyName, v.CredentialID = ev.KeyName, ev.CredentialID
+	v.SignCount = fmt.Sprint(ev.SignCount)
+	v.UserVerified = "no"
+	if ev.UserVerified {
+		v.UserVerified = "yes"
+	}
+	v.Challenge, v.Nonce, v.Origin, v.RPID = ev.Challenge, ev.Nonce, ev.Origin, ev.RPID
+	if err := stepup.VerifyEvidence(p, d.Evidence); err != nil {
+		v.Check = ui.Badge{Text: "does not verify: " + models.ErrorMessage(err), Symbol: "✗", Tone: "bad"}
+	} else {
+		v.Check = ui.Badge{Text: "the signature verifies: this key signed the challenge of this proposal and digest", Symbol: "✓", Tone: "ok"}
+	}
+	return v
 }

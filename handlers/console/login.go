@@ -42,6 +42,8 @@ var (
 type AuthOptions struct {
 	// DefaultTenant pre-fills the organization field ("demo" in demo mode).
 	DefaultTenant string
+	// Passkeys offers the passkey sign-in beside the password form.
+	Passkeys bool
 }
 
 // AuthHandlers serve sign-in, sign-out and the console's error pages.
@@ -51,11 +53,13 @@ type AuthHandlers struct {
 	cookies       SessionCookies
 	assets        layout.Assets
 	defaultTenant string
+	passkeys      bool
 }
 
 // NewAuthHandlers returns the sign-in handlers.
 func NewAuthHandlers(a Authenticator, cookies SessionCookies, assets *static.Assets, opts AuthOptions) *AuthHandlers {
-	return &AuthHandlers{auth: a, cookies: cookies, assets: AssetsFor(assets), defaultTenant: opts.DefaultTenant}
+	return &AuthHandlers{auth: a, cookies: cookies, assets: AssetsFor(assets), defaultTenant: opts.DefaultTenant,
+		passkeys: opts.Passkeys}
 }
 
 // LoginPage handles GET /login: the sign-in form, or straight on to next
@@ -102,6 +106,7 @@ func (h *AuthHandlers) loginForm(c echo.Context, status int, p authviews.LoginPa
 		return err
 	}
 	p.CSRF = token
+	p.Passkeys = h.passkeys
 	if p.Next == "/" {
 		p.Next = ""
 	}

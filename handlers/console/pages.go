@@ -62,6 +62,7 @@ const heartbeatInterval = 15 * time.Second
 // approve, decline, history and revoke. Build it with NewPages.
 type Pages struct {
 	p         PagesProtocol
+	stepUp    StepUp // nil: security-key approvals are not offered
 	assets    layout.Assets
 	clock     models.Clock
 	loc       *time.Location // the reviewer's zone; UTC until users can choose one
@@ -70,12 +71,13 @@ type Pages struct {
 
 // NewPages returns the reviewer pages over p. clock is the server's clock
 // (models.SystemClock when nil): countdowns start from it, never from the
-// browser's.
-func NewPages(p PagesProtocol, assets *static.Assets, clock models.Clock) *Pages {
+// browser's. stepUp runs security-key approvals for the tiers that need
+// them; without it (nil) those tiers cannot be approved in the console.
+func NewPages(p PagesProtocol, assets *static.Assets, clock models.Clock, stepUp StepUp) *Pages {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	return &Pages{p: p, assets: AssetsFor(assets), clock: clock, loc: time.UTC, heartbeat: heartbeatInterval}
+	return &Pages{p: p, stepUp: stepUp, assets: AssetsFor(assets), clock: clock, loc: time.UTC, heartbeat: heartbeatInterval}
 }
 
 // signedIn returns the request's session. The session middleware redirects
@@ -242,7 +244,7 @@ func confirmationText(t models.Tier) string {
 	default:
 		b.WriteString("one reviewer's approval (a click)")
 	}
-	if !t.AllowSelfApproval {
+	if !t.AllowSelfApproval || t.Quorum > 1 {
 		b.WriteString("; the requester may not approve its own proposal")
 	}
 	return b.String()

@@ -85,7 +85,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.signIn(other, e.newUser(other.ID, "olga", models.RoleAdmin))
 
-	pages := console.NewPages(e.svc, static.New(), e.clock)
+	pages := console.NewPages(e.svc, static.New(), e.clock, nil)
 	ech := echo.New()
 	ech.HTTPErrorHandler = testErrorHandler
 	// Stands in for the session middleware: X-Test-User names who is signed

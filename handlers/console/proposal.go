@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,8 +34,12 @@ func (h *Pages) Proposal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	page, err := h.proposalPage(c.Request().Context(), s, p, outcome{})
+	if err != nil {
+		return err
+	}
 	noStore(c)
-	return render(c, http.StatusOK, proposals.View(h.proposalPage(s, p, outcome{})))
+	return render(c, http.StatusOK, proposals.View(page))
 }
 
 // Approve serves POST /proposals/:id/approve (form fields digest and
@@ -129,8 +134,12 @@ func (h *Pages) refused(c echo.Context, s *session.Session, id, action string, e
 	} else {
 		o.alert = h.refusalMessage(code, action, p, err)
 	}
+	page, err := h.proposalPage(c.Request().Context(), s, p, o)
+	if err != nil {
+		return err
+	}
 	noStore(c)
-	return render(c, status, proposals.View(h.proposalPage(s, p, o)))
+	return render(c, status, proposals.View(page))
 }
 
 // refusalMessage says why a decision was refused and that nothing happened.
@@ -159,6 +168,10 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 		return "The target changed in the business system since this preview was made (its state version moved). " +
 			nothing + " The agent has to propose again with a fresh preview."
 	case models.EStepUpRequired:
+		if h.stepUp != nil {
+			return fmt.Sprintf("The %s tier requires a security-key confirmation: use “Approve with security key”, "+
+				"which asks your key to sign exactly this proposal (it needs JavaScript). %s", p.Tier.Name, nothing)
+		}
 		return fmt.Sprintf("The %s tier requires a security-key confirmation, which this console cannot perform yet. %s",
 			p.Tier.Name, nothing)
 	default: // self_approval, forbidden: the domain's message is written for the user
@@ -167,7 +180,7 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 }
 
 // proposalPage maps a proposal to the page's view-model for reviewer s.
-func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) proposals.Page {
+func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.Proposal, o outcome) (proposals.Page, error) {
 	now := h.clock.Now()
 	expired := p.Status == models.StatusExpired || (p.Status == models.StatusAwaitingConfirmation && p.Expired(now))
 	title := h.toolTitle(p.Tool)
@@ -226,6 +239,9 @@ func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) 
 	need := max(p.Tier.Quorum, 1)
 	have := len(p.Approvals())
 	page.Quorum = proposals.Quorum{Have: have, Need: need, Text: fmt.Sprintf("%d of %d %s", have, need, plural(need, "approval", "approvals"))}
+	if p.Tier.Confirmation == models.ConfirmWebAuthn {
+		page.Quorum.Text += plural(need, " with a security key", ", each with the reviewer's own security key")
+	}
 	if have >= need {
 		page.Quorum.Text += " — complete"
 	}
@@ -254,10 +270,9 @@ func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) 
 	page.ApproveLabel = "Approve"
 	page.CanApprove = page.CanDecide
 	if page.CanDecide && p.Tier.Confirmation == models.ConfirmWebAuthn {
-		page.CanApprove = false
-		page.ApproveLabel = "Approve — security key required"
-		page.ApproveBlockedReason = fmt.Sprintf("The %s tier requires a security-key confirmation (WebAuthn) for every approval. "+
-			"This console cannot run the security-key ceremony yet, so this proposal cannot be approved here; you can still decline it.", p.Tier.Name)
+		if err := h.stepUpApproval(ctx, s, p, &page); err != nil {
+			return page, err
+		}
 	}
 	switch {
 	case awaiting && decided:
@@ -267,7 +282,7 @@ func (h *Pages) proposalPage(s *session.Session, p *models.Proposal, o outcome) 
 		page.DecidedNote = h.settledNote(p, expired)
 	}
 	page.CanRevoke = canRevoke(p, s.User)
-	return page
+	return page, nil
 }
 
 // settledNote says what became of a proposal that no longer waits.

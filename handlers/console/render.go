@@ -23,5 +23,7 @@ func AssetsFor(a *static.Assets) layout.Assets {
 		HTMX: a.URL("vendor/htmx/htmx.min.js"),
 		SSE:  a.URL("vendor/htmx-ext-sse/sse.min.js"),
 		JS:   a.URL("js/app.js"),
+		// WebAuthn ceremonies: security keys and step-up approvals.
+		WebAuthn: a.URL("js/webauthn.js"),
 	}
 }

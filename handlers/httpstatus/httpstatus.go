@@ -20,14 +20,14 @@ func Of(code models.Code) int {
 		return http.StatusUnauthorized
 	case models.EForbidden, models.EInvalidSignature, models.ESubjectMismatch,
 		models.ETenantMismatch, models.EAudienceMismatch, models.EOperationMismatch,
-		models.EArgsMismatch, models.EStepUpRequired, models.ESelfApproval:
+		models.EArgsMismatch, models.EStepUpRequired, models.EStepUpFailed, models.ESelfApproval:
 		return http.StatusForbidden
 	case models.ENotFound, models.EUnknownToken:
 		return http.StatusNotFound
 	case models.EAlreadyConsumed, models.EStateChanged, models.EIdempotencyKeyReuse,
 		models.EInvalidState, models.EAlreadyDecided, models.EAlreadyExists:
 		return http.StatusConflict
-	case models.ETokenExpired, models.EProposalExpired, models.ERevoked:
+	case models.ETokenExpired, models.EProposalExpired, models.ERevoked, models.ECeremonyExpired:
 		return http.StatusGone
 	case models.EUnknownTool, models.ESchemaViolation, models.EClarificationNeeded,
 		models.EBusinessRule:

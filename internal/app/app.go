@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
 	"github.com/countersign/countersign/static"
@@ -73,6 +76,19 @@ type Config struct {
 	// DefaultTenant pre-fills the organization on the sign-in form, e.g.
 	// "demo" in demo mode.
 	DefaultTenant string
+
+	// RPID is the WebAuthn relying party id security keys are bound to: the
+	// console's host name or a parent domain. Default: BaseURL's host, or
+	// "localhost" when that is an IP address (browsers refuse IP
+	// addresses) or BaseURL is empty.
+	RPID string
+	// RPName is the name browsers show during security-key ceremonies;
+	// "countersign" when empty.
+	RPName string
+	// Origins are the origins security-key responses may come from.
+	// Default: BaseURL's origin, or the same at localhost when BaseURL's
+	// host is an IP address (see WebAuthnDefaults).
+	Origins []string
 }
 
 // App is the assembled application.
@@ -83,6 +99,7 @@ type App struct {
 	Protocol *protocol.Service
 	Auth     *auth.Service
 	Sessions *session.Manager
+	StepUp   *stepup.Service
 	Server   *echo.Echo
 	cfg      Config
 }
@@ -145,6 +162,16 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rpID, origins, err := WebAuthnDefaults(a.cfg.BaseURL, a.cfg.RPID, a.cfg.Origins)
+	if err != nil {
+		return err
+	}
+	// The one WebAuthn relying party of the process.
+	a.StepUp, err = stepup.New(stepup.Config{RPID: rpID, RPName: a.cfg.RPName, Origins: origins,
+		Store: a.Store, Protocol: a.Protocol, Clock: a.cfg.Clock})
+	if err != nil {
+		return err
+	}
 	secure := a.cfg.Secure || strings.HasPrefix(a.cfg.BaseURL, "https://")
 	a.Sessions, err = session.NewManager(a.Auth, session.Config{Secure: secure,
 		HashKey: hashKey, BlockKey: blockKey, Lifetime: a.Auth.AbsoluteTimeout()})
@@ -154,8 +181,47 @@ func (a *App) init(ctx context.Context) error {
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Assets: static.New()})
+			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
 	return nil
+}
+
+// WebAuthnDefaults completes the relying party configuration: rpID
+// defaults to baseURL's host, or to "localhost" when that host is an IP
+// address (browsers accept no IP address as a relying party id) or there
+// is no base URL; origins default to baseURL's origin, or the same origin
+// at localhost when baseURL's host is an IP address. Explicit values are
+// kept as given.
+func WebAuthnDefaults(baseURL, rpID string, origins []string) (string, []string, error) {
+	var base *url.URL
+	if baseURL != "" {
+		u, err := url.Parse(baseURL)
+		if err != nil || u.Host == "" {
+			return "", nil, fmt.Errorf("base URL %q: not an absolute URL", baseURL)
+		}
+		base = u
+	}
+	if rpID == "" {
+		rpID = "localhost"
+		if base != nil && net.ParseIP(base.Hostname()) == nil {
+			rpID = strings.ToLower(base.Hostname())
+		}
+	}
+	if len(origins) > 0 {
+		return rpID, slices.Clone(origins), nil
+	}
+	if base == nil {
+		return rpID, []string{"http://localhost"}, nil
+	}
+	if net.ParseIP(base.Hostname()) != nil && rpID == "localhost" {
+		// http://127.0.0.1:8080 cannot use security keys; the same server
+		// at http://localhost:8080 can.
+		host := "localhost"
+		if p := base.Port(); p != "" {
+			host = net.JoinHostPort(host, p)
+		}
+		return rpID, []string{base.Scheme + "://" + host}, nil
+	}
+	return rpID, []string{base.Scheme + "://" + base.Host}, nil
 }
 
 // cookieKeys are the configured session cookie keys, or the database's.

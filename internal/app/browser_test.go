@@ -77,8 +77,15 @@ func TestBrowserReviewerJourney(t *testing.T) {
 	agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_2001","amount_minor":50000,"currency":"CNY","reason":"Partial refund for a damaged item"}}`)
 	agent.propose(`{"tool":"delete_logs","arguments":{"log_ids":["log_0003","log_0001","log_0002"],"reason":"Debug traces with customer data"}}`)
 	step("live list", chromedp.WaitVisible(chromedp.CSS(`tr[data-testid=pending-row]:nth-child(3)`)))
-	if got := text(`[data-testid=pending-row]:last-child [data-testid=summary]`); !strings.Contains(got, "¥199.00") {
-		t.Errorf("oldest row summary = %q, want the amount ¥199.00", got)
+	// The live list may be redrawn while it is read: look until it settles.
+	var summary string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if summary = text(`[data-testid=pending-row]:last-child [data-testid=summary]`); strings.Contains(summary, "¥199.00") {
+			break
+		}
+	}
+	if !strings.Contains(summary, "¥199.00") {
+		t.Errorf("oldest row summary = %q, want the amount ¥199.00", summary)
 	}
 	shot("pending.png")
 

@@ -53,6 +53,10 @@ const (
 // AMRPassword is the authentication method of a password sign-in (RFC 8176).
 const AMRPassword = "pwd"
 
+// AMRWebAuthn is the authentication method of a passkey sign-in, as
+// countersign's tokens name it.
+const AMRWebAuthn = "webauthn"
+
 // badLoginMessage is the one answer to every failed sign-in, whatever failed:
 // the organization, the user, the password or a disabled account.
 const badLoginMessage = "wrong organization, username or password"
@@ -252,6 +256,25 @@ func (s *Service) Login(ctx context.Context, tenantName, username, password, cli
 		return Session{}, err
 	}
 	return s.start(ctx, user, tenant, []string{AMRPassword}, now)
+}
+
+// PasskeyLogin starts a new session for user, whose passkey assertion the
+// caller has verified (stepup.Service.FinishPasskeyLogin); the session's
+// AMR is ["webauthn"]. The user is read again: one that is unknown in the
+// tenant, or disabled, is EUnauthenticated. It may also return
+// EUnavailable.
+func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (Session, error) {
+	u, _, err := s.store.UserCredentials(ctx, tenant.ID, user.Name)
+	if models.IsCode(err, models.ENotFound) {
+		return Session{}, badLogin()
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	if u.ID != user.ID || u.Disabled {
+		return Session{}, badLogin()
+	}
+	return s.start(ctx, u, tenant, []string{AMRWebAuthn}, s.clock.Now())
 }
 
 func (s *Service) credentials(ctx context.Context, tenantName, username string) (models.User, string, error) {

@@ -25,18 +25,9 @@ const MaxReason = 1000
 // EArgsMismatch, ESelfApproval, EStepUpRequired, EStateChanged,
 // EAlreadyDecided, EUnavailable.
 func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
-	p, err := s.decidable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
+	p, err := s.approvable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {
 		return nil, err
-	}
-	if !p.Tier.AllowSelfApproval {
-		agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
-		if err != nil {
-			return nil, err
-		}
-		if agent.OwnerUserID != "" && agent.OwnerUserID == in.Reviewer.ID {
-			return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", agent.Name)
-		}
 	}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, "webauthn") || len(in.Evidence) == 0) {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
@@ -68,6 +59,55 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	}
 	s.changes.notify(p.ID)
 	return out, nil
+}
+
+// CheckApprove tells, before a reviewer goes through a security-key
+// ceremony, whether an approval of the proposal as seen (digestSeen) could
+// be recorded now: the same checks as Confirm except the tier's
+// authentication and the business state, plus that the reviewer has not
+// decided it already. It changes nothing; Confirm checks everything again.
+//
+// Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
+// EArgsMismatch, ESelfApproval, EAlreadyDecided, EUnavailable.
+func (s *Service) CheckApprove(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (*models.Proposal, error) {
+	p, err := s.approvable(ctx, reviewer, proposalID, digestSeen)
+	if err != nil {
+		return nil, err
+	}
+	if p.Expired(s.clock.Now()) {
+		return nil, models.Errorf(models.EProposalExpired, "the proposal expired at %s", p.ExpiresAt.Format(time.RFC3339))
+	}
+	for _, d := range p.Decisions {
+		if d.UserID == reviewer.ID {
+			return nil, models.Errorf(models.EAlreadyDecided, "you already decided this proposal")
+		}
+	}
+	return p, nil
+}
+
+// approvable is decidable plus the self-approval rule: the requester (the
+// agent's owner) may not approve unless the tier allows it, and never
+// counts toward a quorum of two or more, whatever the tier says — N
+// distinct approvers means N people besides the one who asked.
+func (s *Service) approvable(ctx context.Context, reviewer models.User, id, digestSeen string) (*models.Proposal, error) {
+	p, err := s.decidable(ctx, reviewer, id, digestSeen)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Tier.AllowSelfApproval || p.Tier.Quorum > 1 {
+		agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
+		if err != nil {
+			return nil, err
+		}
+		if agent.OwnerUserID != "" && agent.OwnerUserID == reviewer.ID {
+			if p.Tier.Quorum > 1 {
+				return nil, models.Errorf(models.ESelfApproval,
+					"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", agent.Name, p.Tier.Quorum)
+			}
+			return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", agent.Name)
+		}
+	}
+	return p, nil
 }
 
 // Decline records a reviewer's refusal with a reason; the proposal is

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/registry"
 )
 
 func TestProposeConfirmExecute(t *testing.T) {
@@ -372,6 +373,39 @@ func TestRequesterMayNotApprove(t *testing.T) {
 		wantCode(t, err, models.ESelfApproval)
 		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
 			t.Errorf("another reviewer: %v", err)
+		}
+	})
+}
+
+// In a quorum the requester never counts, even where the tier allows
+// self-approval.
+func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		yaml := strings.Replace(string(registry.DemoYAML()), "        quorum: 2\n", "        quorum: 2\n        allow_self_approval: true\n", 1)
+		reg, err := registry.Parse([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.svc = e.newService(reg)
+		owned, err := e.store.CreateAgent(e.ctx, e.tenant, "alices-assistant", e.alice.ID, "sha256:owned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := e.svc.Propose(e.ctx, owned, protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_2009", 300000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Tier.Quorum != 2 || !p.Tier.AllowSelfApproval {
+			t.Fatalf("tier %+v", p.Tier)
+		}
+		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"test":"assertion"}`)}
+		_, err = e.svc.Confirm(e.ctx, in)
+		wantCode(t, err, models.ESelfApproval)
+		_, err = e.svc.CheckApprove(e.ctx, e.alice, p.ID, p.ArgsDigest)
+		wantCode(t, err, models.ESelfApproval)
+		if _, err := e.svc.CheckApprove(e.ctx, e.admin, p.ID, p.ArgsDigest); err != nil {
+			t.Errorf("another reviewer's check: %v", err)
 		}
 	})
 }

@@ -265,7 +265,8 @@ var (
 //     (distinct approvers, ≥ 1, default 1), ttl (the tier's time-to-live, a Go
 //     duration from 10s to 24h) and
 //     allow_self_approval (default false: the requester's principal may not
-//     approve its own proposal). The last rule must have no when, so that
+//     approve its own proposal; in a quorum of two or more it never counts,
+//     whatever this says). The last rule must have no when, so that
 //     every argument set gets a tier, and only the last.
 //
 // A when expression is comparisons FIELD OP LITERAL joined by and / or (and

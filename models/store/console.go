@@ -416,8 +416,8 @@ func (s *Store) AdminRevokeAgent(ctx context.Context, actor models.User, agentID
 }
 
 // PruneConsole deletes what can no longer matter: sessions that expired,
-// were revoked or were last seen before before, and sign-in attempt windows
-// that started before it. It returns how many rows it deleted.
+// were revoked or were last seen before before, sign-in attempt windows
+// that started before it, and WebAuthn ceremonies that expired before it. It returns how many rows it deleted.
 // EUnavailable on database errors.
 func (s *Store) PruneConsole(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
@@ -429,6 +429,14 @@ func (s *Store) PruneConsole(ctx context.Context, before time.Time) (int64, erro
 		}
 		n += res.RowsAffected
 		res = tx.Where("window_start < ?", b).Delete(&loginAttemptRow{})
+		if res.Error != nil {
+			return res.Error
+		}
+		n += res.RowsAffected
+		// A WebAuthn ceremony that expired is refused whether or not its
+		// row is still there: a finish that no longer finds its
+		// ceremony fails like one that finds it expired.
+		res = tx.Where("expires_at < ?", b).Delete(&ceremonyRow{})
 		if res.Error != nil {
 			return res.Error
 		}

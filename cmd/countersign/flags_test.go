@@ -1,0 +1,50 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestListFlag(t *testing.T) {
+	parse := func(env map[string]string, args ...string) []string {
+		t.Helper()
+		var l listFlag
+		cmd := newCommand("serve", "countersign serve", "", io.Discard)
+		cmd.fs.Var(&l, "origin", "")
+		if _, err := cmd.parse(args, envOf(env)); err != nil {
+			t.Fatal(err)
+		}
+		return l.values
+	}
+	env := map[string]string{"COUNTERSIGN_ORIGIN": "https://a.example, https://b.example"}
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{nil, nil, nil},
+		{nil, []string{"--origin", "https://x.example", "--origin", "https://y.example,https://z.example"},
+			[]string{"https://x.example", "https://y.example", "https://z.example"}},
+		{env, nil, []string{"https://a.example", "https://b.example"}},
+		// The command line replaces the environment's list.
+		{env, []string{"--origin", "https://c.example"}, []string{"https://c.example"}},
+	} {
+		if got := parse(tt.env, tt.args...); !slices.Equal(got, tt.want) {
+			t.Errorf("env %v args %v: %v, want %v", tt.env, tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestServeChecksWebAuthnFlags(t *testing.T) {
+	t.Parallel()
+	r := invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--origin", "https://c.example/console")
+	if _, code := reported(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "--origin") {
+		t.Errorf("an origin with a path: %v (exit %d), want a usage error", r.err, code)
+	}
+	r = invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--rp-id", "example.com", "--origin", "https://evil.example")
+	if r.err == nil || !strings.Contains(r.err.Error(), "not within the relying party id") {
+		t.Errorf("an origin outside the RP ID: %v", r.err)
+	}
+}

@@ -1,0 +1,103 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/web/session"
+)
+
+// PasskeyVerifier checks passkey sign-ins (*stepup.Service).
+type PasskeyVerifier interface {
+	// BeginPasskeyLogin returns request options for a discoverable
+	// credential of the organization.
+	BeginPasskeyLogin(ctx context.Context, tenantName string) (json.RawMessage, error)
+	// FinishPasskeyLogin verifies the answer and returns whom it signs in.
+	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte) (models.Tenant, models.User, error)
+}
+
+// PasskeySessions starts the session of a verified passkey sign-in
+// (*auth.Service).
+type PasskeySessions interface {
+	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (auth.Session, error)
+}
+
+var (
+	_ PasskeyVerifier = (*stepup.Service)(nil)
+	_ PasskeySessions = (*auth.Service)(nil)
+)
+
+// Passkeys serves the passkey sign-in beside the password form: JSON
+// endpoints the sign-in page's script drives. Build it with NewPasskeys.
+type Passkeys struct {
+	verify   PasskeyVerifier
+	sessions PasskeySessions
+	cookies  SessionCookies
+}
+
+// NewPasskeys returns the passkey sign-in handlers.
+func NewPasskeys(v PasskeyVerifier, s PasskeySessions, cookies SessionCookies) *Passkeys {
+	return &Passkeys{verify: v, sessions: s, cookies: cookies}
+}
+
+// Begin serves POST /login/passkey/begin with {"org": …}: request options
+// for a passkey of that organization.
+func (h *Passkeys) Begin(c echo.Context) error {
+	body, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Org string `json:"org"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return models.Wrap(models.EInvalidRequest, err, "the request is not a JSON object")
+	}
+	if in.Org == "" {
+		return &models.Error{Code: models.EInvalidRequest, Message: "Enter your organization first.",
+			Fields: []models.FieldProblem{{Pointer: "/org", Message: "required"}}}
+	}
+	opts, err := h.verify.BeginPasskeyLogin(c.Request().Context(), in.Org)
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	return c.JSONBlob(http.StatusOK, opts)
+}
+
+// Finish serves POST /login/passkey/finish: the assertion
+// (credential.toJSON()) with "org" and "next" added. On success the browser
+// gets a new session (its id rotated, as at every sign-in) and
+// {"redirect": next}.
+func (h *Passkeys) Finish(c echo.Context) error {
+	body, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Org  string `json:"org"`
+		Next string `json:"next"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return models.Wrap(models.EInvalidRequest, err, "the request is not a JSON object")
+	}
+	ctx := c.Request().Context()
+	t, u, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body)
+	if err != nil {
+		return err
+	}
+	s, err := h.sessions.PasskeyLogin(ctx, t, u)
+	if err != nil {
+		return err
+	}
+	if err := h.cookies.SignIn(c, s); err != nil {
+		return err
+	}
+	return redirectJSON(c, session.SafeNext(in.Next))
+}
