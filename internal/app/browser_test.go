@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/internal/app"
-	"github.com/countersign/countersign/internal/browsertest"
 )
 
 // TestBrowserReviewerJourney drives the console in a real headless Chromium
@@ -29,36 +27,9 @@ import (
 // (and, with COUNTERSIGN_UPDATE_SCREENSHOTS=1, to docs/screenshots for the
 // README).
 func TestBrowserReviewerJourney(t *testing.T) {
-	ctx := browsertest.New(t)
+	j := newJourney(t)
+	ctx, shot, step, text := j.ctx, j.shot, j.step, j.text
 	base, creds := serveDemo(t)
-	shots := t.TempDir()
-	shot := func(name string) {
-		path := browsertest.Screenshot(t, ctx, shots, name)
-		if os.Getenv("COUNTERSIGN_UPDATE_SCREENSHOTS") == "1" {
-			b, _ := os.ReadFile(path)
-			if err := os.WriteFile(filepath.Join("..", "..", "docs", "screenshots", name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
 	step("sign in",

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/internal/app"
-	"github.com/countersign/countersign/internal/browsertest"
 	"github.com/countersign/countersign/models"
 )
 
@@ -31,36 +29,9 @@ import (
 // nothing. Last, the key signs the reviewer in as a passkey. The console is served at http://localhost:PORT: browsers allow
 // WebAuthn on localhost without TLS, never on an IP address.
 func TestBrowserSecurityKeyApproval(t *testing.T) {
-	ctx := browsertest.New(t)
+	j := newJourney(t)
+	ctx, shot, step, text := j.ctx, j.shot, j.step, j.text
 	base, creds := serveDemoOnLocalhost(t)
-	shots := t.TempDir()
-	shot := func(name string) {
-		path := browsertest.Screenshot(t, ctx, shots, name)
-		if os.Getenv("COUNTERSIGN_UPDATE_SCREENSHOTS") == "1" {
-			b, _ := os.ReadFile(path)
-			if err := os.WriteFile(filepath.Join("..", "..", "docs", "screenshots", name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
 	// A virtual security key: CTAP2.1 over USB, with a PIN (user
