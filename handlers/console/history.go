@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -51,13 +52,13 @@ func (h *Pages) History(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		page.Items = append(page.Items, h.historyItem(p, s.User))
+		page.Items = append(page.Items, h.historyItem(ctx, p, s.User))
 	}
 	noStore(c)
 	return render(c, http.StatusOK, history.View(page))
 }
 
-func (h *Pages) historyItem(p *models.Proposal, viewer models.User) history.Item {
+func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer models.User) history.Item {
 	it := history.Item{
 		ID:           p.ID,
 		URL:          proposalURL(p.ID),
@@ -76,7 +77,7 @@ func (h *Pages) historyItem(p *models.Proposal, viewer models.User) history.Item
 	for _, d := range p.Approvals() {
 		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+")")
 		if len(d.Evidence) > 0 {
-			it.Evidence = append(it.Evidence, evidenceView(p, d))
+			it.Evidence = append(it.Evidence, h.evidenceView(ctx, p, d))
 		}
 	}
 	for _, d := range p.Decisions {
@@ -88,9 +89,13 @@ func (h *Pages) historyItem(p *models.Proposal, viewer models.User) history.Item
 }
 
 // evidenceView shows an approval's security-key evidence, re-verified
-// against the proposal as stored (stepup.VerifyEvidence): anyone reading the
-// history sees whether the key really signed this proposal's digest.
-func evidenceView(p *models.Proposal, d models.Decision) history.Evidence {
+// against the proposal as stored and against the approver's registered keys
+// (stepup.Service.CheckEvidence): anyone reading the history sees whether
+// the approver's own key really signed this proposal's digest. The evidence
+// carries its own public key, so a signature that merely verifies proves
+// nothing about whose key it is; without the step-up service the page says
+// so rather than claim it.
+func (h *Pages) evidenceView(ctx context.Context, p *models.Proposal, d models.Decision) history.Evidence {
 	who := d.UserName
 	if who == "" {
 		who = d.UserID
@@ -108,10 +113,19 @@ func evidenceView(p *models.Proposal, d models.Decision) history.Evidence {
 		v.UserVerified = "yes"
 	}
 	v.Challenge, v.Nonce, v.Origin, v.RPID = ev.Challenge, ev.Nonce, ev.Origin, ev.RPID
-	if err := stepup.VerifyEvidence(p, d.Evidence); err != nil {
+	if h.stepUp == nil {
+		if err := stepup.VerifyEvidence(p, d.Evidence); err != nil {
+			v.Check = ui.Badge{Text: "does not verify: " + models.ErrorMessage(err), Symbol: "✗", Tone: "bad"}
+		} else {
+			v.Check = ui.Badge{Text: "the signature verifies, but whose key made it cannot be checked here", Symbol: "?", Tone: "warn"}
+		}
+		return v
+	}
+	if _, err := h.stepUp.CheckEvidence(ctx, p, d); err != nil {
 		v.Check = ui.Badge{Text: "does not verify: " + models.ErrorMessage(err), Symbol: "✗", Tone: "bad"}
 	} else {
-		v.Check = ui.Badge{Text: "the signature verifies: this key signed the challenge of this proposal and digest", Symbol: "✓", Tone: "ok"}
+		v.Check = ui.Badge{Text: "the signature verifies: this key, registered to " + who +
+			", signed the challenge of this proposal and digest", Symbol: "✓", Tone: "ok"}
 	}
 	return v
 }

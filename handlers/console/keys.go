@@ -46,6 +46,9 @@ type StepUp interface {
 	// BeginApproval and FinishApproval are the step-up of one approval.
 	BeginApproval(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (json.RawMessage, error)
 	FinishApproval(ctx context.Context, in stepup.ApprovalInput) (*models.Proposal, error)
+	// CheckEvidence re-verifies an approval's evidence and returns the
+	// approver's registered key that signed it.
+	CheckEvidence(ctx context.Context, p *models.Proposal, d models.Decision) (models.SecurityKey, error)
 }
 
 var _ StepUp = (*stepup.Service)(nil)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/descope/virtualwebauthn"
+	gowebauthn "github.com/go-webauthn/webauthn/protocol"
 	"golang.org/x/net/html"
 
 	"github.com/countersign/countersign/internal/app"
@@ -889,4 +890,62 @@ func TestPasskeySignIn(t *testing.T) {
 	b, o = start("demo")
 	status, out = finish(b, "demo", k.signAny(o))
 	wantRefusal(t, "disabled user", status, out, http.StatusUnauthorized, models.EUnauthenticated)
+}
+
+// TestHistoryChecksWhoseKeySignedTheEvidence: evidence carries its own
+// public key, so a signature that verifies proves nothing about whose key
+// made it. Here bob's approval carries a genuine assertion over this very
+// proposal's challenge, signed by carol's registered key: the history must
+// not certify it as bob's approval.
+func TestHistoryChecksWhoseKeySignedTheEvidence(t *testing.T) {
+	c := stepUpConsole(t)
+	ctx := context.Background()
+	c.user("demo", "carol", models.RoleReviewer, "carol-password-1")
+	bob := c.user("demo", "bob", models.RoleReviewer, "bob-password-1")
+	carol := c.reviewerWithKey("carol", "carol-password-1", "Carol's key")
+	p := c.propose("ord_2001", 50000)
+
+	// Carol's key signs the transaction challenge of p; the answer is
+	// never posted, but it verifies on its own.
+	o := carol.begin(stepUpPath(p, "begin"), digestBody(p))
+	parsed, err := gowebauthn.ParseCredentialRequestResponseBytes([]byte(carol.sign(o)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cer, err := c.app.Store.CeremonyByChallenge(ctx, p.TenantID, parsed.Response.CollectedClientData.Challenge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.app.Store.SecurityKeys(ctx, p.TenantID, mustUser(t, c, "carol").ID)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("carol's keys: %v %v", keys, err)
+	}
+	b64 := base64.RawURLEncoding
+	ev, err := json.Marshal(stepup.Evidence{Format: stepup.EvidenceFormat, ProposalID: p.ID, ArgsDigest: p.ArgsDigest,
+		CredentialID:      b64.EncodeToString(parsed.RawID),
+		AuthenticatorData: b64.EncodeToString(parsed.Raw.AssertionResponse.AuthenticatorData),
+		ClientDataJSON:    b64.EncodeToString(parsed.Raw.AssertionResponse.ClientDataJSON),
+		Signature:         b64.EncodeToString(parsed.Response.Signature),
+		PublicKey:         b64.EncodeToString(keys[0].PublicKey), Nonce: b64.EncodeToString(cer.Nonce),
+		Challenge: parsed.Response.CollectedClientData.Challenge, RPID: testRPID, Origin: testOrigin,
+		SignCount: parsed.Response.AuthenticatorData.Counter, UserVerified: true, KeyName: "Bob's key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+		AMR: []string{"pwd", "webauthn"}, Evidence: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The signature itself verifies: only the key's owner tells it apart.
+	if err := stepup.VerifyEvidence(got, got.Approvals()[0].Evidence); err != nil {
+		t.Fatalf("the borrowed evidence should verify on its own: %v", err)
+	}
+
+	page := c.alice().get("/history")
+	check := testid(page.doc, "evidence-check")
+	if strings.Contains(check, "the signature verifies") {
+		t.Errorf("history certifies bob's approval signed with carol's key: %q", check)
+	}
+	wantContains(t, "evidence check", check, "does not verify", "another user")
 }

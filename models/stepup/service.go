@@ -53,6 +53,10 @@ type Store interface {
 	// RecordKeyUse advances the signature counter, refusing (and flagging
 	// the key) when it does not move forward.
 	RecordKeyUse(ctx context.Context, tenantID, userID, keyID string, use models.KeyUse, now time.Time) (models.SecurityKey, error)
+	// SecurityKeyByCredentialID returns the tenant's key with that
+	// credential id, removed or not (ENotFound otherwise): an approval's
+	// evidence is checked against the key registered when it was made.
+	SecurityKeyByCredentialID(ctx context.Context, tenantID string, credentialID []byte) (models.SecurityKey, error)
 
 	// For passkey sign-in.
 	TenantByName(ctx context.Context, name string) (models.Tenant, error)
@@ -570,6 +574,47 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 	}
 	return s.proto.Confirm(ctx, cprotocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
 		AMR: amr, Evidence: raw})
+}
+
+// CheckEvidence re-verifies one approval of p and says whose key signed
+// it: the evidence must verify against p (VerifyEvidence), have been made
+// for this console's relying party at one of its origins, and carry the
+// public key of a key registered, in p's tenant, to the approver d.UserID
+// (removed since or not). The evidence carries its own public key, so a
+// signature that verifies proves nothing about whose key it is until it is
+// matched with a registered one. It returns that registered key.
+//
+// Errors: those of VerifyEvidence (EInvalidRequest, EArgsMismatch,
+// EStepUpFailed), EStepUpFailed (another relying party or origin, a key
+// that is not the approver's), EUnavailable.
+func (s *Service) CheckEvidence(ctx context.Context, p *models.Proposal, d models.Decision) (models.SecurityKey, error) {
+	if err := VerifyEvidence(p, d.Evidence); err != nil {
+		return models.SecurityKey{}, err
+	}
+	ev, err := ParseEvidence(d.Evidence)
+	if err != nil {
+		return models.SecurityKey{}, err
+	}
+	if ev.RPID != s.rpID || !slices.Contains(s.origins, ev.Origin) {
+		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+			"the assertion was made for %s at %s, not for this console (%s at %s)",
+			ev.RPID, ev.Origin, s.rpID, strings.Join(s.origins, ", "))
+	}
+	k, err := s.store.SecurityKeyByCredentialID(ctx, p.TenantID, ev.CredentialIDBytes())
+	switch {
+	case models.IsCode(err, models.ENotFound):
+		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+			"the signing key (credential %s) was never registered in this organization", ev.CredentialID)
+	case err != nil:
+		return models.SecurityKey{}, err
+	case k.UserID != d.UserID:
+		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+			"the signing key %q is registered to another user, not to the approver", k.Name)
+	case !ev.SamePublicKey(k.PublicKey):
+		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+			"the evidence's public key is not the registered key %q", k.Name)
+	}
+	return k, nil
 }
 
 // ---- Removal ------------------------------------------------------------------
