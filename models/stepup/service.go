@@ -45,7 +45,7 @@ type Store interface {
 	// ECeremonyExpired).
 	ConsumeCeremony(ctx context.Context, tenantID, id string, now time.Time) error
 
-	CreateSecurityKey(ctx context.Context, k models.SecurityKey) (models.SecurityKey, error)
+	CreateSecurityKeyIfNoneSince(ctx context.Context, k models.SecurityKey, since time.Time) (models.SecurityKey, error)
 	SecurityKeys(ctx context.Context, tenantID, userID string) ([]models.SecurityKey, error)
 	SecurityKey(ctx context.Context, tenantID, userID, keyID string) (models.SecurityKey, error)
 	RenameSecurityKey(ctx context.Context, tenantID, userID, keyID, name string) (models.SecurityKey, error)
@@ -427,7 +427,10 @@ func (s *Service) FinishRegistration(ctx context.Context, u models.User, name st
 	for _, t := range cred.Transport {
 		k.Transports = append(k.Transports, string(t))
 	}
-	return s.store.CreateSecurityKey(ctx, k)
+	// A key registered by anyone since this ceremony began (e.g. by the
+	// user while a stolen session had begun a proof-less registration)
+	// makes this one start again, with proof.
+	return s.store.CreateSecurityKeyIfNoneSince(ctx, k, c.CreatedAt)
 }
 
 // defaultName names a key the reviewer did not name.

@@ -89,6 +89,17 @@ func keyRows(rows []securityKeyRow) ([]models.SecurityKey, error) {
 // k.ID is assigned when empty. EAlreadyExists when the credential id is
 // registered already (to anyone: credential ids are unique).
 func (s *Store) CreateSecurityKey(ctx context.Context, k models.SecurityKey) (models.SecurityKey, error) {
+	return s.CreateSecurityKeyIfNoneSince(ctx, k, time.Time{})
+}
+
+// CreateSecurityKeyIfNoneSince stores a new key unless the user registered
+// another one after since (the moment the registration ceremony
+// began): a registration that started while the user had no key, and so
+// needed no proof of possession, must not finish once a key exists. The
+// user's row is locked first (a row lock on PostgreSQL, the single writer
+// on SQLite), so two finishes cannot both see no key. A zero since checks
+// nothing. Errors as CreateSecurityKey, plus EStepUpFailed.
+func (s *Store) CreateSecurityKeyIfNoneSince(ctx context.Context, k models.SecurityKey, since time.Time) (models.SecurityKey, error) {
 	if k.ID == "" {
 		k.ID = models.NewID("key")
 	}
@@ -108,6 +119,22 @@ func (s *Store) CreateSecurityKey(ctx context.Context, k models.SecurityKey) (mo
 		Transports: string(tj), Attachment: k.Attachment, Attestation: string(k.Attestation),
 		Extensions: string(k.Extensions), CreatedAt: ms(k.CreatedAt)}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
+		if !since.IsZero() {
+			if err := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ?", k.TenantID, k.UserID).
+				Update("id", gorm.Expr("id")).Error; err != nil {
+				return err
+			}
+			var n int64
+			if err := tx.Model(&securityKeyRow{}).
+				Where("tenant_id = ? AND user_id = ? AND removed_at IS NULL AND created_at > ?", k.TenantID, k.UserID, ms(since)).
+				Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return models.Errorf(models.EStepUpFailed,
+					"another security key was registered to you while this registration was open; start again and confirm with that key")
+			}
+		}
 		ok, err := insertOnce(tx, &row)
 		if err != nil {
 			return err

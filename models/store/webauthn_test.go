@@ -257,3 +257,55 @@ func TestCeremonyIsConsumedOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestRegistrationOpenedWithoutAKeyCannotFinishOnceOneExists(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		f := consoleSetup(t, st)
+		opened := consoleNow // a proof-less registration began here
+		victims := newKey(f, "victim")
+		victims.CreatedAt = opened.Add(time.Second)
+		if _, err := st.CreateSecurityKey(ctx, victims); err != nil {
+			t.Fatal(err)
+		}
+		late := newKey(f, "attacker")
+		late.CreatedAt = opened.Add(2 * time.Second)
+		if _, err := st.CreateSecurityKeyIfNoneSince(ctx, late, opened); !models.IsCode(err, models.EStepUpFailed) {
+			t.Fatalf("finish after another key appeared: %v, want step_up_failed", err)
+		}
+		// A registration opened after the existing key (with proof) finishes.
+		if _, err := st.CreateSecurityKeyIfNoneSince(ctx, late, victims.CreatedAt); err != nil {
+			t.Fatalf("registration opened after the last key: %v", err)
+		}
+		// Concurrent proof-less finishes: one key at most.
+		f2 := consoleSetup2(t, st, f)
+		var wg sync.WaitGroup
+		var ok atomic.Int32
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k := newKey(f2, "race-"+string(rune('a'+i)))
+				k.CreatedAt = opened.Add(time.Duration(i+1) * time.Millisecond)
+				if _, err := st.CreateSecurityKeyIfNoneSince(ctx, k, opened); err == nil {
+					ok.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if ok.Load() != 1 {
+			t.Fatalf("%d proof-less registrations finished, want 1", ok.Load())
+		}
+	})
+}
+
+// consoleSetup2 is f with its reviewer replaced by a fresh user without keys.
+func consoleSetup2(t *testing.T, st *store.Store, f consoleFixture) consoleFixture {
+	t.Helper()
+	u, err := st.CreateUser(context.Background(), f.tenant.ID, "fresh-reviewer", models.RoleReviewer, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reviewer = u
+	return f
+}
