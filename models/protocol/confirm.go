@@ -32,7 +32,11 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, "webauthn") || len(in.Evidence) == 0) {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
 	}
-	vr, err := s.adapters[p.Tool].Validate(ctx, models.ValidateRequest{
+	ad, err := s.adapter(p.Tool)
+	if err != nil {
+		return nil, err
+	}
+	vr, err := ad.Validate(ctx, models.ValidateRequest{
 		Tool: p.Tool, Arguments: p.Arguments, Tenant: p.TenantID, Principal: p.AgentID})
 	if err != nil {
 		return nil, adapterErr(err)

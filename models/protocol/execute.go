@@ -71,6 +71,9 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 	case models.TokenExpired:
 		return nil, expiredErr(tok)
 	}
+	if err := s.currentPolicy(c); err != nil {
+		return nil, err
+	}
 	if !now.Before(time.Unix(c.Expiry, 0)) || !now.Before(tok.ExpiresAt) {
 		if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
 			return nil, err
@@ -126,6 +129,35 @@ func bindsTo(c models.Claims, p *models.Proposal) error {
 	return nil
 }
 
+// currentPolicy refuses a token whose tool the registry no longer offers,
+// or whose rules changed since it was confirmed: the confirmation approved
+// the write under the rules of the policy_version it carries (tier, quorum,
+// step-up), and the stored snapshot always carries that same version, so
+// only the registry in force can tell that the rules moved on. Nothing is
+// consumed; the agent has to propose again.
+func (s *Service) currentPolicy(c models.Claims) error {
+	tool, ok := s.reg.Tool(c.Operation)
+	if !ok {
+		return models.Errorf(models.EOperationMismatch, "tool %s is no longer offered; nothing was written", c.Operation)
+	}
+	if tool.PolicyVersion != c.Policy {
+		return models.Errorf(models.EOperationMismatch,
+			"the rules of %s changed since this confirmation (policy %s, now %s); propose again", c.Operation, c.Policy, tool.PolicyVersion)
+	}
+	return nil
+}
+
+// adapter returns the adapter of a tool. A proposal may outlive its tool
+// (the registry was edited and the server restarted): that is EUnavailable,
+// never a nil adapter called.
+func (s *Service) adapter(tool string) (models.Adapter, error) {
+	a := s.adapters[tool]
+	if a == nil {
+		return nil, models.Errorf(models.EUnavailable, "no business system is configured for tool %s", tool)
+	}
+	return a, nil
+}
+
 func expiredErr(tok models.Token) error {
 	return models.Errorf(models.ETokenExpired, "the confirmation expired at %s; ask for a new one", tok.ExpiresAt.Format(time.RFC3339))
 }
@@ -167,9 +199,15 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 func (s *Service) attempt(ctx context.Context, p *models.Proposal, e models.Execution) (*models.Execution, error) {
 	// The write must not be abandoned half-way because the caller went away:
 	// detach from the request, bounded by the lease.
+	ad, err := s.adapter(p.Tool)
+	if err != nil {
+		// The execution stays executing; once its lease runs out the
+		// reconciler asks again (and an operator can restore the tool).
+		return nil, err
+	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
-	res, err := s.adapters[p.Tool].Execute(actx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
+	res, err := ad.Execute(actx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
 		Tenant: p.TenantID, RequestKey: e.RequestKey, ExpectedStateVersion: p.StateVersion})
 	o := s.outcome(e, res, err)
 	return s.finish(actx, p, e, o)
@@ -253,6 +291,10 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 // unknown until the next try.
 func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	now := s.clock.Now()
+	ad, err := s.adapter(e.Operation)
+	if err != nil {
+		return err
+	}
 	claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID,
 		[]models.Status{models.StatusExecuting, models.StatusUnknown}, now, now.Add(s.lease))
 	if err != nil || !ok {
@@ -265,7 +307,7 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	s.changes.notify(p.ID)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
-	res, err := s.adapters[p.Tool].Status(actx, p.TenantID, claimed.RequestKey)
+	res, err := ad.Status(actx, p.TenantID, claimed.RequestKey)
 	switch {
 	case errors.Is(err, models.ErrNeverArrived):
 		_, err = s.attempt(ctx, p, claimed)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -391,8 +392,13 @@ func numberProblems(v any, ptr string) []models.FieldProblem {
 			if i, err := strconv.ParseInt(s, 10, 64); err != nil || i > maxSafeInteger || i < -maxSafeInteger {
 				out = append(out, models.FieldProblem{Pointer: ptr, Message: "integer is too large to be represented exactly (limit ±9007199254740991)"})
 			}
-		} else if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsInf(f, 0) {
+		} else if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsInf(f, 0) || (f == 0 && nonZeroDigits(s)) {
 			out = append(out, models.FieldProblem{Pointer: ptr, Message: "number is out of range"})
+		} else if !sameValue(s, f) {
+			// 9.007199254740993e15 or 0.1000000000000000055511151231257827:
+			// the canonical form would store (and the reviewer would see and
+			// approve) another number than the agent sent.
+			out = append(out, models.FieldProblem{Pointer: ptr, Message: "number has more precision than can be represented exactly (at most 15 significant digits; integers within ±9007199254740991)"})
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
@@ -404,6 +410,28 @@ func numberProblems(v any, ptr string) []models.FieldProblem {
 		}
 	}
 	return out
+}
+
+// nonZeroDigits reports whether the mantissa of a JSON number has a digit
+// other than 0 (a number that parses to 0 without being 0 underflowed).
+func nonZeroDigits(s string) bool {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ContainsAny(s, "123456789")
+}
+
+// sameValue reports whether the JSON number s has exactly the value the
+// canonical form writes for the float64 f it parsed to (the shortest decimal
+// that reads back as f, as RFC 8785 serializes numbers). f is finite and did
+// not underflow, which bounds s's exponent, so the exact comparison is cheap.
+func sameValue(s string, f float64) bool {
+	exact, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return false
+	}
+	written, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	return ok && exact.Cmp(written) == 0
 }
 
 // mergeProblems returns one problem per pointer, sorted by pointer, joining

@@ -372,6 +372,10 @@ func TestPrepareSchemaViolation(t *testing.T) {
 		{"missing required", `{"order_id":"ord_1001","amount_minor":100,"currency":"CNY"}`, []string{"/reason"}},
 		{"empty after trim", `{"order_id":"ord_1001","amount_minor":100,"currency":"CNY","reason":"   "}`, []string{"/reason"}},
 		{"beyond 2^53", `{"order_id":"ord_1001","amount_minor":9007199254740993,"currency":"CNY","reason":"r"}`, []string{"/amount_minor"}},
+		// The same integer in exponent or decimal form: the canonical form
+		// would turn it into 9007199254740992, so it is refused too.
+		{"beyond 2^53 in exponent form", `{"order_id":"ord_1001","amount_minor":9.007199254740993e15,"currency":"CNY","reason":"r"}`, []string{"/amount_minor"}},
+		{"beyond 2^53 with a fraction part", `{"order_id":"ord_1001","amount_minor":9007199254740993.0,"currency":"CNY","reason":"r"}`, []string{"/amount_minor"}},
 		{"several at once", `{"order_id":1,"amount_minor":-1,"currency":"yuan","reason":"r","x":[],"y":null}`,
 			[]string{"/amount_minor", "/currency", "/order_id", "/x", "/y"}},
 	}
@@ -613,6 +617,32 @@ func TestSchemaViolationMessages(t *testing.T) {
 	for ptr, msg := range want {
 		if got[ptr] != msg {
 			t.Errorf("%s: message = %q, want %q", ptr, got[ptr], msg)
+		}
+	}
+}
+
+// Numbers whose canonical form is the same value pass; numbers the canonical
+// form would change are refused rather than silently rounded.
+func TestPrepareNumbersKeepTheirValue(t *testing.T) {
+	y := strings.Replace(strings.Replace(exprYAML, "WHEN", "'n > 0'", 1), "n: {type: integer}", "n: {type: number}", 1)
+	r, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Tool("probe")
+	args := func(n string) []byte {
+		return []byte(`{"id":"x","n":` + n + `,"maybe":null,"s":"","flag":false,"tags":[]}`)
+	}
+	for _, n := range []string{"0.1", "1e20", "1.5", "-0.0", "2.5e-3", "19900", "1.99e4"} {
+		if _, err := tool.Prepare(args(n)); err != nil {
+			t.Errorf("Prepare(n=%s): %v", n, err)
+		}
+	}
+	for _, n := range []string{"0.1000000000000000055511151231257827", "9.007199254740993e15", "1e-400", "123456789012345678.5"} {
+		_, err := tool.Prepare(args(n))
+		code, got := fieldPointers(t, err)
+		if code != models.ESchemaViolation || !slices.Equal(got, []string{"/n"}) {
+			t.Errorf("Prepare(n=%s): code %s, pointers %v (%v); want schema_violation at /n", n, code, got, err)
 		}
 	}
 }
