@@ -6,24 +6,40 @@ import "sync"
 // Changes made by other instances are seen by the pollers' periodic check.
 type notifier struct {
 	mu    sync.Mutex
-	waits map[string]chan struct{}
+	waits map[string]*waiters
 	any   chan struct{}
 }
 
-func newNotifier() *notifier {
-	return &notifier{waits: map[string]chan struct{}{}, any: make(chan struct{})}
+// waiters share one channel per proposal, closed at its next change; n
+// counts them so that the entry goes when the last one leaves.
+type waiters struct {
+	ch chan struct{}
+	n  int
 }
 
-// wait returns a channel closed at the next change of proposal id.
-func (n *notifier) wait(id string) <-chan struct{} {
+func newNotifier() *notifier {
+	return &notifier{waits: map[string]*waiters{}, any: make(chan struct{})}
+}
+
+// wait returns a channel closed at the next change of proposal id, and a
+// release the caller must call when it stops waiting.
+func (n *notifier) wait(id string) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ch, ok := n.waits[id]
+	w, ok := n.waits[id]
 	if !ok {
-		ch = make(chan struct{})
-		n.waits[id] = ch
+		w = &waiters{ch: make(chan struct{})}
+		n.waits[id] = w
 	}
-	return ch
+	w.n++
+	return w.ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		w.n--
+		if w.n == 0 && n.waits[id] == w {
+			delete(n.waits, id)
+		}
+	}
 }
 
 // waitAny returns a channel closed at the next change of any proposal.
@@ -36,10 +52,17 @@ func (n *notifier) waitAny() <-chan struct{} {
 func (n *notifier) notify(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ch, ok := n.waits[id]; ok {
-		close(ch)
+	if w, ok := n.waits[id]; ok {
+		close(w.ch)
 		delete(n.waits, id)
 	}
 	close(n.any)
 	n.any = make(chan struct{})
+}
+
+// pending reports how many proposals have waiters (for tests).
+func (n *notifier) pending() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.waits)
 }

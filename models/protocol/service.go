@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
@@ -108,7 +109,7 @@ func (s *Service) AuthenticateAgent(ctx context.Context, apiKey string) (models.
 
 var requestKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 
-// MaxContext bounds the free text an agent gives reviewers.
+// MaxContext bounds the free text an agent gives reviewers, in characters.
 const MaxContext = 4000
 
 // Propose turns an agent's proposed write into an immutable snapshot awaiting
@@ -128,8 +129,8 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if in.RequestKey != "" && !requestKeyPattern.MatchString(in.RequestKey) {
 		return nil, false, models.Errorf(models.EInvalidRequest, "request_key must be 1–200 characters of A–Z a–z 0–9 . _ : -")
 	}
-	if len(in.Context) > MaxContext {
-		return nil, false, models.Errorf(models.EInvalidRequest, "context is limited to %d bytes", MaxContext)
+	if utf8.RuneCountInString(in.Context) > MaxContext {
+		return nil, false, models.Errorf(models.EInvalidRequest, "context is limited to %d characters", MaxContext)
 	}
 	prep, err := tool.Prepare(in.Arguments)
 	if err != nil {
@@ -268,25 +269,38 @@ func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision i
 		// wait still wakes us. The periodic look is the cheap revision
 		// read; the whole proposal is loaded only when something changed
 		// or its time ran out.
-		changed := s.changes.wait(id)
-		rev, _, err := s.store.ProposalRevision(ctx, tenantID, id)
-		if err != nil {
-			return nil, err
+		done, p2, err := s.waitOnce(ctx, tenantID, id, sinceRevision, p, tick.C, deadline.C)
+		if done || err != nil {
+			return p2, err
 		}
-		if rev != sinceRevision || s.due(p, s.clock.Now()) {
-			if p, err = s.Get(ctx, tenantID, id); err != nil || p.Revision != sinceRevision {
-				return p, err
-			}
-		}
-		select {
-		case <-changed:
-		case <-tick.C:
-		case <-deadline.C:
-			return p, nil
-		case <-ctx.Done():
-			return p, nil
+		p = p2
+	}
+}
+
+// waitOnce looks once and then sleeps until a wake-up; done reports that
+// Wait should return p.
+func (s *Service) waitOnce(ctx context.Context, tenantID, id string, since int64, p *models.Proposal,
+	tick, deadline <-chan time.Time) (done bool, _ *models.Proposal, _ error) {
+	changed, release := s.changes.wait(id)
+	defer release()
+	rev, _, err := s.store.ProposalRevision(ctx, tenantID, id)
+	if err != nil {
+		return true, nil, err
+	}
+	if rev != since || s.due(p, s.clock.Now()) {
+		if p, err = s.Get(ctx, tenantID, id); err != nil || p.Revision != since {
+			return true, p, err
 		}
 	}
+	select {
+	case <-changed:
+	case <-tick:
+	case <-deadline:
+		return true, p, nil
+	case <-ctx.Done():
+		return true, p, nil
+	}
+	return false, p, nil
 }
 
 // WaitAny returns a channel closed at the next change this process makes to

@@ -258,6 +258,10 @@ func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (m
 			if err != nil || o.Version != version {
 				return "", nil, errConflict
 			}
+			if o.Currency != a.Currency {
+				r, _ := json.Marshal(map[string]any{"code": "currency_mismatch", "order_currency": o.Currency})
+				return models.StatusFailedTerminal, r, nil
+			}
 			r, _ := json.Marshal(map[string]any{"code": "amount_exceeds_refundable_balance",
 				"refundable_minor": o.PayableMinor - o.RefundedMinor})
 			return models.StatusFailedTerminal, r, nil
