@@ -107,6 +107,22 @@ func (p *Proposal) Approvals() []Decision {
 	return out
 }
 
+// QuorumMet reports whether enough distinct reviewers approved for the tier.
+func (p *Proposal) QuorumMet() bool { return len(p.Approvals()) >= max(p.Tier.Quorum, 1) }
+
+// Redeemable reports whether p holds a token that may still be redeemed at
+// now: confirmed, the token issued and unused, and now before its expiry
+// (right-open). Execute decides atomically; this is the same rule for
+// showing the token and the actions that depend on it.
+func (p *Proposal) Redeemable(now time.Time) bool {
+	return p.Status == StatusConfirmed && p.Token != nil && p.Token.Status == TokenIssued &&
+		p.Token.Compact != "" && now.Before(p.Token.ExpiresAt)
+}
+
+// Revocable reports whether an administrator may still withdraw p's
+// confirmation at now: exactly while its token is redeemable.
+func (p *Proposal) Revocable(now time.Time) bool { return p.Redeemable(now) }
+
 // DecisionKind is approve or decline.
 type DecisionKind string
 

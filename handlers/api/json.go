@@ -125,11 +125,7 @@ type listResponse struct {
 // token is issued and unexpired at now. Everything else in the tenant sees
 // only that a token exists.
 func tokenVisible(p *models.Proposal, agent models.Agent, now time.Time) bool {
-	t := p.Token
-	return t != nil && t.Compact != "" &&
-		p.AgentID == agent.ID && p.TenantID == agent.TenantID &&
-		p.Status == models.StatusConfirmed &&
-		t.Status == models.TokenIssued && now.Before(t.ExpiresAt)
+	return p.AgentID == agent.ID && p.TenantID == agent.TenantID && p.Redeemable(now)
 }
 
 // newProposalJSON renders p for agent at now.

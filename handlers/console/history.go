@@ -72,7 +72,7 @@ func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer mode
 		Updated:      h.formatTime(p.UpdatedAt),
 		Receipt:      h.receipt(p),
 		RevokeAction: proposalURL(p.ID) + "/revoke",
-		CanRevoke:    canRevoke(p, viewer),
+		CanRevoke:    canRevoke(p, viewer, h.clock.Now()),
 	}
 	for _, d := range p.Approvals() {
 		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+")")

@@ -284,9 +284,8 @@ func target(p *models.Proposal) string {
 
 // canRevoke reports whether to offer u the revoke button: the protocol
 // decides again when it is pressed.
-func canRevoke(p *models.Proposal, u models.User) bool {
-	return u.Role == models.RoleAdmin && p.Status == models.StatusConfirmed &&
-		p.Token != nil && p.Token.Status == models.TokenIssued
+func canRevoke(p *models.Proposal, u models.User, now time.Time) bool {
+	return u.Role == models.RoleAdmin && !u.Disabled && p.Revocable(now)
 }
 
 // amrText names how a reviewer authenticated.

@@ -281,7 +281,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	case !awaiting:
 		page.DecidedNote = h.settledNote(p, expired)
 	}
-	page.CanRevoke = canRevoke(p, s.User)
+	page.CanRevoke = canRevoke(p, s.User, now)
 	return page, nil
 }
 

@@ -129,7 +129,7 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 			if _, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, ""); err != nil {
 				return err
 			}
-		case len(p.Approvals()) >= p.Tier.Quorum:
+		case p.QuorumMet():
 			tok, err := issue(p)
 			if err != nil {
 				return err

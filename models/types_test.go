@@ -1,0 +1,44 @@
+package models
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRedeemableIsRightOpen(t *testing.T) {
+	exp := time.Date(2026, 9, 1, 6, 25, 0, 0, time.UTC)
+	p := &Proposal{Status: StatusConfirmed, Token: &Token{Status: TokenIssued, Compact: "x.y.z", ExpiresAt: exp}}
+	if !p.Redeemable(exp.Add(-time.Millisecond)) || !p.Revocable(exp.Add(-time.Millisecond)) {
+		t.Error("a token 1 ms before its expiry must be redeemable and revocable")
+	}
+	if p.Redeemable(exp) || p.Revocable(exp) {
+		t.Error("at now == exp the token has expired")
+	}
+	for name, q := range map[string]*Proposal{
+		"consumed":  {Status: StatusExecuting, Token: &Token{Status: TokenConsumed, Compact: "x", ExpiresAt: exp}},
+		"revoked":   {Status: StatusRevoked, Token: &Token{Status: TokenRevoked, Compact: "x", ExpiresAt: exp}},
+		"no token":  {Status: StatusConfirmed},
+		"awaiting":  {Status: StatusAwaitingConfirmation},
+		"no string": {Status: StatusConfirmed, Token: &Token{Status: TokenIssued, ExpiresAt: exp}},
+	} {
+		if q.Redeemable(exp.Add(-time.Minute)) {
+			t.Errorf("%s: redeemable", name)
+		}
+	}
+}
+
+func TestQuorumMetCountsDistinctApprovers(t *testing.T) {
+	p := &Proposal{Tier: Tier{Quorum: 2}, Decisions: []Decision{
+		{UserID: "a", Kind: DecisionApprove}, {UserID: "a", Kind: DecisionApprove}, {UserID: "b", Kind: DecisionDecline},
+	}}
+	if p.QuorumMet() {
+		t.Fatal("one reviewer twice and a decline do not make a quorum of 2")
+	}
+	p.Decisions = append(p.Decisions, Decision{UserID: "c", Kind: DecisionApprove})
+	if !p.QuorumMet() {
+		t.Fatal("two distinct approvers make a quorum of 2")
+	}
+	if !(&Proposal{Decisions: []Decision{{UserID: "a", Kind: DecisionApprove}}}).QuorumMet() {
+		t.Fatal("a zero quorum counts as one")
+	}
+}
