@@ -177,17 +177,22 @@ func originMatchesRPID(origin, rpID string) bool {
 	return host == rpID || strings.HasSuffix(host, "."+rpID)
 }
 
-// libraryReason is the short, safe description of a go-webauthn failure.
+// libraryReason is the short, safe description of a go-webauthn failure
+// for the person at the browser: the library's user-facing Details, or its
+// error type. Its DevInfo (expected values, hashes) and any other error's
+// text stay in the wrapped cause, for logs only.
 func libraryReason(err error) string {
 	var pe *protocol.Error
 	if !errors.As(err, &pe) {
-		return err.Error()
+		return "verification failed"
 	}
-	msg := strings.TrimSpace(strings.Join(nonEmpty(pe.Details, pe.DevInfo), ": "))
-	if msg == "" {
-		msg = pe.Type
+	if msg := strings.Join(nonEmpty(pe.Details), ": "); msg != "" {
+		return msg
 	}
-	return msg
+	if pe.Type != "" {
+		return pe.Type
+	}
+	return "verification failed"
 }
 
 func nonEmpty(ss ...string) []string {
