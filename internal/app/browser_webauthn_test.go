@@ -75,7 +75,7 @@ func TestBrowserSecurityKeyApproval(t *testing.T) {
 	if got := text(`[data-testid=key-kind]`); !strings.Contains(got, "Security key") {
 		t.Errorf("key kind = %q", got)
 	}
-	creds2, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: va.AuthenticatorID})
+	creds2, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams(va))
 	if err != nil || len(creds2.Credentials) != 1 || creds2.Credentials[0].RpID != "localhost" {
 		t.Fatalf("the virtual authenticator holds %+v (%v)", creds2, err)
 	}

@@ -749,6 +749,9 @@ func TestASecondKeyNeedsTheFirst(t *testing.T) {
 	wantRefusal(t, "an unregistered key as proof", status, out, http.StatusForbidden, models.EStepUpFailed, "not registered to you")
 	// Nor is a registered key without user verification.
 	status, out = b.postJSON("/settings/keys/register/begin", "{}")
+	if status != http.StatusOK {
+		t.Fatalf("register begin: %d %s", status, out)
+	}
 	json.Unmarshal(out, &req)
 	o, _ = virtualwebauthn.ParseAssertionOptions(string(req.Confirm))
 	first.auth.Options.UserNotVerified = true
@@ -765,6 +768,9 @@ func TestASecondKeyNeedsTheFirst(t *testing.T) {
 
 	// A proof counts once.
 	status, out = b.postJSON("/settings/keys/register/begin", "{}")
+	if status != http.StatusOK {
+		t.Fatalf("register begin: %d %s", status, out)
+	}
 	json.Unmarshal(out, &req)
 	o, _ = virtualwebauthn.ParseAssertionOptions(string(req.Confirm))
 	proof := `{"confirm":` + first.sign(o) + `}`
