@@ -1,6 +1,7 @@
-// Command countersign serves the countersign approval API and administers
-// its database: tenants, reviewers, agent keys, signing keys, and — until the
-// browser console exists — reviewers' decisions from a terminal.
+// Command countersign serves the countersign approval API and reviewer
+// console, and administers its database: tenants, reviewers, agent keys,
+// signing keys, and reviewers' decisions from a terminal (for the tiers that
+// allow one).
 //
 // Run "countersign help" for the commands and "countersign COMMAND -h" for a
 // command's flags. Everything happens in run, so that tests drive the same
