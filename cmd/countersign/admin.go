@@ -128,6 +128,7 @@ func (c *cli) tenantCreate(ctx context.Context, args []string) error {
 
 func (c *cli) userCreate(ctx context.Context, args []string) error {
 	var db, tenant, name, role string
+	var cost secret.PasswordParams
 	cmd := newCommand("user create", "countersign user create --tenant T --name N --role reviewer|admin [flags]", `
 Creates a console user of a tenant and prints the user's id. The password is
 the first line of stdin (8 to 1024 bytes); it is stored as an argon2id hash.
@@ -139,6 +140,7 @@ confirmations.
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the user's sign-in `NAME`")
 	cmd.fs.StringVar(&role, "role", string(models.RoleReviewer), "`ROLE`: reviewer or admin")
+	passwordHashFlag(cmd.fs, &cost)
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -168,7 +170,11 @@ confirmations.
 	if err != nil {
 		return err
 	}
-	hash, err := secret.HashPassword(password)
+	pw, err := secret.NewPasswords(cost, 1)
+	if err != nil {
+		return err
+	}
+	hash, err := pw.Hash(password)
 	if err != nil {
 		return err
 	}

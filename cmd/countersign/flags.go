@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/countersign/countersign/internal/secret"
 )
 
 // envPrefix starts the environment variable of every flag: --base-url is
@@ -185,4 +187,11 @@ func (l *listFlag) Set(v string) error {
 		}
 	}
 	return nil
+}
+
+// passwordHashFlag is --password-hash, the argon2id cost of new password
+// hashes, for every command that hashes a password.
+func passwordHashFlag(fs *flag.FlagSet, dst *secret.PasswordParams) {
+	fs.TextVar(dst, "password-hash", secret.DefaultPasswordParams,
+		"argon2id cost of new password hashes, `m=KIB,t=PASSES,p=THREADS`;\nstored hashes keep their own")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/internal/secret"
 )
 
 // Defaults shared by several commands.
@@ -45,6 +46,8 @@ type serveConfig struct {
 	IdleTimeout     time.Duration
 	AbsoluteTimeout time.Duration
 	DefaultTenant   string
+	PasswordHash    secret.PasswordParams
+	HashConcurrency int
 
 	// Security keys (WebAuthn).
 	RPID    string
@@ -115,6 +118,8 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 30*time.Minute, "end a console session after this long without a request")
 	fs.DurationVar(&cfg.AbsoluteTimeout, "absolute-timeout", 12*time.Hour, "end a console session this long after sign-in, whatever the activity")
 	fs.StringVar(&cfg.DefaultTenant, "default-tenant", "", "organization pre-filled on the sign-in form (\"demo\" with --demo)")
+	passwordHashFlag(fs, &cfg.PasswordHash)
+	fs.IntVar(&cfg.HashConcurrency, "password-hash-concurrency", 0, "password hashes that may run at once, each holding its memory cost\n(`N`; the number of CPUs when 0); further sign-ins wait their turn")
 	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
@@ -196,9 +201,12 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		IdleTimeout:     cfg.IdleTimeout,
 		AbsoluteTimeout: cfg.AbsoluteTimeout,
 		DefaultTenant:   cfg.DefaultTenant,
+		PasswordHash:    cfg.PasswordHash,
 		RPID:            cfg.RPID,
 		RPName:          cfg.RPName,
 		Origins:         cfg.Origins.values,
+
+		PasswordHashConcurrency: cfg.HashConcurrency,
 	})
 	if err != nil {
 		return err

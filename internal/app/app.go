@@ -76,6 +76,12 @@ type Config struct {
 	// DefaultTenant pre-fills the organization on the sign-in form, e.g.
 	// "demo" in demo mode.
 	DefaultTenant string
+	// PasswordHash is the argon2id cost of new password hashes
+	// (secret.DefaultPasswordParams when zero), and PasswordHashConcurrency
+	// bounds how many hashes run at once (GOMAXPROCS when zero): each holds
+	// its memory cost while it runs.
+	PasswordHash            secret.PasswordParams
+	PasswordHashConcurrency int
 
 	// RPID is the WebAuthn relying party id security keys are bound to: the
 	// console's host name or a parent domain. Default: BaseURL's host, or
@@ -98,10 +104,12 @@ type App struct {
 	Tokens   *token.Service
 	Protocol *protocol.Service
 	Auth     *auth.Service
-	Sessions *session.Manager
-	StepUp   *stepup.Service
-	Server   *echo.Echo
-	cfg      Config
+	// Passwords hashes reviewer passwords with the configured costs.
+	Passwords *secret.Passwords
+	Sessions  *session.Manager
+	StepUp    *stepup.Service
+	Server    *echo.Echo
+	cfg       Config
 }
 
 // Open connects to the database, applies migrations, loads the registry,
@@ -156,7 +164,13 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Auth = auth.New(auth.Config{Store: a.Store, Clock: a.cfg.Clock,
+	if a.cfg.PasswordHash == (secret.PasswordParams{}) {
+		a.cfg.PasswordHash = secret.DefaultPasswordParams
+	}
+	if a.Passwords, err = secret.NewPasswords(a.cfg.PasswordHash, a.cfg.PasswordHashConcurrency); err != nil {
+		return err
+	}
+	a.Auth = auth.New(auth.Config{Store: a.Store, Clock: a.cfg.Clock, Passwords: a.Passwords,
 		IdleTimeout: a.cfg.IdleTimeout, AbsoluteTimeout: a.cfg.AbsoluteTimeout})
 	hashKey, blockKey, err := a.cookieKeys(ctx)
 	if err != nil {
@@ -309,11 +323,11 @@ func (a *App) SeedDemo(ctx context.Context) (DemoCredentials, error) {
 	if c.AdminPassword, err = secret.RandomToken(12); err != nil {
 		return c, err
 	}
-	rh, err := secret.HashPassword(c.ReviewerPassword)
+	rh, err := a.Passwords.Hash(c.ReviewerPassword)
 	if err != nil {
 		return c, err
 	}
-	ah, err := secret.HashPassword(c.AdminPassword)
+	ah, err := a.Passwords.Hash(c.AdminPassword)
 	if err != nil {
 		return c, err
 	}

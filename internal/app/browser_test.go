@@ -132,7 +132,8 @@ func serveDemo(t *testing.T) (string, app.DemoCredentials) {
 	}
 	base := "http://" + ln.Addr().String()
 	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), Addr: ln.Addr().String(),
-		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 100 * time.Millisecond})
+		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 100 * time.Millisecond,
+		PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,7 +190,8 @@ func serveDemoOnLocalhost(t *testing.T) (string, app.DemoCredentials) {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	base := "http://localhost:" + port
 	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), Addr: ln.Addr().String(),
-		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 100 * time.Millisecond})
+		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 100 * time.Millisecond,
+		PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,11 +38,16 @@ type console struct {
 	creds app.DemoCredentials
 }
 
+// cheapPasswordHash is the smallest argon2id cost: these tests check the
+// console, not the hash's strength, and set it the way an operator would
+// (app.Config.PasswordHash, the serve flag --password-hash).
+var cheapPasswordHash = secret.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}
+
 func openConsole(t *testing.T, mutate ...func(*app.Config)) *console {
 	t.Helper()
 	c := &console{t: t, db: "sqlite://" + filepath.Join(t.TempDir(), "console.db"), clock: models.NewFixedClock(consoleStart)}
 	c.cfg = app.Config{DB: c.db, Clock: c.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DefaultTenant: "demo"}
+		DefaultTenant: "demo", PasswordHash: cheapPasswordHash}
 	for _, m := range mutate {
 		m(&c.cfg)
 	}
@@ -91,7 +96,7 @@ func (c *console) user(tenant, name string, role models.Role, password string) m
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	h, err := secret.HashPassword(password)
+	h, err := c.app.Passwords.Hash(password)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ func Path() string {
 // it when COUNTERSIGN_REQUIRE_E2E=1.
 func New(t testing.TB) context.Context {
 	t.Helper()
+	testenv.SkipShort(t, "Chromium")
 	bin := Path()
 	if bin == "" {
 		testenv.SkipOrFail(t, "no Chromium found (looked at /usr/bin/chromium and $%s); install the chromium package to run browser tests", BinEnv)

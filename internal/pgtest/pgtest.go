@@ -74,6 +74,7 @@ type cluster struct {
 // parallel tests.
 func DSN(t testing.TB) string {
 	t.Helper()
+	testenv.SkipShort(t, "PostgreSQL")
 	c, err := get()
 	if errors.Is(err, errNoBinaries) {
 		testenv.SkipOrFail(t, "pgtest: %v", err)

@@ -6,7 +6,6 @@ package secret
 import (
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -24,15 +23,10 @@ const (
 	MaxPasswordLen = 1024
 )
 
-// Parameters for new password hashes: 64 MiB, two passes, two lanes, a
-// 16-byte salt and a 32-byte hash. Stored hashes carry their own parameters,
-// so these can be raised without invalidating existing passwords.
+// Sizes of a new password hash: a 16-byte salt and a 32-byte hash.
 const (
-	argonMemory  = 64 * 1024 // KiB
-	argonTime    = 2
-	argonThreads = 2
-	saltLen      = 16
-	hashLen      = 32
+	saltLen = 16
+	hashLen = 32
 )
 
 // Bounds on the parameters a stored hash may ask for. A hash outside them is
@@ -62,37 +56,14 @@ var ErrPasswordLength = fmt.Errorf("password must be %d to %d bytes long", MinPa
 // Strict rejects non-zero trailing bits, so each hash has one spelling.
 var phcB64 = base64.RawStdEncoding.Strict()
 
-// HashPassword returns an argon2id PHC string
-// ($argon2id$v=19$m=65536,t=2,p=2$salt$hash) with a random 16-byte salt.
-// It returns ErrPasswordLength for a password shorter than 8 or longer than
-// 1024 bytes.
-func HashPassword(password string) (string, error) {
-	if len(password) < MinPasswordLen || len(password) > MaxPasswordLen {
-		return "", ErrPasswordLength
-	}
-	salt := make([]byte, saltLen)
-	if _, err := rand.Read(salt); err != nil {
-		return "", fmt.Errorf("password salt: %w", err)
-	}
-	p := params{memory: argonMemory, time: argonTime, threads: argonThreads}
-	key := argon2.IDKey([]byte(password), salt, p.time, p.memory, p.threads, hashLen)
-	return encode(p, salt, key), nil
-}
+// HashPassword hashes with DefaultPasswordParams (see Passwords.Hash). A
+// service that hashes on behalf of many users uses its own Passwords, whose
+// costs come from configuration.
+func HashPassword(password string) (string, error) { return defaultPasswords.Hash(password) }
 
-// VerifyPassword checks password against a PHC string in constant time; it
-// returns false for malformed hashes. Parameters are read from the string so
-// they can be raised later.
-func VerifyPassword(encoded, password string) bool {
-	if len(password) > MaxPasswordLen {
-		return false
-	}
-	p, salt, want, ok := decode(encoded)
-	if !ok {
-		return false
-	}
-	got := argon2.IDKey([]byte(password), salt, p.time, p.memory, p.threads, uint32(len(want)))
-	return subtle.ConstantTimeCompare(got, want) == 1
-}
+// VerifyPassword checks a password against a stored hash (see
+// Passwords.Verify).
+func VerifyPassword(encoded, password string) bool { return defaultPasswords.Verify(encoded, password) }
 
 // NewAPIKey returns a new agent API key, "csk_" + 32 random bytes base64url
 // (no padding), and its storage hash (see HashAPIKey). The key is shown once;

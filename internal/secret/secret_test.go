@@ -13,6 +13,7 @@ import (
 )
 
 func TestHashPasswordRoundTrip(t *testing.T) {
+	t.Parallel()
 	const password = "correct horse battery staple"
 	encoded, err := HashPassword(password)
 	if err != nil {
@@ -45,6 +46,7 @@ func TestHashPasswordRoundTrip(t *testing.T) {
 }
 
 func TestHashPasswordLength(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n  int
 		ok bool

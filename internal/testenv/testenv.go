@@ -25,3 +25,13 @@ func SkipOrFail(t testing.TB, format string, args ...any) {
 	}
 	t.Skipf("%s (set COUNTERSIGN_REQUIRE_E2E=1 to make this a failure)", reason)
 }
+
+// SkipShort skips t under `go test -short`: tests that start a database
+// server or a browser are kept out of the quick feedback loop. CI never
+// runs with -short, so there they always run.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s is not started", what)
+	}
+}

@@ -149,6 +149,9 @@ type Config struct {
 	MaxUserFailures int
 	MaxIPFailures   int
 	FailureWindow   time.Duration
+	// Passwords hashes and checks passwords, with the configured costs and
+	// a bound on concurrent hashes; default costs when nil.
+	Passwords *secret.Passwords
 }
 
 // Service signs console users in and out and runs the admin operations.
@@ -162,6 +165,7 @@ type Service struct {
 	maxUser  int
 	maxIP    int
 	window   time.Duration
+	pw       *secret.Passwords
 
 	dummyOnce sync.Once
 	dummy     string
@@ -170,7 +174,10 @@ type Service struct {
 // New returns a Service over cfg.Store.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, clock: cfg.Clock, idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout,
-		maxUser: cfg.MaxUserFailures, maxIP: cfg.MaxIPFailures, window: cfg.FailureWindow}
+		maxUser: cfg.MaxUserFailures, maxIP: cfg.MaxIPFailures, window: cfg.FailureWindow, pw: cfg.Passwords}
+	if s.pw == nil {
+		s.pw, _ = secret.NewPasswords(secret.DefaultPasswordParams, 0)
+	}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -232,13 +239,13 @@ func (s *Service) Login(ctx context.Context, tenantName, username, password, cli
 	if models.IsCode(err, models.ENotFound) {
 		// Spend the time a real check takes, so that the answer's timing
 		// does not tell which users exist.
-		secret.VerifyPassword(s.dummyHash(), password)
+		s.pw.Verify(s.dummyHash(), password)
 		return Session{}, badLogin()
 	}
 	if err != nil {
 		return Session{}, err
 	}
-	if !secret.VerifyPassword(hash, password) || user.Disabled {
+	if !s.pw.Verify(hash, password) || user.Disabled {
 		return Session{}, badLogin()
 	}
 
@@ -337,7 +344,7 @@ func (s *Service) dummyHash() string {
 	s.dummyOnce.Do(func() {
 		pw, err := secret.RandomToken(24)
 		if err == nil {
-			s.dummy, _ = secret.HashPassword(pw)
+			s.dummy, _ = s.pw.Hash(pw)
 		}
 	})
 	return s.dummy
@@ -443,7 +450,7 @@ func (s *Service) CreateUser(ctx context.Context, actor models.User, name string
 	if !role.Valid() {
 		return models.User{}, "", models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
 	}
-	pw, hash, err := newPassword()
+	pw, hash, err := s.newPassword()
 	if err != nil {
 		return models.User{}, "", err
 	}
@@ -476,7 +483,7 @@ func (s *Service) ResetPassword(ctx context.Context, actor models.User, userID s
 	if err := requireAdmin(actor); err != nil {
 		return models.User{}, "", err
 	}
-	pw, hash, err := newPassword()
+	pw, hash, err := s.newPassword()
 	if err != nil {
 		return models.User{}, "", err
 	}
@@ -570,12 +577,12 @@ func wellFormedID(rawID string) bool {
 	return err == nil
 }
 
-func newPassword() (password, hash string, err error) {
+func (s *Service) newPassword() (password, hash string, err error) {
 	password, err = secret.RandomToken(passwordBytes)
 	if err != nil {
 		return "", "", err
 	}
-	hash, err = secret.HashPassword(password)
+	hash, err = s.pw.Hash(password)
 	if err != nil {
 		return "", "", err
 	}

@@ -30,6 +30,11 @@ const (
 	alicePW = "alice-password-1"
 )
 
+// cheapPasswords hashes with the smallest argon2id costs: the tests check
+// the sign-in rules, not the hash's strength, and are configured the way
+// production is, through auth.Config.Passwords.
+var cheapPasswords, _ = secret.NewPasswords(secret.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, 0)
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -42,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{st: st, clock: clock, svc: auth.New(auth.Config{Store: st, Clock: clock})}
+	e := &env{st: st, clock: clock, svc: auth.New(auth.Config{Store: st, Clock: clock, Passwords: cheapPasswords})}
 	if e.tenant, err = st.CreateTenant(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +58,7 @@ func newEnv(t *testing.T) *env {
 
 func mustUser(t *testing.T, st *store.Store, tenantID, name string, role models.Role, pw string) models.User {
 	t.Helper()
-	h, err := secret.HashPassword(pw)
+	h, err := cheapPasswords.Hash(pw)
 	if err != nil {
 		t.Fatal(err)
 	}
