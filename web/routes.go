@@ -37,6 +37,9 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	// changes; RequireAdmin answers 403 to reviewers.
 	m := con.sessions
 	page := []echo.MiddlewareFunc{m.Load, m.RequireUser}
+	// What a page fetches by itself is not a person's activity: it does
+	// not keep the session alive.
+	background := []echo.MiddlewareFunc{m.LoadBackground, m.RequireUser}
 	form := []echo.MiddlewareFunc{m.Load, m.RequireUser, m.CSRF}
 	adminPage := []echo.MiddlewareFunc{m.Load, m.RequireUser, m.RequireAdmin}
 	adminForm := []echo.MiddlewareFunc{m.Load, m.RequireUser, m.CSRF, m.RequireAdmin}
@@ -55,8 +58,8 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	// Reviewer pages.
 	if p := con.pages; p != nil {
 		e.GET("/", p.Pending, page...)
-		e.GET("/pending/rows", p.PendingRows, page...)
-		e.GET("/events", p.Events, page...)
+		e.GET("/pending/rows", p.PendingRows, background...)
+		e.GET("/events", p.Events, background...)
 		e.GET("/proposals/:id", p.Proposal, page...)
 		e.POST("/proposals/:id/approve", p.Approve, form...)
 		e.POST("/proposals/:id/decline", p.Decline, form...)

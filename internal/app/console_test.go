@@ -533,6 +533,32 @@ func TestSessionTimeouts(t *testing.T) {
 	wantStatus(t, "idle for 30 minutes", b.get("/admin/agents"), http.StatusSeeOther)
 }
 
+// TestBackgroundRefreshIsNotActivity: an open pending tab refreshes its list
+// by itself; that must not keep an unattended session alive.
+func TestBackgroundRefreshIsNotActivity(t *testing.T) {
+	c := openConsole(t)
+	b := c.browser()
+	b.mustLogin("demo", "alice", c.creds.ReviewerPassword)
+
+	// The person looks at the list ten minutes in...
+	c.clock.Advance(10 * time.Minute)
+	wantStatus(t, "the person opens the list", b.get("/"), http.StatusOK)
+	// ...then leaves the tab open: it refreshes every few minutes.
+	for range 5 {
+		c.clock.Advance(5 * time.Minute)
+		wantStatus(t, "background refresh", b.get("/pending/rows"), http.StatusOK)
+	}
+	// 29 minutes and 59 seconds after the person's last request: still in.
+	c.clock.Advance(4*time.Minute + 59*time.Second)
+	wantStatus(t, "background refresh just inside the idle timeout", b.get("/pending/rows"), http.StatusOK)
+	// 30 minutes after it: over, for the refresh and for the person.
+	c.clock.Advance(time.Second)
+	if p := b.get("/pending/rows"); p.status != http.StatusUnauthorized && p.status != http.StatusSeeOther {
+		t.Errorf("background refresh after the idle timeout: status %d, want the session ended", p.status)
+	}
+	wantStatus(t, "the page after the idle timeout", b.get("/"), http.StatusSeeOther)
+}
+
 func TestLogoutRevokesTheSession(t *testing.T) {
 	c := openConsole(t)
 	b := c.browser()

@@ -75,8 +75,8 @@ type Session struct {
 	// AMR lists how the user authenticated, e.g. ["pwd"].
 	AMR       []string
 	CreatedAt time.Time
-	// LastSeen slides with every request; the session ends when it is
-	// IdleTimeout old.
+	// LastSeen slides with a person's requests (recorded at most once per
+	// ActivityResolution); the session ends when it is IdleTimeout old.
 	LastSeen time.Time
 	// ExpiresAt is the absolute end, whatever the activity.
 	ExpiresAt time.Time
@@ -106,10 +106,11 @@ type Store interface {
 
 	// CreateConsoleSession stores a new session under its Handle.
 	CreateConsoleSession(ctx context.Context, s Session) error
-	// TouchConsoleSession slides LastSeen to now and returns the session
-	// (without ID) if it is neither revoked, idle for idle, past ExpiresAt,
-	// nor its user disabled; otherwise EUnauthenticated.
-	TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle time.Duration) (Session, error)
+	// TouchConsoleSession returns the session (without ID) if it is
+	// neither revoked, idle for idle, past ExpiresAt, nor its user
+	// disabled; otherwise EUnauthenticated. When active it slides LastSeen
+	// to now, writing at most once per slideEvery.
+	TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (Session, error)
 	// RevokeConsoleSession ends one session; ending an ended one is no error.
 	RevokeConsoleSession(ctx context.Context, handle string, now time.Time) error
 	// RevokeUserConsoleSessions ends every session of a user of the tenant.
@@ -350,15 +351,23 @@ func (s *Service) dummyHash() string {
 	return s.dummy
 }
 
-// Session returns the live session whose raw id is rawID and slides its idle
-// timeout, in one conditional update. A malformed, unknown, revoked, idle,
-// expired session, or one whose user was disabled, is EUnauthenticated;
-// EUnavailable when the database does not answer.
-func (s *Service) Session(ctx context.Context, rawID string) (Session, error) {
+// ActivityResolution is how often a session's last activity is written: a
+// person's requests within a minute of the last recorded one write nothing,
+// so the idle timeout is exact to within this much (it can end up to a
+// minute early, never late).
+const ActivityResolution = time.Minute
+
+// Session returns the live session whose raw id is rawID. A person's
+// request (active) slides its idle timeout; a background refresh the page
+// makes by itself (a live list's poll or event stream) does not, so an open
+// tab left alone still ends at the idle timeout. A malformed, unknown,
+// revoked, idle, expired session, or one whose user was disabled, is
+// EUnauthenticated; EUnavailable when the database does not answer.
+func (s *Service) Session(ctx context.Context, rawID string, active bool) (Session, error) {
 	if !wellFormedID(rawID) {
 		return Session{}, models.Errorf(models.EUnauthenticated, "not signed in")
 	}
-	sess, err := s.store.TouchConsoleSession(ctx, HandleOf(rawID), s.clock.Now(), s.idle)
+	sess, err := s.store.TouchConsoleSession(ctx, HandleOf(rawID), s.clock.Now(), s.idle, ActivityResolution, active)
 	if err != nil {
 		return Session{}, err
 	}

@@ -82,7 +82,7 @@ func TestLoginStartsASession(t *testing.T) {
 	if s.User.ID != e.alice.ID || s.Tenant.ID != e.tenant.ID || !s.ExpiresAt.Equal(t0.Add(auth.DefaultAbsoluteTimeout)) {
 		t.Errorf("session %+v", s)
 	}
-	got, err := e.svc.Session(ctx, s.ID)
+	got, err := e.svc.Session(ctx, s.ID, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,12 +200,12 @@ func TestSessionTimeouts(t *testing.T) {
 	// end; 30 minutes of silence ends it.
 	for e.clock.Now().Add(29 * time.Minute).Before(s.ExpiresAt) {
 		e.clock.Advance(29 * time.Minute)
-		if _, err := e.svc.Session(ctx, s.ID); err != nil {
+		if _, err := e.svc.Session(ctx, s.ID, true); err != nil {
 			t.Fatalf("at %v: %v", e.clock.Now(), err)
 		}
 	}
 	e.clock.Set(s.ExpiresAt)
-	if _, err := e.svc.Session(ctx, s.ID); !models.IsCode(err, models.EUnauthenticated) {
+	if _, err := e.svc.Session(ctx, s.ID, true); !models.IsCode(err, models.EUnauthenticated) {
 		t.Errorf("past the absolute timeout: %v", err)
 	}
 
@@ -214,11 +214,11 @@ func TestSessionTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(auth.DefaultIdleTimeout)
-	if _, err := e.svc.Session(ctx, s2.ID); !models.IsCode(err, models.EUnauthenticated) {
+	if _, err := e.svc.Session(ctx, s2.ID, true); !models.IsCode(err, models.EUnauthenticated) {
 		t.Errorf("idle for the idle timeout: %v", err)
 	}
 	for _, bad := range []string{"", "x", s2.Handle, strings.Repeat("A", 43) + "=", s2.ID + "A"} {
-		if _, err := e.svc.Session(ctx, bad); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := e.svc.Session(ctx, bad, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("Session(%q): %v", bad, err)
 		}
 	}
@@ -234,7 +234,7 @@ func TestLogout(t *testing.T) {
 	if err := e.svc.Logout(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Session(ctx, s.ID); !models.IsCode(err, models.EUnauthenticated) {
+	if _, err := e.svc.Session(ctx, s.ID, true); !models.IsCode(err, models.EUnauthenticated) {
 		t.Errorf("after logout: %v", err)
 	}
 	if err := e.svc.Logout(ctx, s.ID); err != nil {
@@ -284,7 +284,7 @@ func TestAdminOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Session(ctx, s.ID); !models.IsCode(err, models.EUnauthenticated) {
+	if _, err := e.svc.Session(ctx, s.ID, true); !models.IsCode(err, models.EUnauthenticated) {
 		t.Errorf("session survived the reset: %v", err)
 	}
 	if _, err := e.svc.Login(ctx, "acme", "carol", pw, ""); !models.IsCode(err, models.EUnauthenticated) {

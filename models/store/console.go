@@ -65,52 +65,56 @@ func (s *Store) CreateConsoleSession(ctx context.Context, sess auth.Session) err
 	return dbErr(s.db.WithContext(ctx).Create(&row).Error)
 }
 
-// TouchConsoleSession slides the session's last-seen time to now and returns
-// it with its user and tenant, read in the same transaction. The update is
-// conditional: a revoked session, one idle for idle or more, one at or past
-// its absolute end, or one whose user is disabled changes nothing and is
-// EUnauthenticated.
-func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle time.Duration) (auth.Session, error) {
-	var out auth.Session
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&consoleSessionRow{}).
-			Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at > ? AND expires_at > ?",
-				handle, ms(now)-idle.Milliseconds(), ms(now)).
-			Where("EXISTS (SELECT 1 FROM users u WHERE u.id = console_sessions.user_id"+
-				" AND u.tenant_id = console_sessions.tenant_id AND u.disabled = ?)", false).
+// TouchConsoleSession returns the session (without ID) if it is live at
+// now: not revoked, its user not disabled, less than idle since its last
+// activity and before its absolute end; otherwise EUnauthenticated. When
+// active, the request is a person's and the idle timeout slides to now —
+// written at most once per slideEvery, so that page views do not each
+// write; a background refresh (active false) never slides it. Nothing here
+// decides anything at most once: the slide is a plain conditional update
+// that never revives a revoked or ended session.
+func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (auth.Session, error) {
+	db := s.db.WithContext(ctx)
+	var row consoleSessionRow
+	err := db.Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at > ? AND expires_at > ?",
+		handle, ms(now)-idle.Milliseconds(), ms(now)).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return auth.Session{}, models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
+	}
+	if err != nil {
+		return auth.Session{}, dbErr(err)
+	}
+	var u userRow
+	err = db.Where("tenant_id = ? AND id = ? AND disabled = ?", row.TenantID, row.UserID, false).Take(&u).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return auth.Session{}, models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
+	}
+	if err != nil {
+		return auth.Session{}, dbErr(err)
+	}
+	var t tenantRow
+	if err := db.Where("id = ?", row.TenantID).Take(&t).Error; err != nil {
+		return auth.Session{}, dbErr(err)
+	}
+	var amr []string
+	if err := json.Unmarshal([]byte(row.AMR), &amr); err != nil {
+		return auth.Session{}, fmt.Errorf("console session amr: %w", err)
+	}
+	if active && ms(now)-row.LastSeenAt >= slideEvery.Milliseconds() {
+		res := db.Model(&consoleSessionRow{}).
+			Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at < ?", handle, ms(now)).
 			Update("last_seen_at", ms(now))
 		if res.Error != nil {
-			return res.Error
+			return auth.Session{}, dbErr(res.Error)
 		}
-		if res.RowsAffected == 0 {
-			return models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
+		if res.RowsAffected == 1 {
+			row.LastSeenAt = ms(now)
 		}
-		var row consoleSessionRow
-		if err := tx.Where("id_hash = ?", handle).Take(&row).Error; err != nil {
-			return err
-		}
-		var u userRow
-		if err := tx.Where("tenant_id = ? AND id = ?", row.TenantID, row.UserID).Take(&u).Error; err != nil {
-			return err
-		}
-		var t tenantRow
-		if err := tx.Where("id = ?", row.TenantID).Take(&t).Error; err != nil {
-			return err
-		}
-		var amr []string
-		if err := json.Unmarshal([]byte(row.AMR), &amr); err != nil {
-			return fmt.Errorf("console session amr: %w", err)
-		}
-		out = auth.Session{Handle: row.IDHash, User: u.model(),
-			Tenant: models.Tenant{ID: t.ID, Name: t.Name, CreatedAt: fromMS(t.CreatedAt)},
-			CSRF:   row.CSRFToken, AMR: amr, CreatedAt: fromMS(row.CreatedAt),
-			LastSeen: fromMS(row.LastSeenAt), ExpiresAt: fromMS(row.ExpiresAt)}
-		return nil
-	})
-	if err != nil {
-		return auth.Session{}, err
 	}
-	return out, nil
+	return auth.Session{Handle: row.IDHash, User: u.model(),
+		Tenant: models.Tenant{ID: t.ID, Name: t.Name, CreatedAt: fromMS(t.CreatedAt)},
+		CSRF:   row.CSRFToken, AMR: amr, CreatedAt: fromMS(row.CreatedAt),
+		LastSeen: fromMS(row.LastSeenAt), ExpiresAt: fromMS(row.ExpiresAt)}, nil
 }
 
 // RevokeConsoleSession ends one session. Ending an unknown or ended session

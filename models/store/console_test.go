@@ -68,7 +68,7 @@ func TestConsoleSessionTimeouts(t *testing.T) {
 		now := consoleNow
 		for range 3 {
 			now = now.Add(idle - time.Millisecond)
-			got, err := st.TouchConsoleSession(ctx, h, now, idle)
+			got, err := st.TouchConsoleSession(ctx, h, now, idle, 0, true)
 			if err != nil {
 				t.Fatalf("touch at %v: %v", now, err)
 			}
@@ -80,7 +80,7 @@ func TestConsoleSessionTimeouts(t *testing.T) {
 			}
 		}
 		// Exactly idle after the last request: over.
-		if _, err := st.TouchConsoleSession(ctx, h, now.Add(idle), idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, h, now.Add(idle), idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("idle session: err %v, want unauthenticated", err)
 		}
 
@@ -88,15 +88,54 @@ func TestConsoleSessionTimeouts(t *testing.T) {
 		h2 := f.reviewerSession2.Handle
 		end := f.reviewerSession2.ExpiresAt
 		for now := consoleNow.Add(20 * time.Minute); now.Before(end); now = now.Add(20 * time.Minute) {
-			if _, err := st.TouchConsoleSession(ctx, h2, now, idle); err != nil {
+			if _, err := st.TouchConsoleSession(ctx, h2, now, idle, 0, true); err != nil {
 				t.Fatalf("touch at %v: %v", now, err)
 			}
 		}
-		if _, err := st.TouchConsoleSession(ctx, h2, end, idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, h2, end, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("expired session: err %v, want unauthenticated", err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, "no-such-handle", consoleNow, idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, "no-such-handle", consoleNow, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("unknown session: err %v, want unauthenticated", err)
+		}
+	})
+}
+
+// TestConsoleSessionActivityWrites: a person's requests slide the idle
+// timeout but write at most once per slideEvery; background requests never
+// slide it.
+func TestConsoleSessionActivityWrites(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		f := consoleSetup(t, st)
+		idle, every := 30*time.Minute, time.Minute
+		h := f.reviewerSession.Handle
+		start := f.reviewerSession.LastSeen
+
+		got, err := st.TouchConsoleSession(ctx, h, start.Add(59*time.Second), idle, every, true)
+		if err != nil || !got.LastSeen.Equal(start) {
+			t.Fatalf("activity within a minute: last seen %v (%v), want unchanged %v", got.LastSeen, err, start)
+		}
+		at := start.Add(time.Minute)
+		if got, err = st.TouchConsoleSession(ctx, h, at, idle, every, true); err != nil || !got.LastSeen.Equal(at) {
+			t.Fatalf("activity a minute later: last seen %v (%v), want %v", got.LastSeen, err, at)
+		}
+		// Background requests see the session but never move it.
+		for _, d := range []time.Duration{10 * time.Minute, 20 * time.Minute, idle - time.Millisecond} {
+			if got, err = st.TouchConsoleSession(ctx, h, at.Add(d), idle, every, false); err != nil || !got.LastSeen.Equal(at) {
+				t.Fatalf("background request at +%v: last seen %v (%v), want %v", d, got.LastSeen, err, at)
+			}
+		}
+		if _, err := st.TouchConsoleSession(ctx, h, at.Add(idle), idle, every, false); !models.IsCode(err, models.EUnauthenticated) {
+			t.Errorf("background request at the idle timeout: err %v, want unauthenticated", err)
+		}
+		// A revoked session is not revived by a late slide.
+		h2 := f.reviewerSession2.Handle
+		if err := st.RevokeConsoleSession(ctx, h2, start.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.TouchConsoleSession(ctx, h2, start.Add(2*time.Minute), idle, every, true); !models.IsCode(err, models.EUnauthenticated) {
+			t.Errorf("revoked session: err %v", err)
 		}
 	})
 }
@@ -113,10 +152,10 @@ func TestConsoleSessionRevocation(t *testing.T) {
 		if err := st.RevokeConsoleSession(ctx, f.reviewerSession.Handle, at); err != nil {
 			t.Errorf("second revoke: %v", err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession.Handle, at, idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession.Handle, at, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("revoked session: err %v", err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, at, idle); err != nil {
+		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, at, idle, 0, true); err != nil {
 			t.Errorf("the other session ended too: %v", err)
 		}
 
@@ -124,13 +163,13 @@ func TestConsoleSessionRevocation(t *testing.T) {
 		if err := st.RevokeUserConsoleSessions(ctx, f.other.ID, f.reviewer.ID, at); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, at, idle); err != nil {
+		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, at, idle, 0, true); err != nil {
 			t.Errorf("revoked through another tenant: %v", err)
 		}
 		if err := st.RevokeUserConsoleSessions(ctx, f.tenant.ID, f.reviewer.ID, at); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, at, idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, at, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("after revoking the user's sessions: err %v", err)
 		}
 	})
@@ -154,7 +193,7 @@ func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
 			t.Errorf("hash = %q, want h-new", h)
 		}
 		for _, s := range []auth.Session{f.reviewerSession, f.reviewerSession2} {
-			if _, err := st.TouchConsoleSession(ctx, s.Handle, at, idle); !models.IsCode(err, models.EUnauthenticated) {
+			if _, err := st.TouchConsoleSession(ctx, s.Handle, at, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 				t.Errorf("session survived a password reset: %v", err)
 			}
 		}
@@ -169,13 +208,13 @@ func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
 		if u, err = st.AdminSetUserDisabled(ctx, f.admin, f.reviewer.ID, true, at); err != nil || !u.Disabled {
 			t.Fatalf("disable: %+v, %v", u, err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, "fresh", at, idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, "fresh", at, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("disabled user's session: %v", err)
 		}
 		if u, err = st.AdminSetUserDisabled(ctx, f.admin, f.reviewer.ID, false, at); err != nil || u.Disabled {
 			t.Fatalf("enable: %+v, %v", u, err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, "fresh", at, idle); !models.IsCode(err, models.EUnauthenticated) {
+		if _, err := st.TouchConsoleSession(ctx, "fresh", at, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 			t.Errorf("re-enabling revived a revoked session: %v", err)
 		}
 	})
@@ -389,7 +428,7 @@ func TestPruneConsole(t *testing.T) {
 		if n, err := st.PruneConsole(ctx, consoleNow); err != nil || n != 0 {
 			t.Fatalf("prune at start: %d, %v", n, err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, consoleNow.Add(30*time.Minute), idle); err != nil {
+		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, consoleNow.Add(30*time.Minute), idle, 0, true); err != nil {
 			t.Fatal(err)
 		}
 		// As of +2m, the session revoked at +1m and the attempt window
@@ -398,7 +437,7 @@ func TestPruneConsole(t *testing.T) {
 		if err != nil || n != 2 {
 			t.Fatalf("prune: %d, %v; want 2", n, err)
 		}
-		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, consoleNow.Add(31*time.Minute), idle); err != nil {
+		if _, err := st.TouchConsoleSession(ctx, f.reviewerSession2.Handle, consoleNow.Add(31*time.Minute), idle, 0, true); err != nil {
 			t.Errorf("the live session was pruned: %v", err)
 		}
 	})

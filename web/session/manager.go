@@ -43,9 +43,9 @@ const csrfKey = "csrf"
 
 // Sessions is what the manager needs from the domain (*auth.Service).
 type Sessions interface {
-	// Session loads a live session and slides its idle timeout
+	// Session loads a live session, sliding its idle timeout when active
 	// (EUnauthenticated when there is none).
-	Session(ctx context.Context, rawID string) (auth.Session, error)
+	Session(ctx context.Context, rawID string, active bool) (auth.Session, error)
 	// Logout ends a session.
 	Logout(ctx context.Context, rawID string) error
 }
@@ -141,13 +141,21 @@ func expire(c echo.Context, store *sessions.CookieStore, name string) {
 }
 
 // Load attaches the signed-in user's session to the request when its cookie
-// names a live one, sliding the idle timeout. A dead or undecodable cookie
-// is dropped and the request goes on anonymously; only a database failure
-// stops it.
-func (m *Manager) Load(next echo.HandlerFunc) echo.HandlerFunc {
+// names a live one, and counts the request as the person's activity (it
+// slides the idle timeout). A dead or undecodable cookie is dropped and the
+// request goes on anonymously; only a database failure stops it.
+func (m *Manager) Load(next echo.HandlerFunc) echo.HandlerFunc { return m.load(next, true) }
+
+// LoadBackground is Load for the requests a page makes by itself — a live
+// list's refresh, its event stream: they need the session but are not the
+// person's activity, so an open tab left alone still reaches the idle
+// timeout.
+func (m *Manager) LoadBackground(next echo.HandlerFunc) echo.HandlerFunc { return m.load(next, false) }
+
+func (m *Manager) load(next echo.HandlerFunc, active bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if raw := m.rawID(c.Request()); raw != "" {
-			s, err := m.svc.Session(c.Request().Context(), raw)
+			s, err := m.svc.Session(c.Request().Context(), raw, active)
 			switch {
 			case err == nil:
 				Set(c, toSession(s))
