@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,39 +217,25 @@ type ListFilter struct {
 // ListProposals returns one page of the tenant's proposals, newest first
 // (by creation time, then id), and the cursor of the next page or "".
 // Decisions, tokens and executions are not loaded.
+//
+// A page costs about the same whatever the history behind it: each status
+// of the filter is read from its own index in list order, a page at most
+// (see listQuery), so a pending list does not wade through a million
+// settled proposals.
 func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Proposal, string, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > 100 {
 		limit = 50
 	}
-	q := s.db.WithContext(ctx).Table("proposals AS p").
-		Select("p.*, a.name AS agent_name").
-		Joins("JOIN agents a ON a.id = p.agent_id").
-		Where("p.tenant_id = ?", f.TenantID)
-	if f.AgentID != "" {
-		q = q.Where("p.agent_id = ?", f.AgentID)
-	}
-	if len(f.Statuses) > 0 {
-		q = q.Where("p.status IN ?", statusStrings(f.Statuses))
-	}
-	if f.Tool != "" {
-		q = q.Where("p.tool = ?", f.Tool)
-	}
-	if f.Tier != "" {
-		q = q.Where("p.risk_tier = ?", f.Tier)
-	}
-	if f.Cursor != "" {
-		at, id, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		q = q.Where("(p.created_at < ? OR (p.created_at = ? AND p.id < ?))", at, at, id)
+	q, err := listQuery(s.db.WithContext(ctx), f, limit+1)
+	if err != nil {
+		return nil, "", err
 	}
 	var rows []struct {
 		Row       proposalRow `gorm:"embedded"`
 		AgentName string
 	}
-	if err := q.Order("p.created_at DESC, p.id DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
+	if err := q.Scan(&rows).Error; err != nil {
 		return nil, "", dbErr(err)
 	}
 	var next string
@@ -266,6 +253,61 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 		out = append(out, p)
 	}
 	return out, next, nil
+}
+
+// listQuery builds ListProposals' query for n rows. Without a status filter
+// it reads the (tenant[, agent], created_at, id) index; with one, it reads
+// each status from the (tenant[, agent], status, created_at, id) index, n
+// rows at most each, and merges: a status IN (…) over one index would have
+// to collect every matching row and sort them. Tool and tier narrow each
+// branch further.
+func listQuery(db *gorm.DB, f ListFilter, n int) (*gorm.DB, error) {
+	var at int64
+	var afterID string
+	if f.Cursor != "" {
+		var err error
+		if at, afterID, err = decodeCursor(f.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	db = db.Session(&gorm.Session{}) // each branch starts a statement of its own
+	branch := func(status string) *gorm.DB {
+		q := db.Table("proposals AS p").
+			Select("p.*, a.name AS agent_name").
+			Joins("JOIN agents a ON a.id = p.agent_id").
+			Where("p.tenant_id = ?", f.TenantID)
+		if f.AgentID != "" {
+			q = q.Where("p.agent_id = ?", f.AgentID)
+		}
+		if status != "" {
+			q = q.Where("p.status = ?", status)
+		}
+		if f.Tool != "" {
+			q = q.Where("p.tool = ?", f.Tool)
+		}
+		if f.Tier != "" {
+			q = q.Where("p.risk_tier = ?", f.Tier)
+		}
+		if f.Cursor != "" {
+			q = q.Where("(p.created_at < ? OR (p.created_at = ? AND p.id < ?))", at, at, afterID)
+		}
+		return q.Order("p.created_at DESC, p.id DESC").Limit(n)
+	}
+	statuses := slices.Compact(slices.Sorted(slices.Values(statusStrings(f.Statuses))))
+	if len(statuses) == 0 {
+		return branch(""), nil
+	}
+	if len(statuses) == 1 {
+		return branch(statuses[0]), nil
+	}
+	parts := make([]string, len(statuses))
+	args := make([]any, 0, len(statuses)+1)
+	for i, st := range statuses {
+		parts[i] = fmt.Sprintf("SELECT * FROM (?) AS b%d", i)
+		args = append(args, branch(st))
+	}
+	args = append(args, n)
+	return db.Raw(strings.Join(parts, " UNION ALL ")+" ORDER BY created_at DESC, id DESC LIMIT ?", args...), nil
 }
 
 func encodeCursor(createdAt int64, id string) string {

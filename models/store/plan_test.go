@@ -1,0 +1,132 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
+)
+
+// TestListPlansUseIndexes checks, on both databases, that every list the API
+// and the console make reads proposals through an index in list order: no
+// full scan of proposals and, within each status, no sort of all matching
+// rows. That is what keeps a page's cost flat as history grows (measured by
+// `countersign bench`).
+func TestListPlansUseIndexes(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		settled := []models.Status{models.StatusDeclined, models.StatusCancelled, models.StatusExpired,
+			models.StatusRevoked, models.StatusSucceeded, models.StatusFailedTerminal, models.StatusUnknown}
+		pending := []models.Status{models.StatusAwaitingConfirmation}
+		cases := []struct {
+			name  string
+			f     store.ListFilter
+			index string // every read of proposals goes through this index
+		}{
+			{"tenant, newest first", store.ListFilter{TenantID: "t1"}, "proposals_tenant_created"},
+			{"agent, newest first", store.ListFilter{TenantID: "t1", AgentID: "a1"}, "proposals_tenant_agent_created"},
+			{"pending (console, API)", store.ListFilter{TenantID: "t1", Statuses: pending}, "proposals_tenant_status_created"},
+			{"agent's pending", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: pending}, "proposals_tenant_agent_status_created"},
+			{"history (console)", store.ListFilter{TenantID: "t1", Statuses: settled}, "proposals_tenant_status_created"},
+			{"history, next page", store.ListFilter{TenantID: "t1", Statuses: settled, Cursor: "MTc4ODIyNzIwMDAwMHxwcm9wXzAx"}, "proposals_tenant_status_created"},
+			{"agent's settled", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled[:3]}, "proposals_tenant_agent_status_created"},
+		}
+		for _, tc := range cases {
+			plan, err := st.ExplainList(ctx, tc.f)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			text := strings.Join(plan, "\n")
+			reads := 0
+			for _, line := range plan {
+				l := strings.ToLower(line)
+				// SQLite: "SEARCH p USING INDEX x (…)" / "SCAN p";
+				// PostgreSQL: "… Scan … on proposals p".
+				if strings.HasPrefix(l, "search p ") || strings.HasPrefix(l, "scan p") || strings.Contains(l, " on proposals") {
+					reads++
+					if !strings.Contains(l, "index "+tc.index+" ") && !strings.Contains(l, "using "+tc.index+" ") {
+						t.Errorf("%s: proposals read without %s:\n%s", tc.name, tc.index, text)
+					}
+				}
+			}
+			if want := max(len(tc.f.Statuses), 1); reads != want {
+				t.Errorf("%s: %d reads of proposals, want %d (one per status):\n%s", tc.name, reads, want, text)
+			}
+			// Within a status, rows come in index order; only the merge of
+			// the per-status branches (a page each at most) may sort.
+			for i, line := range plan {
+				sortsBranch := strings.Contains(line, "TEMP B-TREE") && (i == 0 || !strings.HasPrefix(plan[i-1], "SCAN b"))
+				if sortsBranch || strings.HasPrefix(strings.TrimLeft(line, "-> "), "Sort  (") {
+					t.Errorf("%s: rows sorted instead of read in index order:\n%s", tc.name, text)
+				}
+			}
+			t.Logf("%s:\n%s", tc.name, text)
+		}
+	})
+}
+
+// TestListMergesStatuses checks the per-status merge against the obvious
+// answer: every page, across statuses and agents, in created_at, id order.
+func TestListMergesStatuses(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		d := seed(t, st)
+		statuses := []models.Status{models.StatusAwaitingConfirmation, models.StatusDeclined,
+			models.StatusExpired, models.StatusSucceeded, models.StatusCancelled}
+		t0 := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+		var all []*models.Proposal
+		for i := range 40 {
+			// Several proposals share a creation time, so the id decides.
+			at := t0.Add(time.Duration(i/3) * time.Second)
+			p := &models.Proposal{ID: fmt.Sprintf("prop_%02d", (i*7)%40), TenantID: d.Tenant.ID, AgentID: d.Agent.ID,
+				Tool: "refund_order", Arguments: []byte(`{}`), ArgsDigest: "sha256:00", Resource: "ord_1001",
+				Tier:          models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Hour},
+				PolicyVersion: "1", RequestKey: fmt.Sprintf("k%d", i), Status: statuses[i%len(statuses)],
+				Revision: 1, CreatedAt: at, ExpiresAt: at.Add(time.Hour), UpdatedAt: at}
+			if _, ok, err := st.CreateProposal(ctx, p); err != nil || !ok {
+				t.Fatalf("create %s: %v", p.ID, err)
+			}
+			all = append(all, p)
+		}
+		want := func(sts []models.Status) []string {
+			var ids []string
+			ps := slices.Clone(all)
+			slices.SortFunc(ps, func(a, b *models.Proposal) int {
+				if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+					return c
+				}
+				return strings.Compare(b.ID, a.ID)
+			})
+			for _, p := range ps {
+				if len(sts) == 0 || slices.Contains(sts, p.Status) {
+					ids = append(ids, p.ID)
+				}
+			}
+			return ids
+		}
+		for _, sts := range [][]models.Status{nil, statuses[:1], statuses[1:4], statuses, {models.StatusRevoked}} {
+			var got []string
+			cursor := ""
+			for range 50 {
+				items, next, err := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID, Statuses: sts, Limit: 4, Cursor: cursor})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range items {
+					got = append(got, p.ID)
+				}
+				if cursor = next; cursor == "" {
+					break
+				}
+			}
+			if w := want(sts); !slices.Equal(got, w) {
+				t.Errorf("statuses %v:\n got %v\nwant %v", sts, got, w)
+			}
+		}
+	})
+}
