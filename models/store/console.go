@@ -74,7 +74,7 @@ func (s *Store) CreateConsoleSession(ctx context.Context, sess auth.Session) err
 // decides anything at most once: the slide is a plain conditional update
 // that never revives a revoked or ended session.
 func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (auth.Session, error) {
-	db := s.db.WithContext(ctx)
+	db := s.read.WithContext(ctx)
 	var row consoleSessionRow
 	err := db.Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at > ? AND expires_at > ?",
 		handle, ms(now)-idle.Milliseconds(), ms(now)).Take(&row).Error
@@ -101,7 +101,7 @@ func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time
 		return auth.Session{}, fmt.Errorf("console session amr: %w", err)
 	}
 	if active && ms(now)-row.LastSeenAt >= slideEvery.Milliseconds() {
-		res := db.Model(&consoleSessionRow{}).
+		res := s.db.WithContext(ctx).Model(&consoleSessionRow{}).
 			Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at < ?", handle, ms(now)).
 			Update("last_seen_at", ms(now))
 		if res.Error != nil {

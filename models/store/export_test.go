@@ -53,3 +53,23 @@ func (s *Store) ExplainList(ctx context.Context, f ListFilter) ([]string, error)
 	})
 	return plan, err
 }
+
+// HoldRead starts a read transaction on the reader pool, reads from it, and
+// keeps it open until release is called: a slow list in progress.
+func (s *Store) HoldRead(ctx context.Context) (release func(), err error) {
+	tx := s.read.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return nil, tx.Error
+	}
+	var n int64
+	if err := tx.Table("proposals").Count(&n).Error; err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return func() { tx.Rollback() }, nil
+}
+
+// ReaderExec runs a statement on the reader pool.
+func (s *Store) ReaderExec(ctx context.Context, stmt string) error {
+	return s.read.WithContext(ctx).Exec(stmt).Error
+}

@@ -130,3 +130,37 @@ func TestListMergesStatuses(t *testing.T) {
 		}
 	})
 }
+
+// TestReadsDoNotStallWrites: a read in progress (a long list) must not hold
+// up a write. On SQLite the reads have their own query-only pool; with the
+// single shared connection this write would wait for the read to end.
+func TestReadsDoNotStallWrites(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		d := seed(t, st)
+		release, err := st.HoldRead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		at := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+		p := &models.Proposal{ID: "prop_w", TenantID: d.Tenant.ID, AgentID: d.Agent.ID,
+			Tool: "refund_order", Arguments: []byte(`{}`), ArgsDigest: "sha256:00", Resource: "ord_1001",
+			Tier:          models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Hour},
+			PolicyVersion: "1", RequestKey: "k-w", Status: models.StatusAwaitingConfirmation,
+			Revision: 1, CreatedAt: at, ExpiresAt: at.Add(time.Hour), UpdatedAt: at}
+		if _, ok, err := st.CreateProposal(ctx, p); err != nil || !ok {
+			t.Fatalf("a write during a read: %v", err)
+		}
+		// New reads see the committed write.
+		if got, err := st.GetProposal(ctx, d.Tenant.ID, "prop_w"); err != nil || got.RequestKey != "k-w" {
+			t.Fatalf("read after the write: %+v %v", got, err)
+		}
+		if st.Dialect() == store.SQLite {
+			if err := st.ReaderExec(ctx, "DELETE FROM proposals"); err == nil {
+				t.Error("the reader pool accepted a write")
+			}
+		}
+	})
+}

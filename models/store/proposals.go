@@ -144,7 +144,9 @@ func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existin
 // execution, or ENotFound (also when it belongs to another tenant).
 func (s *Store) GetProposal(ctx context.Context, tenantID, id string) (*models.Proposal, error) {
 	var p *models.Proposal
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	// One read transaction: the proposal, its decisions, token and
+	// execution as of one moment.
+	err := s.read.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		p, err = loadProposal(tx, tenantID, id)
 		return err
@@ -195,7 +197,7 @@ func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
 // long-polling. ENotFound for unknown or foreign ids.
 func (s *Store) ProposalRevision(ctx context.Context, tenantID, id string) (int64, models.Status, error) {
 	var row proposalRow
-	err := s.db.WithContext(ctx).Select("revision", "status").
+	err := s.read.WithContext(ctx).Select("revision", "status").
 		Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error
 	if err != nil {
 		return 0, "", notFound(err, "no proposal %q", id)
@@ -227,7 +229,7 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 	if limit <= 0 || limit > 100 {
 		limit = 50
 	}
-	q, err := listQuery(s.db.WithContext(ctx), f, limit+1)
+	q, err := listQuery(s.read.WithContext(ctx), f, limit+1)
 	if err != nil {
 		return nil, "", err
 	}

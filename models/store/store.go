@@ -40,6 +40,12 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	// read serves reads that need no lock: on SQLite its own small pool of
+	// query-only connections (WAL lets them read while the one writer
+	// writes), so a slow list never queues the writes behind it; on
+	// PostgreSQL the same pool as db.
+	read   *gorm.DB
+	readDB *sql.DB
 }
 
 // Options tune Open.
@@ -69,7 +75,7 @@ func Open(url string, opts Options) (*Store, error) {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		dial, dialect = postgres.Open(url), Postgres
 	case strings.HasPrefix(url, "sqlite://"), strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
+		path := sqlitePath(url)
 		if path == "" {
 			return nil, models.Errorf(models.EInvalidRequest, "sqlite URL needs a path, e.g. sqlite://./countersign.db")
 		}
@@ -105,7 +111,44 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
+	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, read: db, readDB: sqlDB}
+	// An in-memory database is private to its one connection: no readers.
+	if dialect == SQLite && sqlitePath(url) != ":memory:" {
+		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {
+			_ = sqlDB.Close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// readerConns is the size of SQLite's reader pool: reads run in parallel
+// with each other and with the writer, a few at a time.
+const readerConns = 4
+
+// openSQLiteReader opens the query-only reader pool over the file the writer
+// opened (and put in WAL mode).
+func openSQLiteReader(path string, cfg *gorm.Config) (*gorm.DB, *sql.DB, error) {
+	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
+	db, err := gorm.Open(sqlite.Open(dsn), cfg)
+	if err != nil {
+		return nil, nil, models.Wrap(models.EUnavailable, err, "cannot open the database for reading")
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, models.Wrap(models.EUnavailable, err, "cannot open the database for reading")
+	}
+	sqlDB.SetMaxOpenConns(readerConns)
+	sqlDB.SetMaxIdleConns(readerConns)
+	if err := sqlDB.Ping(); err != nil {
+		_ = sqlDB.Close()
+		return nil, nil, models.Wrap(models.EUnavailable, err, "cannot reach the database for reading")
+	}
+	return db, sqlDB, nil
+}
+
+func sqlitePath(url string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
 }
 
 func sqliteDSN(path string) string {
@@ -119,8 +162,14 @@ func sqliteDSN(path string) string {
 // Dialect reports which database the store uses.
 func (s *Store) Dialect() Dialect { return s.dialect }
 
-// Close closes the connection pool.
-func (s *Store) Close() error { return s.sqlDB.Close() }
+// Close closes the connection pools.
+func (s *Store) Close() error {
+	var err error
+	if s.readDB != s.sqlDB {
+		err = s.readDB.Close()
+	}
+	return errors.Join(err, s.sqlDB.Close())
+}
 
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error {
