@@ -200,7 +200,7 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if !inserted {
 		return sameRequest(prev, agent, tool.Name, digest)
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	if p.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
@@ -233,7 +233,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (*models.Proposa
 		if _, err := s.store.ExpireDue(ctx, tenantID, id, s.clock.Now()); err != nil {
 			return nil, err
 		}
-		s.changes.notify(id)
+		s.changed(ctx, tenantID, id)
 		return s.store.GetProposal(ctx, tenantID, id)
 	}
 	return p, nil
@@ -281,7 +281,7 @@ func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision i
 // Wait should return p.
 func (s *Service) waitOnce(ctx context.Context, tenantID, id string, since int64, p *models.Proposal,
 	tick, deadline <-chan time.Time) (done bool, _ *models.Proposal, _ error) {
-	changed, release := s.changes.wait(id)
+	changed, release := s.changes.wait(tenantID, id)
 	defer release()
 	rev, _, err := s.store.ProposalRevision(ctx, tenantID, id)
 	if err != nil {
@@ -303,9 +303,15 @@ func (s *Service) waitOnce(ctx context.Context, tenantID, id string, since int64
 	return false, p, nil
 }
 
-// WaitAny returns a channel closed at the next change this process makes to
-// any proposal (the console's live list listens to it).
-func (s *Service) WaitAny() <-chan struct{} { return s.changes.waitAny() }
+// WaitAny returns a channel closed at the next change of any proposal of the
+// tenant (the console's live list listens to it). Changes of other tenants'
+// proposals never close it.
+func (s *Service) WaitAny(tenantID string) <-chan struct{} { return s.changes.waitTenant(tenantID) }
+
+// changed tells the waiters of a proposal that it changed.
+func (s *Service) changed(ctx context.Context, tenantID, id string) {
+	s.changes.notify(tenantID, id)
+}
 
 // List returns one page of the tenant's proposals, newest first.
 func (s *Service) List(ctx context.Context, tenantID string, q ListQuery) (Page, error) {
@@ -328,14 +334,18 @@ func (s *Service) Cancel(ctx context.Context, agent models.Agent, id string) (*m
 	if err := s.store.Cancel(ctx, agent.TenantID, agent.ID, id, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	s.changes.notify(id)
+	s.changed(ctx, agent.TenantID, id)
 	return s.store.GetProposal(ctx, agent.TenantID, id)
 }
 
 // Sweep expires every proposal and token whose time ran out and returns how
 // many proposals it expired.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	return s.store.ExpireDue(ctx, "", "", s.clock.Now())
+	refs, err := s.store.ExpireDueRefs(ctx, "", "", s.clock.Now())
+	for _, r := range refs {
+		s.changed(ctx, r.TenantID, r.ID)
+	}
+	return len(refs), err
 }
 
 // adapterErr passes domain errors through and makes anything else from an
