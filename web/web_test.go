@@ -48,8 +48,8 @@ func (f *fakeProtocol) Get(_ context.Context, _, id string) (*models.Proposal, e
 	return f.getFn(id)
 }
 
-func (f *fakeProtocol) Wait(ctx context.Context, tenantID, id string, _ int64, _ time.Duration) (*models.Proposal, error) {
-	return f.Get(ctx, tenantID, id)
+func (f *fakeProtocol) WaitChange(ctx context.Context, p *models.Proposal, _ time.Duration) (*models.Proposal, error) {
+	return f.Get(ctx, p.TenantID, p.ID)
 }
 
 func (f *fakeProtocol) List(context.Context, string, protocol.ListQuery) (protocol.Page, error) {

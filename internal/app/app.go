@@ -56,8 +56,9 @@ type Config struct {
 	Logger *slog.Logger
 	// ExecutionLease bounds one execution attempt (see protocol.Config).
 	ExecutionLease time.Duration
-	// PollInterval is how often long-polls look for other instances'
-	// changes (see protocol.Config).
+	// PollInterval bounds how long a long-poll sleeps before it compares
+	// the clock with its proposal's expiry again (see protocol.Config);
+	// changes wake long-polls through notifications.
 	PollInterval time.Duration
 
 	// Secure marks the console's cookies Secure and adds HSTS: set it when
@@ -336,6 +337,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	bg, cancel := context.WithCancel(ctx)
 	var workers sync.WaitGroup
 	workers.Go(func() { a.Protocol.RunBackground(bg, background) })
+	// Other instances' changes wake this one's long-polls (PostgreSQL).
+	workers.Go(func() { a.Protocol.Listen(bg) })
 	workers.Go(func() { a.pruneConsole(bg) })
 	// Stop the background work before returning, so the caller may close
 	// the store right after.

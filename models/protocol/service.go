@@ -36,8 +36,11 @@ type Config struct {
 	// long, and the reconciler leaves the execution alone until it ran out.
 	// Default 30s; keep it above the slowest adapter timeout.
 	ExecutionLease time.Duration
-	// PollInterval is how often long-polls look for changes made by other
-	// instances. Default 500ms.
+	// PollInterval bounds how long a long-poll sleeps before it compares
+	// the clock with its proposal's expiry again (it reads the database only
+	// when the proposal is due). Changes wake long-polls through
+	// notifications, not through this. Default 30s; tests with an injected
+	// clock set it short.
 	PollInterval time.Duration
 }
 
@@ -54,6 +57,7 @@ type Service struct {
 	lease    time.Duration
 	poll     time.Duration
 	changes  *notifier
+	instance string // tells this process's change announcements from others'
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -68,7 +72,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
-		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier()}
+		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier(),
+		instance: models.NewID("inst")}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -79,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		s.lease = 30 * time.Second
 	}
 	if s.poll <= 0 {
-		s.poll = 500 * time.Millisecond
+		s.poll = 30 * time.Second
 	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.
@@ -252,55 +257,89 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 
 // Wait returns the proposal as soon as its revision differs from
 // sinceRevision, or when max (capped at MaxWait) elapsed, or when ctx ends.
+// It loads the proposal once, and then again only when it was told of a
+// change (or the proposal's own expiry came): it never polls the database.
 func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error) {
+	// Subscribe before looking, so that a change between the look and the
+	// wait still wakes us.
+	changed, release := s.changes.wait(tenantID, id)
+	p, err := s.Get(ctx, tenantID, id)
+	if err != nil || p.Revision != sinceRevision {
+		release()
+		return p, err
+	}
+	return s.sleep(ctx, p, changed, release, max)
+}
+
+// WaitChange is Wait for a caller that has just loaded p (e.g. to answer a
+// conditional request): it returns a newer revision of p as soon as there is
+// one, or p when max (capped at MaxWait) elapsed or ctx ended. It reads only
+// p's revision before it waits, to see a change made since p was loaded.
+func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
+	changed, release := s.changes.wait(p.TenantID, p.ID)
+	rev, _, err := s.store.ProposalRevision(ctx, p.TenantID, p.ID)
+	if err != nil || rev != p.Revision {
+		release()
+		if err != nil {
+			return nil, err
+		}
+		return s.Get(ctx, p.TenantID, p.ID)
+	}
+	return s.sleep(ctx, p, changed, release, max)
+}
+
+// sleep holds a long-poll on p until changed is closed and the proposal has
+// a new revision, p falls due for expiry, max elapses or ctx ends. release
+// ends the subscription behind changed.
+func (s *Service) sleep(ctx context.Context, p *models.Proposal, changed <-chan struct{}, release func(),
+	max time.Duration) (*models.Proposal, error) {
+	defer func() { release() }()
 	if max > MaxWait {
 		max = MaxWait
 	}
 	deadline := time.NewTimer(max)
 	defer deadline.Stop()
-	tick := time.NewTicker(s.poll)
-	defer tick.Stop()
-	p, err := s.Get(ctx, tenantID, id)
-	if err != nil || p.Revision != sinceRevision {
-		return p, err
-	}
 	for {
-		// Subscribe before looking, so a change between the look and the
-		// wait still wakes us. The periodic look is the cheap revision
-		// read; the whole proposal is loaded only when something changed
-		// or its time ran out.
-		done, p2, err := s.waitOnce(ctx, tenantID, id, sinceRevision, p, tick.C, deadline.C)
-		if done || err != nil {
-			return p2, err
+		recheck := time.NewTimer(s.recheckAfter(p))
+		select {
+		case <-changed:
+		case <-recheck.C:
+			if !s.due(p, s.clock.Now()) {
+				continue // no database read: nothing can have changed unseen
+			}
+		case <-deadline.C:
+			recheck.Stop()
+			return p, nil
+		case <-ctx.Done():
+			recheck.Stop()
+			return p, nil
 		}
-		p = p2
+		recheck.Stop()
+		// Subscribe again before loading, for the same reason as in Wait.
+		release()
+		changed, release = s.changes.wait(p.TenantID, p.ID)
+		q, err := s.Get(ctx, p.TenantID, p.ID)
+		if err != nil || q.Revision != p.Revision {
+			return q, err
+		}
+		p = q
 	}
 }
 
-// waitOnce looks once and then sleeps until a wake-up; done reports that
-// Wait should return p.
-func (s *Service) waitOnce(ctx context.Context, tenantID, id string, since int64, p *models.Proposal,
-	tick, deadline <-chan time.Time) (done bool, _ *models.Proposal, _ error) {
-	changed, release := s.changes.wait(tenantID, id)
-	defer release()
-	rev, _, err := s.store.ProposalRevision(ctx, tenantID, id)
-	if err != nil {
-		return true, nil, err
+// recheckAfter is how long a long-poll on p sleeps before it compares the
+// clock with p's own expiry again: until that expiry, but at most the
+// recheck interval (an injected clock does not move with real time).
+func (s *Service) recheckAfter(p *models.Proposal) time.Duration {
+	var at time.Time
+	switch {
+	case p.Status == models.StatusAwaitingConfirmation:
+		at = p.ExpiresAt
+	case p.Status == models.StatusConfirmed && p.Token != nil && p.Token.Status == models.TokenIssued:
+		at = p.Token.ExpiresAt
+	default:
+		return s.poll
 	}
-	if rev != since || s.due(p, s.clock.Now()) {
-		if p, err = s.Get(ctx, tenantID, id); err != nil || p.Revision != since {
-			return true, p, err
-		}
-	}
-	select {
-	case <-changed:
-	case <-tick:
-	case <-deadline:
-		return true, p, nil
-	case <-ctx.Done():
-		return true, p, nil
-	}
-	return false, p, nil
+	return min(max(at.Sub(s.clock.Now()), time.Millisecond), s.poll)
 }
 
 // WaitAny returns a channel closed at the next change of any proposal of the
@@ -308,9 +347,54 @@ func (s *Service) waitOnce(ctx context.Context, tenantID, id string, since int64
 // proposals never close it.
 func (s *Service) WaitAny(tenantID string) <-chan struct{} { return s.changes.waitTenant(tenantID) }
 
-// changed tells the waiters of a proposal that it changed.
+// changed tells the waiters of a proposal that it changed: those of this
+// process at once, those of other instances through the database.
 func (s *Service) changed(ctx context.Context, tenantID, id string) {
 	s.changes.notify(tenantID, id)
+	c := store.Change{Source: s.instance, TenantID: tenantID, ID: id}
+	if err := s.store.Announce(context.WithoutCancel(ctx), c); err != nil {
+		// The change is committed; other instances' waiters see it at
+		// their deadline or at the listener's next reconnection.
+		s.log.Warn("announcing a proposal change", "proposal", id, "err", err)
+	}
+}
+
+// Listen feeds changes made by other instances to this process's waiters
+// until ctx ends. On PostgreSQL it LISTENs on one connection of its own and
+// wakes exactly the waiters of each announced proposal; when the connection
+// is lost it reconnects with backoff and then wakes every waiter once, since
+// changes may have been missed meanwhile. On SQLite it watches for writes by
+// other processes (the command line) and wakes every waiter once after each.
+// Run it beside the server.
+func (s *Service) Listen(ctx context.Context) {
+	const first, most = 100 * time.Millisecond, 10 * time.Second
+	backoff := first
+	for {
+		listening := false
+		err := s.store.ListenChanges(ctx, func() {
+			listening = true
+			s.changes.wakeAll()
+		}, func(c store.Change) {
+			if c.Source != s.instance {
+				s.changes.notify(c.TenantID, c.ID)
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if listening {
+			backoff = first
+		}
+		s.log.Warn("proposal change notifications interrupted; reconnecting", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, most)
+	}
 }
 
 // List returns one page of the tenant's proposals, newest first.

@@ -40,6 +40,7 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	url     string // for connections of their own (change notifications)
 }
 
 // Options tune Open.
@@ -49,6 +50,24 @@ type Options struct {
 	// Clock stamps creation times; nil means models.SystemClock. Operations
 	// whose outcome depends on time take "now" explicitly instead.
 	Clock models.Clock
+	// OnStatement, when set, is called with the SQL of every statement the
+	// store runs through GORM (to count them, e.g. to show that an idle
+	// long-poll reads nothing).
+	OnStatement func(sql string)
+}
+
+// statementHook is a GORM logger that reports every statement to a
+// function and logs nothing.
+type statementHook struct {
+	logger.Interface
+	fn func(string)
+}
+
+func (h statementHook) LogMode(logger.LogLevel) logger.Interface { return h }
+
+func (h statementHook) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	sql, _ := fc()
+	h.fn(sql)
 }
 
 // Open connects to a database named by url: "sqlite://PATH" (PATH may be
@@ -60,6 +79,9 @@ func Open(url string, opts Options) (*Store, error) {
 		SkipDefaultTransaction: true,
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
+	}
+	if opts.OnStatement != nil {
+		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
 	}
 	var (
 		dial    gorm.Dialector
@@ -105,7 +127,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
+	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url}, nil
 }
 
 func sqliteDSN(path string) string {
