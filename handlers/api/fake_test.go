@@ -119,7 +119,7 @@ func (f *fakeProtocol) Get(_ context.Context, tenantID, id string) (*models.Prop
 	return &cp, nil
 }
 
-func (f *fakeProtocol) WaitChange(ctx context.Context, from *models.Proposal, max time.Duration) (*models.Proposal, error) {
+func (f *fakeProtocol) AgentWait(ctx context.Context, _ models.Agent, from *models.Proposal, max time.Duration) (*models.Proposal, error) {
 	f.count("Wait")
 	tenantID, id, since := from.TenantID, from.ID, from.Revision
 	timer := time.NewTimer(max)

@@ -42,6 +42,9 @@ type Config struct {
 	// notifications, not through this. Default 30s; tests with an injected
 	// clock set it short.
 	PollInterval time.Duration
+	// Limits are the default per-agent limits; tenants and agents may have
+	// overrides in the database. The zero value limits nothing.
+	Limits models.Limits
 }
 
 // Service implements the protocol. It is safe for concurrent use, and
@@ -58,6 +61,7 @@ type Service struct {
 	poll     time.Duration
 	changes  *notifier
 	instance string // tells this process's change announcements from others'
+	limits   models.Limits
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -73,7 +77,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
 		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier(),
-		instance: models.NewID("inst")}
+		instance: models.NewID("inst"), limits: cfg.Limits}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -123,9 +127,14 @@ const MaxContext = 4000
 // compute the digest and store it. created=false means an earlier proposal
 // with the same request key and digest was returned instead.
 //
+// A new proposal (not an idempotent retry) spends one of the agent's
+// proposals per minute before the business system is asked, and is refused
+// when the agent already has as many open proposals as its limit allows.
+//
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
-// stored as rejected; Details carries its id), EUnavailable.
+// stored as rejected; Details carries its id), ERateLimited (Details carries
+// "limit" and "retry_after" in seconds), EUnavailable.
 func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
 	tool, ok := s.reg.Tool(in.Tool)
 	if !ok {
@@ -153,6 +162,15 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 			return sameRequest(prev, agent, tool.Name, digest)
 		}
 		if !models.IsCode(err, models.ENotFound) {
+			return nil, false, err
+		}
+	}
+	limits, err := s.AgentLimits(ctx, agent)
+	if err != nil {
+		return nil, false, err
+	}
+	if limits.ProposalsPerMinute > 0 {
+		if err := s.store.TakeProposal(ctx, agent.ID, limits.ProposalsPerMinute, s.clock.Now()); err != nil {
 			return nil, false, err
 		}
 	}
@@ -198,7 +216,7 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 			p.Problems = []models.FieldProblem{{Message: "the business system refused the write"}}
 		}
 	}
-	prev, inserted, err := s.store.CreateProposal(ctx, p)
+	prev, inserted, err := s.store.CreateProposalWithin(ctx, p, limits.OpenProposals)
 	if err != nil {
 		return nil, false, err
 	}
@@ -286,6 +304,38 @@ func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.D
 		return s.Get(ctx, p.TenantID, p.ID)
 	}
 	return s.sleep(ctx, p, changed, release, max)
+}
+
+// AgentWait is WaitChange on behalf of an agent, within the agent's limit of
+// concurrent long-polls, which holds across every instance sharing the
+// database. Errors: ERateLimited when the agent already holds as many as
+// its limit allows, and those of WaitChange.
+func (s *Service) AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
+	if p.TenantID != agent.TenantID {
+		return nil, models.Errorf(models.ENotFound, "no proposal %q", p.ID)
+	}
+	limits, err := s.AgentLimits(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	if limits.ConcurrentWaits > 0 {
+		id, err := s.store.AcquireWait(ctx, agent.ID, limits.ConcurrentWaits, s.clock.Now(), min(max, MaxWait))
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := s.store.ReleaseWait(context.WithoutCancel(ctx), id); err != nil {
+				s.log.Warn("releasing a long-poll slot", "agent", agent.ID, "err", err)
+			}
+		}()
+	}
+	return s.WaitChange(ctx, p, max)
+}
+
+// AgentLimits returns the limits that hold for the agent: the service's
+// defaults with the tenant's and then the agent's overrides applied.
+func (s *Service) AgentLimits(ctx context.Context, agent models.Agent) (models.Limits, error) {
+	return s.store.EffectiveLimits(ctx, agent.TenantID, agent.ID, s.limits)
 }
 
 // sleep holds a long-poll on p until changed is closed and the proposal has

@@ -50,6 +50,11 @@ type instance struct {
 
 func (e *env) instance(poll time.Duration) *instance {
 	e.t.Helper()
+	return e.limitedInstance(poll, models.Limits{})
+}
+
+func (e *env) limitedInstance(poll time.Duration, limits models.Limits) *instance {
+	e.t.Helper()
 	in := &instance{}
 	st, err := store.Open(e.dbURL, store.Options{Clock: e.clock, OnStatement: func(string) { in.statements.Add(1) }})
 	if err != nil {
@@ -58,7 +63,7 @@ func (e *env) instance(poll time.Duration) *instance {
 	e.t.Cleanup(func() { st.Close() })
 	tokens := token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 	in.svc, err = protocol.New(e.ctx, protocol.Config{Store: st, Registry: registry.Demo(), Tokens: tokens,
-		Adapters: e.adapter, Clock: e.clock, ExecutionLease: 10 * time.Second, PollInterval: poll})
+		Adapters: e.adapter, Clock: e.clock, ExecutionLease: 10 * time.Second, PollInterval: poll, Limits: limits})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -112,16 +112,35 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
 func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
+	return s.CreateProposalWithin(ctx, p, 0)
+}
+
+// CreateProposalWithin is CreateProposal that also refuses, with
+// ERateLimited, a proposal awaiting confirmation that would give its agent
+// more than maxOpen such proposals (0: no limit). The count and the insert
+// are one transaction under the lock of the agent's usage row, so
+// concurrent proposals of one agent, on any number of instances, cannot
+// pass the limit together.
+func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, maxOpen int) (existing *models.Proposal, inserted bool, err error) {
 	row, err := proposalToRow(p)
 	if err != nil {
 		return nil, false, models.Wrap(models.EInternal, err, "cannot encode proposal")
 	}
+	capped := maxOpen > 0 && p.Status == models.StatusAwaitingConfirmation
 	err = s.tx(ctx, func(tx *gorm.DB) error {
+		if capped {
+			if err := lockAgent(tx, p.AgentID); err != nil {
+				return err
+			}
+		}
 		ok, err := insertOnce(tx, &row)
 		if err != nil {
 			return err
 		}
 		inserted = ok
+		if ok && capped {
+			return openProposalsLimited(tx, p.AgentID, maxOpen, p.CreatedAt)
+		}
 		return nil
 	})
 	if err != nil {
