@@ -60,6 +60,9 @@ type Config struct {
 	// the clock with its proposal's expiry again (see protocol.Config);
 	// changes wake long-polls through notifications.
 	PollInterval time.Duration
+	// Limits are the default per-agent limits (see protocol.Config); the
+	// zero value limits nothing.
+	Limits models.Limits
 
 	// Secure marks the console's cookies Secure and adds HSTS: set it when
 	// the console is reached over TLS, directly or through a proxy. A
@@ -153,7 +156,7 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval})
+		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Limits: a.cfg.Limits})
 	if err != nil {
 		return err
 	}
