@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/pgtest"
 )
 
 // TestAgentLimits sets limits from the command line on a running server:
@@ -68,5 +70,39 @@ func TestAgentLimits(t *testing.T) {
 	r = invoke(t, nil, "", "agent", "limits", "--tenant", "demo", "--agent", "nobody", "--db", db)
 	if r.err == nil {
 		t.Error("limits of an unknown agent: no error")
+	}
+}
+
+// TestLongPollSeesOtherProcessesOnPostgres: a long-poll held by a server is
+// answered with the decision made by another process (the command line)
+// through the shared PostgreSQL database. Without the change notification
+// it would run to its end and answer 304.
+func TestLongPollSeesOtherProcessesOnPostgres(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DSN(t)
+	a, _, stop := startServer(t, nil, true, "--demo", "--addr", "127.0.0.1:0", "--db", db)
+	defer stop()
+	r := call(t, "POST", a.url+"/api/v1/proposals", a.agentKey,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_1007","amount_minor":5000,"currency":"CNY","reason":"late"}}`, nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("propose: status %d: %s", r.status, r.body)
+	}
+	id, _ := r.json(t)["id"].(string)
+	polled := make(chan httpResult, 1)
+	go func() {
+		r, err := send("GET", a.url+"/api/v1/proposals/"+id+"?wait=60&since=1", a.agentKey, "", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		polled <- r
+	}()
+	time.Sleep(200 * time.Millisecond) // let the long-poll start waiting
+	mustExec(t, nil, a.reviewerPassword+"\n", "review", "approve", id, "--tenant", "demo", "--user", "alice", "--db", db)
+	poll := <-polled
+	if poll.status != http.StatusOK {
+		t.Fatalf("long-poll: status %d, want 200 with the decision: %s", poll.status, poll.body)
+	}
+	if got := poll.json(t)["status"]; got != "confirmed" {
+		t.Errorf("long-poll status = %v, want confirmed", got)
 	}
 }
