@@ -187,10 +187,12 @@ func (e *env) idleWaitWokenBy(a *instance, decider *protocol.Service) {
 	base := a.statements.Load()
 	got := e.waitAsync(a, p)
 	// The long-poll loads the proposal, then falls silent (under the old
-	// per-waiter polling it never did).
+	// per-waiter polling it never did). On SQLite the proposal, written
+	// through another connection, makes the watcher wake it once more
+	// within one watch interval: wait longer than that.
 	e.eventually("the long-poll to load the proposal and go idle", func() bool {
 		n := a.statements.Load()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(store.ForeignWriteInterval + 100*time.Millisecond)
 		return n > base && a.statements.Load() == n
 	})
 	idle := a.statements.Load()
