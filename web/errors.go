@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -71,6 +72,9 @@ func errorHandler(logger *slog.Logger, page errorPage) echo.HTTPErrorHandler {
 		}
 		if c.Response().Committed {
 			return // the handler already answered; nothing more can be sent
+		}
+		if secs, ok := models.RetryAfter(err); ok {
+			c.Response().Header().Set(echo.HeaderRetryAfter, strconv.Itoa(secs))
 		}
 		var werr error
 		switch {

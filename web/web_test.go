@@ -48,8 +48,8 @@ func (f *fakeProtocol) Get(_ context.Context, _, id string) (*models.Proposal, e
 	return f.getFn(id)
 }
 
-func (f *fakeProtocol) Wait(ctx context.Context, tenantID, id string, _ int64, _ time.Duration) (*models.Proposal, error) {
-	return f.Get(ctx, tenantID, id)
+func (f *fakeProtocol) AgentWait(ctx context.Context, _ models.Agent, p *models.Proposal, _ time.Duration) (*models.Proposal, error) {
+	return f.Get(ctx, p.TenantID, p.ID)
 }
 
 func (f *fakeProtocol) List(context.Context, string, protocol.ListQuery) (protocol.Page, error) {
@@ -278,6 +278,26 @@ func TestErrorHandlerFieldsAndDetails(t *testing.T) {
 		t.Fatalf("status = %d, want %d", got, want)
 	}
 	want := `{"error":{"code":"schema_violation","message":"arguments break the schema","fields":[{"pointer":"/amount_minor","message":"must be at least 1"},{"pointer":"/items/0/sku","message":"is required"}],"details":{"tool":"refund_order"}}}` + "\n"
+	if got := string(r.body); got != want {
+		t.Errorf("body =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestRateLimitedSaysWhenToRetry: a rate_limited error is 429 with a
+// Retry-After header of the seconds its details name.
+func TestRateLimitedSaysWhenToRetry(t *testing.T) {
+	f := &fakeProtocol{getFn: func(string) (*models.Proposal, error) {
+		return nil, models.RateLimited("open_proposals", 41500*time.Millisecond, "too many open proposals")
+	}}
+	srv, _ := newServer(t, f)
+	r := get(t, srv, "GET", "/api/v1/proposals/prop_1", authed)
+	if got, want := r.status, http.StatusTooManyRequests; got != want {
+		t.Fatalf("status = %d, want %d", got, want)
+	}
+	if got, want := r.header.Get("Retry-After"), "42"; got != want {
+		t.Errorf("Retry-After = %q, want %q", got, want)
+	}
+	want := `{"error":{"code":"rate_limited","message":"too many open proposals","details":{"limit":"open_proposals","retry_after":42}}}` + "\n"
 	if got := string(r.body); got != want {
 		t.Errorf("body =\n%s\nwant\n%s", got, want)
 	}

@@ -39,6 +39,10 @@ Usage:
                                      create a console user; password on stdin
   countersign agent create --tenant T --name N [--owner USER]
                                      create an agent; prints its API key, once
+  countersign tenant limits --tenant T [--proposals-per-minute N] ...
+  countersign agent limits --tenant T --agent A [--open-proposals N] ...
+                                     show or set per-agent limits for a
+                                     tenant's agents or one agent
   countersign review list --tenant T --user U
   countersign review show PROPOSAL_ID --tenant T --user U
   countersign review approve PROPOSAL_ID --tenant T --user U
@@ -94,11 +98,11 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "migrate":
 		return c.migrate(ctx, rest)
 	case "tenant":
-		return c.group(ctx, "tenant", rest, map[string]func(context.Context, []string) error{"create": c.tenantCreate})
+		return c.group(ctx, "tenant", rest, map[string]func(context.Context, []string) error{"create": c.tenantCreate, "limits": c.tenantLimits})
 	case "user":
 		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate})
 	case "agent":
-		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{"create": c.agentCreate})
+		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{"create": c.agentCreate, "limits": c.agentLimits})
 	case "review":
 		return c.group(ctx, "review", rest, map[string]func(context.Context, []string) error{
 			"list": c.reviewList, "show": c.reviewShow, "approve": c.reviewApprove, "decline": c.reviewDecline})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
 )
 
 // Defaults shared by several commands.
@@ -53,6 +54,9 @@ type serveConfig struct {
 	RPID    string
 	RPName  string
 	Origins listFlag
+
+	// Default per-agent limits.
+	Limits models.Limits
 }
 
 const serveAbout = `
@@ -122,6 +126,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.IntVar(&cfg.HashConcurrency, "password-hash-concurrency", 0, "password hashes that may run at once, each holding its memory cost\n(`N`; the number of CPUs when 0); further sign-ins wait their turn")
 	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
+	limitsFlags(fs, &cfg.Limits)
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
@@ -145,6 +150,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		if clean, err := checkBaseURL(o); err != nil || strings.Count(clean, "/") != 2 {
 			return usagef(cmd.synopsis, "--origin %q: give scheme://host[:port], without a path", o)
 		}
+	}
+	if err := checkLimits(cfg.Limits); err != nil {
+		return usagef(cmd.synopsis, "%v", err)
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
@@ -207,6 +215,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		Origins:         cfg.Origins.values,
 
 		PasswordHashConcurrency: cfg.HashConcurrency,
+		Limits:                  cfg.Limits,
 	})
 	if err != nil {
 		return err

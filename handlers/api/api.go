@@ -29,9 +29,10 @@ type Protocol interface {
 	// Get returns a proposal of the tenant (ENotFound, also for other
 	// tenants' ids).
 	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
-	// Wait returns as soon as the proposal's revision differs from
-	// sinceRevision, or the current proposal when max elapses.
-	Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error)
+	// AgentWait returns a newer revision of p, just loaded, as soon as
+	// there is one, or p when max elapses; ERateLimited when the agent
+	// holds too many long-polls.
+	AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error)
 	// List returns one page of the tenant's proposals.
 	List(ctx context.Context, tenantID string, q protocol.ListQuery) (protocol.Page, error)
 	// Cancel withdraws a proposal on behalf of its agent.

@@ -119,8 +119,9 @@ func (f *fakeProtocol) Get(_ context.Context, tenantID, id string) (*models.Prop
 	return &cp, nil
 }
 
-func (f *fakeProtocol) Wait(ctx context.Context, tenantID, id string, since int64, max time.Duration) (*models.Proposal, error) {
+func (f *fakeProtocol) AgentWait(ctx context.Context, _ models.Agent, from *models.Proposal, max time.Duration) (*models.Proposal, error) {
 	f.count("Wait")
+	tenantID, id, since := from.TenantID, from.ID, from.Revision
 	timer := time.NewTimer(max)
 	defer timer.Stop()
 	for {

@@ -50,7 +50,7 @@ func (h *Handlers) GetProposal(c echo.Context) error {
 	if unchanged(p) && wait > 0 {
 		// When since names an older revision the proposal has already
 		// changed and unchanged is false: no wait.
-		p, err = h.p.Wait(ctx, agent.TenantID, id, p.Revision, wait)
+		p, err = h.p.AgentWait(ctx, agent, p, wait)
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil // the agent went away; nobody to answer

@@ -34,8 +34,9 @@ type PagesProtocol interface {
 	// List returns one page of proposals, newest first (no decisions,
 	// tokens or executions).
 	List(ctx context.Context, tenantID string, q protocol.ListQuery) (protocol.Page, error)
-	// WaitAny returns a channel closed at the next change of any proposal.
-	WaitAny() <-chan struct{}
+	// WaitAny returns a channel closed at the next change of any proposal
+	// of the tenant, and only of that tenant.
+	WaitAny(tenantID string) <-chan struct{}
 	// Confirm records an approval bound to the digest the reviewer saw.
 	Confirm(ctx context.Context, in protocol.ConfirmInput) (*models.Proposal, error)
 	// Decline records a refusal with its reason.

@@ -42,6 +42,7 @@ type env struct {
 	alice    models.User
 	admin    models.User
 	echo     *echo.Echo
+	pages    *console.Pages
 	sessions map[string]*session.Session // by the X-Test-User header
 }
 
@@ -86,6 +87,7 @@ func newEnv(t *testing.T) *env {
 	e.signIn(other, e.newUser(other.ID, "olga", models.RoleAdmin))
 
 	pages := console.NewPages(e.svc, static.New(), e.clock, nil)
+	e.pages = pages
 	ech := echo.New()
 	ech.HTTPErrorHandler = testErrorHandler
 	// Stands in for the session middleware: X-Test-User names who is signed

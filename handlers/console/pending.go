@@ -156,10 +156,13 @@ func (h *Pages) emptyState(c echo.Context) pending.Empty {
 // Events serves GET /events, the server-sent events that keep the pending
 // list live: an event named "proposals" whenever a proposal changes, and a
 // comment every 15 s so that idle connections stay open. It ends when the
-// client goes away. Events carry no data about any proposal: the page
-// re-fetches its rows, which are scoped to the reviewer's tenant.
+// client goes away. Only changes of the reviewer's own tenant send an event,
+// so another tenant's activity is not even visible as timing. Events carry
+// no data about any proposal: the page re-fetches its rows, which are scoped
+// to the reviewer's tenant.
 func (h *Pages) Events(c echo.Context) error {
-	if _, err := signedIn(c); err != nil {
+	sess, err := signedIn(c)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -167,7 +170,7 @@ func (h *Pages) Events(c echo.Context) error {
 	rc := http.NewResponseController(w)
 	// Subscribe before answering, so that no change after the first byte is
 	// missed.
-	changed := h.p.WaitAny()
+	changed := h.p.WaitAny(sess.Tenant.ID)
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set(echo.HeaderCacheControl, "no-store")
 	w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
@@ -192,7 +195,7 @@ func (h *Pages) Events(c echo.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-			changed = h.p.WaitAny()
+			changed = h.p.WaitAny(sess.Tenant.ID)
 			if err := send("event: proposals\ndata: changed\n\n"); err != nil {
 				return nil
 			}

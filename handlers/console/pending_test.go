@@ -279,3 +279,73 @@ func (e *env) wantDecisions(id string, want int) *models.Proposal {
 	}
 	return p
 }
+
+// stream opens the event stream as user and returns its lines.
+func (e *env) stream(ctx context.Context, srv *httptest.Server, user string) <-chan string {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
+	req.Header.Set("X-Test-User", user)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer res.Body.Close()
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return lines
+}
+
+// TestEventsCarryOnlyTheReviewersTenant: a change in one tenant sends an
+// event to that tenant's reviewers and nothing to another tenant's, whose
+// stream shows only heartbeats meanwhile.
+func TestEventsCarryOnlyTheReviewersTenant(t *testing.T) {
+	e := newEnv(t)
+	e.pages.SetHeartbeat(30 * time.Millisecond)
+	srv := httptest.NewServer(e.echo)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	alice, olga := e.stream(ctx, srv, "alice"), e.stream(ctx, srv, "olga")
+	next := func(lines <-chan string) string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			return l
+		case <-ctx.Done():
+			t.Fatal("no line from the event stream")
+		}
+		return ""
+	}
+	for _, lines := range []<-chan string{alice, olga} {
+		if got := next(lines); got != ": connected" {
+			t.Fatalf("first line %q, want the connected comment", got)
+		}
+	}
+	e.refund("ord_1001", 19900)
+	for next(alice) != "event: proposals" {
+	}
+	// Both streams were subscribed before the change; olga's would have
+	// been woken at the same moment as alice's. Three heartbeats later it
+	// still has sent no event.
+	for beats := 0; beats < 3; {
+		switch l := next(olga); {
+		case strings.HasPrefix(l, "event:"):
+			t.Fatalf("a reviewer of another tenant got %q", l)
+		case l == ": heartbeat":
+			beats++
+		}
+	}
+}

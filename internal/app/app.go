@@ -56,9 +56,13 @@ type Config struct {
 	Logger *slog.Logger
 	// ExecutionLease bounds one execution attempt (see protocol.Config).
 	ExecutionLease time.Duration
-	// PollInterval is how often long-polls look for other instances'
-	// changes (see protocol.Config).
+	// PollInterval bounds how long a long-poll sleeps before it compares
+	// the clock with its proposal's expiry again (see protocol.Config);
+	// changes wake long-polls through notifications.
 	PollInterval time.Duration
+	// Limits are the default per-agent limits (see protocol.Config); the
+	// zero value limits nothing.
+	Limits models.Limits
 
 	// Secure marks the console's cookies Secure and adds HSTS: set it when
 	// the console is reached over TLS, directly or through a proxy. A
@@ -160,7 +164,7 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval})
+		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Limits: a.cfg.Limits})
 	if err != nil {
 		return err
 	}
@@ -350,6 +354,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	bg, cancel := context.WithCancel(ctx)
 	var workers sync.WaitGroup
 	workers.Go(func() { a.Protocol.RunBackground(bg, background) })
+	// Other instances' changes wake this one's long-polls (PostgreSQL).
+	workers.Go(func() { a.Protocol.Listen(bg) })
 	workers.Go(func() { a.pruneConsole(bg) })
 	// Stop the background work before returning, so the caller may close
 	// the store right after.

@@ -61,7 +61,7 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	return out, nil
 }
 
@@ -132,7 +132,7 @@ func (s *Service) Decline(ctx context.Context, in DeclineInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	return out, nil
 }
 
@@ -197,6 +197,6 @@ func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID stri
 	if err := s.store.RevokeToken(ctx, admin.TenantID, proposalID, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	s.changes.notify(proposalID)
+	s.changed(ctx, admin.TenantID, proposalID)
 	return s.store.GetProposal(ctx, admin.TenantID, proposalID)
 }

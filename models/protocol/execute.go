@@ -78,7 +78,7 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 		if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
 			return nil, err
 		}
-		s.changes.notify(p.ID)
+		s.changed(ctx, p.TenantID, p.ID)
 		return nil, expiredErr(tok)
 	}
 
@@ -106,7 +106,7 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 			return nil, expiredErr(tok)
 		}
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	return s.attempt(ctx, p, exec)
 }
 
@@ -179,7 +179,7 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 			return nil, err
 		}
 		if ok {
-			s.changes.notify(p.ID)
+			s.changed(ctx, p.TenantID, p.ID)
 			return s.attempt(ctx, p, claimed)
 		}
 	case (e.Status == models.StatusUnknown || e.Status == models.StatusExecuting) && !now.Before(e.LeaseUntil):
@@ -253,7 +253,7 @@ func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execu
 			return nil, err
 		}
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	if done.ErrorCode == string(models.EStateChanged) {
 		return &done, &models.Error{Code: models.EStateChanged,
 			Message: "the target changed after the confirmation; nothing was written and a new proposal is needed",
@@ -304,7 +304,7 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	if err != nil {
 		return err
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 	res, err := ad.Status(actx, p.TenantID, claimed.RequestKey)
@@ -339,7 +339,6 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 			s.log.Warn("sweep", "err", err)
 		} else if n > 0 {
 			s.log.Info("expired proposals", "count", n)
-			s.changes.notify("")
 		}
 		if _, err := s.Reconcile(ctx); err != nil {
 			s.log.Warn("reconcile", "err", err)

@@ -2,13 +2,19 @@ package protocol
 
 import "sync"
 
-// notifier wakes long-polls in this process as soon as a proposal changes.
-// Changes made by other instances are seen by the pollers' periodic check.
+// notifier fans proposal changes out to the long-polls and live lists of
+// this process. Changes made by other instances reach it through the
+// database's change notifications (see Service.Listen).
 type notifier struct {
 	mu    sync.Mutex
-	waits map[string]*waiters
-	any   chan struct{}
+	waits map[ref]*waiters
+	// tenants holds one channel per tenant with listeners, closed at the
+	// next change of any of that tenant's proposals.
+	tenants map[string]chan struct{}
 }
+
+// ref names one proposal of one tenant.
+type ref struct{ tenant, id string }
 
 // waiters share one channel per proposal, closed at its next change; n
 // counts them so that the entry goes when the last one leaves.
@@ -18,46 +24,73 @@ type waiters struct {
 }
 
 func newNotifier() *notifier {
-	return &notifier{waits: map[string]*waiters{}, any: make(chan struct{})}
+	return &notifier{waits: map[ref]*waiters{}, tenants: map[string]chan struct{}{}}
 }
 
-// wait returns a channel closed at the next change of proposal id, and a
-// release the caller must call when it stops waiting.
-func (n *notifier) wait(id string) (<-chan struct{}, func()) {
+// wait returns a channel closed at the next change of the tenant's proposal
+// id, and a release the caller must call when it stops waiting.
+func (n *notifier) wait(tenant, id string) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	w, ok := n.waits[id]
+	k := ref{tenant, id}
+	w, ok := n.waits[k]
 	if !ok {
 		w = &waiters{ch: make(chan struct{})}
-		n.waits[id] = w
+		n.waits[k] = w
 	}
 	w.n++
 	return w.ch, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		w.n--
-		if w.n == 0 && n.waits[id] == w {
-			delete(n.waits, id)
+		if w.n == 0 && n.waits[k] == w {
+			delete(n.waits, k)
 		}
 	}
 }
 
-// waitAny returns a channel closed at the next change of any proposal.
-func (n *notifier) waitAny() <-chan struct{} {
+// waitTenant returns a channel closed at the next change of any proposal of
+// the tenant, and of no other tenant.
+func (n *notifier) waitTenant(tenant string) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.any
+	ch, ok := n.tenants[tenant]
+	if !ok {
+		ch = make(chan struct{})
+		n.tenants[tenant] = ch
+	}
+	return ch
 }
 
-func (n *notifier) notify(id string) {
+// notify wakes the waiters of the tenant's proposal id and the tenant's
+// listeners.
+func (n *notifier) notify(tenant, id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if w, ok := n.waits[id]; ok {
+	if w, ok := n.waits[ref{tenant, id}]; ok {
 		close(w.ch)
-		delete(n.waits, id)
+		delete(n.waits, ref{tenant, id})
 	}
-	close(n.any)
-	n.any = make(chan struct{})
+	if ch, ok := n.tenants[tenant]; ok {
+		close(ch)
+		delete(n.tenants, tenant)
+	}
+}
+
+// wakeAll wakes every waiter and listener once, so that each looks at the
+// database again: after changes may have been missed (the notification
+// connection was lost).
+func (n *notifier) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, w := range n.waits {
+		close(w.ch)
+		delete(n.waits, k)
+	}
+	for t, ch := range n.tenants {
+		close(ch)
+		delete(n.tenants, t)
+	}
 }
 
 // pending reports how many proposals have waiters (for tests).

@@ -36,9 +36,15 @@ type Config struct {
 	// long, and the reconciler leaves the execution alone until it ran out.
 	// Default 30s; keep it above the slowest adapter timeout.
 	ExecutionLease time.Duration
-	// PollInterval is how often long-polls look for changes made by other
-	// instances. Default 500ms.
+	// PollInterval bounds how long a long-poll sleeps before it compares
+	// the clock with its proposal's expiry again (it reads the database only
+	// when the proposal is due). Changes wake long-polls through
+	// notifications, not through this. Default 30s; tests with an injected
+	// clock set it short.
 	PollInterval time.Duration
+	// Limits are the default per-agent limits; tenants and agents may have
+	// overrides in the database. The zero value limits nothing.
+	Limits models.Limits
 }
 
 // Service implements the protocol. It is safe for concurrent use, and
@@ -54,6 +60,8 @@ type Service struct {
 	lease    time.Duration
 	poll     time.Duration
 	changes  *notifier
+	instance string // tells this process's change announcements from others'
+	limits   models.Limits
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -68,7 +76,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
-		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier()}
+		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier(),
+		instance: models.NewID("inst"), limits: cfg.Limits}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -79,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		s.lease = 30 * time.Second
 	}
 	if s.poll <= 0 {
-		s.poll = 500 * time.Millisecond
+		s.poll = 30 * time.Second
 	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.
@@ -118,9 +127,14 @@ const MaxContext = 4000
 // compute the digest and store it. created=false means an earlier proposal
 // with the same request key and digest was returned instead.
 //
+// A new proposal (not an idempotent retry) spends one of the agent's
+// proposals per minute before the business system is asked, and is refused
+// when the agent already has as many open proposals as its limit allows.
+//
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
-// stored as rejected; Details carries its id), EUnavailable.
+// stored as rejected; Details carries its id), ERateLimited (Details carries
+// "limit" and "retry_after" in seconds), EUnavailable.
 func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
 	tool, ok := s.reg.Tool(in.Tool)
 	if !ok {
@@ -148,6 +162,15 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 			return sameRequest(prev, agent, tool.Name, digest)
 		}
 		if !models.IsCode(err, models.ENotFound) {
+			return nil, false, err
+		}
+	}
+	limits, err := s.AgentLimits(ctx, agent)
+	if err != nil {
+		return nil, false, err
+	}
+	if limits.ProposalsPerMinute > 0 {
+		if err := s.store.TakeProposal(ctx, agent.ID, limits.ProposalsPerMinute, s.clock.Now()); err != nil {
 			return nil, false, err
 		}
 	}
@@ -193,14 +216,14 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 			p.Problems = []models.FieldProblem{{Message: "the business system refused the write"}}
 		}
 	}
-	prev, inserted, err := s.store.CreateProposal(ctx, p)
+	prev, inserted, err := s.store.CreateProposalWithin(ctx, p, limits.OpenProposals)
 	if err != nil {
 		return nil, false, err
 	}
 	if !inserted {
 		return sameRequest(prev, agent, tool.Name, digest)
 	}
-	s.changes.notify(p.ID)
+	s.changed(ctx, p.TenantID, p.ID)
 	if p.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
@@ -233,7 +256,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (*models.Proposa
 		if _, err := s.store.ExpireDue(ctx, tenantID, id, s.clock.Now()); err != nil {
 			return nil, err
 		}
-		s.changes.notify(id)
+		s.changed(ctx, tenantID, id)
 		return s.store.GetProposal(ctx, tenantID, id)
 	}
 	return p, nil
@@ -252,60 +275,177 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 
 // Wait returns the proposal as soon as its revision differs from
 // sinceRevision, or when max (capped at MaxWait) elapsed, or when ctx ends.
+// It loads the proposal once, and then again only when it was told of a
+// change (or the proposal's own expiry came): it never polls the database.
 func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error) {
+	// Subscribe before looking, so that a change between the look and the
+	// wait still wakes us.
+	changed, release := s.changes.wait(tenantID, id)
+	p, err := s.Get(ctx, tenantID, id)
+	if err != nil || p.Revision != sinceRevision {
+		release()
+		return p, err
+	}
+	return s.sleep(ctx, p, changed, release, max)
+}
+
+// WaitChange is Wait for a caller that has just loaded p (e.g. to answer a
+// conditional request): it returns a newer revision of p as soon as there is
+// one, or p when max (capped at MaxWait) elapsed or ctx ended. It reads only
+// p's revision before it waits, to see a change made since p was loaded.
+func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
+	changed, release := s.changes.wait(p.TenantID, p.ID)
+	rev, _, err := s.store.ProposalRevision(ctx, p.TenantID, p.ID)
+	if err != nil || rev != p.Revision {
+		release()
+		if err != nil {
+			return nil, err
+		}
+		return s.Get(ctx, p.TenantID, p.ID)
+	}
+	return s.sleep(ctx, p, changed, release, max)
+}
+
+// AgentWait is WaitChange on behalf of an agent, within the agent's limit of
+// concurrent long-polls, which holds across every instance sharing the
+// database. Errors: ERateLimited when the agent already holds as many as
+// its limit allows, and those of WaitChange.
+func (s *Service) AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
+	if p.TenantID != agent.TenantID {
+		return nil, models.Errorf(models.ENotFound, "no proposal %q", p.ID)
+	}
+	limits, err := s.AgentLimits(ctx, agent)
+	if err != nil {
+		return nil, err
+	}
+	if limits.ConcurrentWaits > 0 {
+		id, err := s.store.AcquireWait(ctx, agent.ID, limits.ConcurrentWaits, s.clock.Now(), min(max, MaxWait))
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := s.store.ReleaseWait(context.WithoutCancel(ctx), id); err != nil {
+				s.log.Warn("releasing a long-poll slot", "agent", agent.ID, "err", err)
+			}
+		}()
+	}
+	return s.WaitChange(ctx, p, max)
+}
+
+// AgentLimits returns the limits that hold for the agent: the service's
+// defaults with the tenant's and then the agent's overrides applied.
+func (s *Service) AgentLimits(ctx context.Context, agent models.Agent) (models.Limits, error) {
+	return s.store.EffectiveLimits(ctx, agent.TenantID, agent.ID, s.limits)
+}
+
+// sleep holds a long-poll on p until changed is closed and the proposal has
+// a new revision, p falls due for expiry, max elapses or ctx ends. release
+// ends the subscription behind changed.
+func (s *Service) sleep(ctx context.Context, p *models.Proposal, changed <-chan struct{}, release func(),
+	max time.Duration) (*models.Proposal, error) {
+	defer func() { release() }()
 	if max > MaxWait {
 		max = MaxWait
 	}
 	deadline := time.NewTimer(max)
 	defer deadline.Stop()
-	tick := time.NewTicker(s.poll)
-	defer tick.Stop()
-	p, err := s.Get(ctx, tenantID, id)
-	if err != nil || p.Revision != sinceRevision {
-		return p, err
-	}
 	for {
-		// Subscribe before looking, so a change between the look and the
-		// wait still wakes us. The periodic look is the cheap revision
-		// read; the whole proposal is loaded only when something changed
-		// or its time ran out.
-		done, p2, err := s.waitOnce(ctx, tenantID, id, sinceRevision, p, tick.C, deadline.C)
-		if done || err != nil {
-			return p2, err
+		recheck := time.NewTimer(s.recheckAfter(p))
+		select {
+		case <-changed:
+		case <-recheck.C:
+			if !s.due(p, s.clock.Now()) {
+				continue // no database read: nothing can have changed unseen
+			}
+		case <-deadline.C:
+			recheck.Stop()
+			return p, nil
+		case <-ctx.Done():
+			recheck.Stop()
+			return p, nil
 		}
-		p = p2
+		recheck.Stop()
+		// Subscribe again before loading, for the same reason as in Wait.
+		release()
+		changed, release = s.changes.wait(p.TenantID, p.ID)
+		q, err := s.Get(ctx, p.TenantID, p.ID)
+		if err != nil || q.Revision != p.Revision {
+			return q, err
+		}
+		p = q
 	}
 }
 
-// waitOnce looks once and then sleeps until a wake-up; done reports that
-// Wait should return p.
-func (s *Service) waitOnce(ctx context.Context, tenantID, id string, since int64, p *models.Proposal,
-	tick, deadline <-chan time.Time) (done bool, _ *models.Proposal, _ error) {
-	changed, release := s.changes.wait(id)
-	defer release()
-	rev, _, err := s.store.ProposalRevision(ctx, tenantID, id)
-	if err != nil {
-		return true, nil, err
+// recheckAfter is how long a long-poll on p sleeps before it compares the
+// clock with p's own expiry again: until that expiry, but at most the
+// recheck interval (an injected clock does not move with real time).
+func (s *Service) recheckAfter(p *models.Proposal) time.Duration {
+	var at time.Time
+	switch {
+	case p.Status == models.StatusAwaitingConfirmation:
+		at = p.ExpiresAt
+	case p.Status == models.StatusConfirmed && p.Token != nil && p.Token.Status == models.TokenIssued:
+		at = p.Token.ExpiresAt
+	default:
+		return s.poll
 	}
-	if rev != since || s.due(p, s.clock.Now()) {
-		if p, err = s.Get(ctx, tenantID, id); err != nil || p.Revision != since {
-			return true, p, err
-		}
-	}
-	select {
-	case <-changed:
-	case <-tick:
-	case <-deadline:
-		return true, p, nil
-	case <-ctx.Done():
-		return true, p, nil
-	}
-	return false, p, nil
+	return min(max(at.Sub(s.clock.Now()), time.Millisecond), s.poll)
 }
 
-// WaitAny returns a channel closed at the next change this process makes to
-// any proposal (the console's live list listens to it).
-func (s *Service) WaitAny() <-chan struct{} { return s.changes.waitAny() }
+// WaitAny returns a channel closed at the next change of any proposal of the
+// tenant (the console's live list listens to it). Changes of other tenants'
+// proposals never close it.
+func (s *Service) WaitAny(tenantID string) <-chan struct{} { return s.changes.waitTenant(tenantID) }
+
+// changed tells the waiters of a proposal that it changed: those of this
+// process at once, those of other instances through the database.
+func (s *Service) changed(ctx context.Context, tenantID, id string) {
+	s.changes.notify(tenantID, id)
+	c := store.Change{Source: s.instance, TenantID: tenantID, ID: id}
+	if err := s.store.Announce(context.WithoutCancel(ctx), c); err != nil {
+		// The change is committed; other instances' waiters see it at
+		// their deadline or at the listener's next reconnection.
+		s.log.Warn("announcing a proposal change", "proposal", id, "err", err)
+	}
+}
+
+// Listen feeds changes made by other instances to this process's waiters
+// until ctx ends. On PostgreSQL it LISTENs on one connection of its own and
+// wakes exactly the waiters of each announced proposal; when the connection
+// is lost it reconnects with backoff and then wakes every waiter once, since
+// changes may have been missed meanwhile. On SQLite it watches for writes by
+// other processes (the command line) and wakes every waiter once after each.
+// Run it beside the server.
+func (s *Service) Listen(ctx context.Context) {
+	const first, most = 100 * time.Millisecond, 10 * time.Second
+	backoff := first
+	for {
+		listening := false
+		err := s.store.ListenChanges(ctx, func() {
+			listening = true
+			s.changes.wakeAll()
+		}, func(c store.Change) {
+			if c.Source != s.instance {
+				s.changes.notify(c.TenantID, c.ID)
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if listening {
+			backoff = first
+		}
+		s.log.Warn("proposal change notifications interrupted; reconnecting", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, most)
+	}
+}
 
 // List returns one page of the tenant's proposals, newest first.
 func (s *Service) List(ctx context.Context, tenantID string, q ListQuery) (Page, error) {
@@ -328,14 +468,18 @@ func (s *Service) Cancel(ctx context.Context, agent models.Agent, id string) (*m
 	if err := s.store.Cancel(ctx, agent.TenantID, agent.ID, id, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	s.changes.notify(id)
+	s.changed(ctx, agent.TenantID, id)
 	return s.store.GetProposal(ctx, agent.TenantID, id)
 }
 
 // Sweep expires every proposal and token whose time ran out and returns how
 // many proposals it expired.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	return s.store.ExpireDue(ctx, "", "", s.clock.Now())
+	refs, err := s.store.ExpireDueRefs(ctx, "", "", s.clock.Now())
+	for _, r := range refs {
+		s.changed(ctx, r.TenantID, r.ID)
+	}
+	return len(refs), err
 }
 
 // adapterErr passes domain errors through and makes anything else from an

@@ -226,3 +226,12 @@ func (s *Store) AgentByID(ctx context.Context, tenantID, id string) (models.Agen
 	}
 	return row.model(), nil
 }
+
+// AgentByName returns the tenant's agent of that name, or ENotFound.
+func (s *Store) AgentByName(ctx context.Context, tenantID, name string) (models.Agent, error) {
+	var row agentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error; err != nil {
+		return models.Agent{}, notFound(err, "no agent %q", name)
+	}
+	return row.model(), nil
+}

@@ -113,16 +113,35 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
 func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
+	return s.CreateProposalWithin(ctx, p, 0)
+}
+
+// CreateProposalWithin is CreateProposal that also refuses, with
+// ERateLimited, a proposal awaiting confirmation that would give its agent
+// more than maxOpen such proposals (0: no limit). The count and the insert
+// are one transaction under the lock of the agent's usage row, so
+// concurrent proposals of one agent, on any number of instances, cannot
+// pass the limit together.
+func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, maxOpen int) (existing *models.Proposal, inserted bool, err error) {
 	row, err := proposalToRow(p)
 	if err != nil {
 		return nil, false, models.Wrap(models.EInternal, err, "cannot encode proposal")
 	}
+	capped := maxOpen > 0 && p.Status == models.StatusAwaitingConfirmation
 	err = s.tx(ctx, func(tx *gorm.DB) error {
+		if capped {
+			if err := lockAgent(tx, p.AgentID); err != nil {
+				return err
+			}
+		}
 		ok, err := insertOnce(tx, &row)
 		if err != nil {
 			return err
 		}
 		inserted = ok
+		if ok && capped {
+			return openProposalsLimited(tx, p.AgentID, maxOpen, p.CreatedAt)
+		}
 		return nil
 	})
 	if err != nil {
@@ -382,6 +401,12 @@ func explainNotAwaiting(tx *gorm.DB, tenantID, id, agentID string, now time.Time
 	return models.Errorf(models.EInvalidState, "the proposal is %s, not awaiting confirmation", st)
 }
 
+// ProposalRef names one proposal of one tenant.
+type ProposalRef struct {
+	TenantID string
+	ID       string
+}
+
 // ExpireDue moves what has run out of time to expired, atomically per row:
 // proposals still awaiting confirmation whose window closed, and confirmed
 // proposals whose token was never redeemed before its expiry (the token
@@ -389,20 +414,32 @@ func explainNotAwaiting(tx *gorm.DB, tenantID, id, agentID string, now time.Time
 // expire-on-read path); with "" it sweeps the whole database. It returns how
 // many proposals it expired.
 func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now time.Time) (int, error) {
-	n := 0
+	refs, err := s.ExpireDueRefs(ctx, tenantID, proposalID, now)
+	return len(refs), err
+}
+
+// ExpireDueRefs is ExpireDue returning the proposals it expired, so that
+// their waiters can be told.
+func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, now time.Time) ([]ProposalRef, error) {
+	var out []ProposalRef
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		n = 0
-		q := tx.Model(&proposalRow{}).
-			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
+		out = out[:0]
+		sql := "UPDATE proposals SET status = ?, revision = revision + 1, updated_at = ? WHERE status = ? AND expires_at <= ?"
+		args := []any{string(models.StatusExpired), ms(now), string(models.StatusAwaitingConfirmation), ms(now)}
 		if proposalID != "" {
-			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
+			sql += " AND tenant_id = ? AND id = ?"
+			args = append(args, tenantID, proposalID)
 		}
-		res := q.Updates(map[string]any{"status": string(models.StatusExpired),
-			"revision": gorm.Expr("revision + 1"), "updated_at": ms(now)})
-		if res.Error != nil {
-			return res.Error
+		var moved []struct {
+			ID       string
+			TenantID string
 		}
-		n += int(res.RowsAffected)
+		if err := tx.Raw(sql+" RETURNING id, tenant_id", args...).Scan(&moved).Error; err != nil {
+			return err
+		}
+		for _, m := range moved {
+			out = append(out, ProposalRef{TenantID: m.TenantID, ID: m.ID})
+		}
 
 		// Tokens first, then the proposals whose token this statement moved:
 		// a token consumed concurrently is no longer 'issued' and is left
@@ -430,12 +467,15 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 				return err
 			}
 			if ok {
-				n++
+				out = append(out, ProposalRef{TenantID: t.TenantID, ID: t.ProposalID})
 			}
 		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ProposalByRequestKey returns the tenant's proposal with that request key,

@@ -40,6 +40,7 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	url     string // for connections of their own (change notifications)
 	// read serves reads that need no lock: on SQLite its own small pool of
 	// query-only connections (WAL lets them read while the one writer
 	// writes), so a slow list never queues the writes behind it; on
@@ -55,6 +56,24 @@ type Options struct {
 	// Clock stamps creation times; nil means models.SystemClock. Operations
 	// whose outcome depends on time take "now" explicitly instead.
 	Clock models.Clock
+	// OnStatement, when set, is called with the SQL of every statement the
+	// store runs through GORM (to count them, e.g. to show that an idle
+	// long-poll reads nothing).
+	OnStatement func(sql string)
+}
+
+// statementHook is a GORM logger that reports every statement to a
+// function and logs nothing.
+type statementHook struct {
+	logger.Interface
+	fn func(string)
+}
+
+func (h statementHook) LogMode(logger.LogLevel) logger.Interface { return h }
+
+func (h statementHook) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	sql, _ := fc()
+	h.fn(sql)
 }
 
 // Open connects to a database named by url: "sqlite://PATH" (PATH may be
@@ -66,6 +85,9 @@ func Open(url string, opts Options) (*Store, error) {
 		SkipDefaultTransaction: true,
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
+	}
+	if opts.OnStatement != nil {
+		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
 	}
 	var (
 		dial    gorm.Dialector
@@ -111,7 +133,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, read: db, readDB: sqlDB}
+	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
 		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {
