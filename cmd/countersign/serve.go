@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/models/protocol"
 )
 
 // Defaults shared by several commands.
@@ -37,6 +38,10 @@ type serveConfig struct {
 	Issuer   string
 	Audience string
 	LogLevel slog.Level
+
+	// Executions.
+	ExecutionLease time.Duration
+	LeaseMargin    time.Duration
 
 	// Console sessions.
 	Secure          bool
@@ -109,6 +114,10 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` of this server, used in Location headers;\nhttp://ADDRESS once listening when empty (set it when clients reach the server\nthrough another name, a proxy or TLS)")
 	tokenFlags(fs, &cfg.Issuer, &cfg.Audience)
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+	fs.DurationVar(&cfg.ExecutionLease, "execution-lease", protocol.DefaultExecutionLease,
+		"longest lease one execution attempt may hold: each tool's lease is its adapter\ntimeout plus --lease-margin, and a registry whose tool needs more is refused at start")
+	fs.DurationVar(&cfg.LeaseMargin, "lease-margin", protocol.DefaultLeaseMargin,
+		"time on top of an adapter's timeout to record an execution's outcome")
 	fs.BoolVar(&cfg.Secure, "secure", false, "serve behind TLS: Secure cookies and HSTS (implied by an https --base-url)")
 	fs.StringVar(&cfg.CookieHashKey, "cookie-hash-key", "", "console cookie authentication key, `BASE64` of at least 32 bytes;\nkept in the database when empty (give both keys or neither)")
 	fs.StringVar(&cfg.CookieBlockKey, "cookie-block-key", "", "console cookie encryption key, `BASE64` of 16, 24 or 32 bytes")
@@ -132,6 +141,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		if cfg.BaseURL, err = checkBaseURL(cfg.BaseURL); err != nil {
 			return usagef(cmd.synopsis, "--base-url: %v", err)
 		}
+	}
+	if cfg.ExecutionLease <= 0 || cfg.LeaseMargin <= 0 || cfg.LeaseMargin >= cfg.ExecutionLease {
+		return usagef(cmd.synopsis, "--execution-lease and --lease-margin must be positive, the margin shorter than the lease")
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
 		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
@@ -190,6 +202,8 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		Audience:        cfg.Audience,
 		Getenv:          c.getenv,
 		Logger:          logger,
+		ExecutionLease:  cfg.ExecutionLease,
+		LeaseMargin:     cfg.LeaseMargin,
 		Secure:          cfg.Secure,
 		CookieHashKey:   hashKey,
 		CookieBlockKey:  blockKey,

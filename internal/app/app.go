@@ -54,8 +54,10 @@ type Config struct {
 	Clock models.Clock
 	// Logger receives logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// ExecutionLease bounds one execution attempt (see protocol.Config).
-	ExecutionLease time.Duration
+	// ExecutionLease is the longest lease an execution attempt may hold, and
+	// LeaseMargin the time on top of an adapter's timeout to record the
+	// outcome (see protocol.Config); protocol's defaults when zero.
+	ExecutionLease, LeaseMargin time.Duration
 	// PollInterval is how often long-polls look for other instances'
 	// changes (see protocol.Config).
 	PollInterval time.Duration
@@ -152,7 +154,7 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval})
+		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval})
 	if err != nil {
 		return err
 	}

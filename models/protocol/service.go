@@ -32,14 +32,34 @@ type Config struct {
 	Adapters map[string]models.Adapter
 	Clock    models.Clock
 	Logger   *slog.Logger
-	// ExecutionLease bounds one execution attempt: the adapter call gets this
-	// long, and the reconciler leaves the execution alone until it ran out.
-	// Default 30s; keep it above the slowest adapter timeout.
+	// ExecutionLease is the longest lease one execution attempt may hold.
+	// Each tool's lease is derived from its adapter: the adapter's own
+	// timeout (models.TimedAdapter, else DefaultAdapterTimeout) plus
+	// LeaseMargin, so the lease always outlasts the attempt and the
+	// reconciler never re-sends a write that is still in flight. New refuses
+	// a registry whose tool would need a longer lease. Default
+	// DefaultExecutionLease.
 	ExecutionLease time.Duration
+	// LeaseMargin is the time on top of an adapter's timeout to record the
+	// outcome. Default DefaultLeaseMargin.
+	LeaseMargin time.Duration
 	// PollInterval is how often long-polls look for changes made by other
 	// instances. Default 500ms.
 	PollInterval time.Duration
 }
+
+// Lease defaults (see Config).
+const (
+	// DefaultExecutionLease is the longest lease an attempt may hold unless
+	// configured: a registry's largest adapter timeout (5m) plus margin fits.
+	DefaultExecutionLease = 6 * time.Minute
+	// DefaultLeaseMargin is the time to record an outcome after the adapter
+	// answered or timed out.
+	DefaultLeaseMargin = 5 * time.Second
+	// DefaultAdapterTimeout bounds a call to an adapter that does not say
+	// its own timeout (the in-process demo ledger).
+	DefaultAdapterTimeout = 5 * time.Second
+)
 
 // Service implements the protocol. It is safe for concurrent use, and
 // several instances over one PostgreSQL database are correct together: every
@@ -51,7 +71,10 @@ type Service struct {
 	adapters map[string]models.Adapter
 	clock    models.Clock
 	log      *slog.Logger
-	lease    time.Duration
+	// timeouts bounds each tool's adapter call; the lease of an attempt is
+	// the timeout plus margin.
+	timeouts map[string]time.Duration
+	margin   time.Duration
 	poll     time.Duration
 	changes  *notifier
 }
@@ -68,15 +91,31 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
-		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier()}
+		clock: cfg.Clock, log: cfg.Logger, margin: cfg.LeaseMargin, poll: cfg.PollInterval, changes: newNotifier()}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.lease <= 0 {
-		s.lease = 30 * time.Second
+	if s.margin <= 0 {
+		s.margin = DefaultLeaseMargin
+	}
+	maxLease := cfg.ExecutionLease
+	if maxLease <= 0 {
+		maxLease = DefaultExecutionLease
+	}
+	s.timeouts = map[string]time.Duration{}
+	for _, t := range cfg.Registry.Tools() {
+		timeout := DefaultAdapterTimeout
+		if ta, ok := cfg.Adapters[t.Name].(models.TimedAdapter); ok && ta.Timeout() > 0 {
+			timeout = ta.Timeout()
+		}
+		if timeout+s.margin > maxLease {
+			return nil, fmt.Errorf("protocol: tool %s: its adapter timeout %s plus the lease margin %s exceeds the longest execution lease %s; "+
+				"lower the tool's timeout or raise the execution lease", t.Name, timeout, s.margin, maxLease)
+		}
+		s.timeouts[t.Name] = timeout
 	}
 	if s.poll <= 0 {
 		s.poll = 500 * time.Millisecond

@@ -141,6 +141,20 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 	return out, ok, err
 }
 
+// ExtendLease moves the lease of the attempt numbered attempt to
+// leaseUntil, atomically and only while that attempt still owns the
+// execution (status executing, same attempt count). ok=false means another
+// attempt took it over or it settled.
+func (s *Store) ExtendLease(ctx context.Context, tenantID, id string, attempt int, leaseUntil time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&executionRow{}).
+		Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt).
+		Update("lease_until", ms(leaseUntil))
+	if res.Error != nil {
+		return false, dbErr(res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
 // Outcome is the result of one execution attempt.
 type Outcome struct {
 	Status       models.Status // succeeded, failed_terminal, failed_retryable or unknown
