@@ -27,7 +27,11 @@ import (
 // Errors: EInvalidSignature, EAudienceMismatch, ETenantMismatch,
 // ESubjectMismatch, ENotFound, EOperationMismatch, EArgsMismatch,
 // EUnknownToken, ETokenExpired, ERevoked, EAlreadyConsumed, EStateChanged,
-// EIdempotencyKeyReuse, EUnavailable.
+// EIdempotencyKeyReuse, EUnavailable (nothing was consumed),
+// EOutcomeUncertain (the database failed while consuming and it cannot be
+// told whether it did; presenting the same token again is safe). Once the
+// token is consumed, the execution is returned, whatever happens after
+// (EStateChanged aside, which carries it in Details).
 func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
 	c, err := s.tokens.Verify(ctx, compact)
 	if err != nil {

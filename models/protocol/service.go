@@ -159,7 +159,10 @@ const MaxContext = 4000
 //
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
-// stored as rejected; Details carries its id), EUnavailable.
+// stored as rejected; Details carries its id), EUnavailable (nothing was
+// stored), EOutcomeUncertain (the database failed at commit and it cannot
+// be told whether the proposal was stored; Details carries the request_key
+// to retry with).
 func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
 	tool, ok := s.reg.Tool(in.Tool)
 	if !ok {
@@ -233,6 +236,13 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 		}
 	}
 	prev, inserted, err := s.store.CreateProposal(ctx, p)
+	if models.IsCode(err, models.EOutcomeUncertain) {
+		// The agent learns the key to retry with, also when it sent none:
+		// a retry with it finds the proposal if it was stored.
+		return nil, false, &models.Error{Code: models.EOutcomeUncertain,
+			Message: "the proposal may or may not have been stored; retry with the same request_key (details.request_key)",
+			Details: map[string]any{"request_key": p.RequestKey, "proposal_id": p.ID}, Err: err}
+	}
 	if err != nil {
 		return nil, false, err
 	}

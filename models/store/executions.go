@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -103,10 +104,34 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		consumed = true
 		return nil
 	})
+	if commitUncertain(err) {
+		return s.consumedAfterAll(ctx, c, row, err)
+	}
 	if err != nil || !consumed {
 		return models.Execution{}, false, err
 	}
 	return row.model(), true, nil
+}
+
+// consumedAfterAll settles a consumption whose commit failed by reading the
+// token back: consumed for this execution means the commit went through;
+// consumed for another, revoked or expired means someone else's change
+// stands (consumed=false). A token still issued, or one that cannot be
+// read, is EOutcomeUncertain: the commit may yet land, and presenting the
+// same token again is safe.
+func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRow, cause error) (models.Execution, bool, error) {
+	var tok tokenRow
+	rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND jti = ?", c.TenantID, c.JTI).Take(&tok).Error
+	switch {
+	case rerr != nil:
+		cause = errors.Join(cause, rerr)
+	case tok.Status == string(models.TokenConsumed) && tok.ExecutionID != nil && *tok.ExecutionID == row.ID:
+		return row.model(), true, nil
+	case tok.Status != string(models.TokenIssued):
+		return models.Execution{}, false, nil
+	}
+	return models.Execution{}, false, models.Wrap(models.EOutcomeUncertain, cause,
+		"the database failed while redeeming the token, which may or may not have been redeemed; retry with the same token")
 }
 
 // ClaimExecution takes an execution for one more attempt, atomically: it

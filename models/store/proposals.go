@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,6 +112,12 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 // a proposal with the same request key, nothing is written and the existing
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
+//
+// When the connection fails during the commit, it reads back under the
+// request key what is stored, and answers from that; only when that read
+// fails too, or finds nothing (the commit may still be in flight on the
+// server), it returns EOutcomeUncertain: retrying with the same request key
+// is then safe.
 func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
 	row, err := proposalToRow(p)
 	if err != nil {
@@ -124,6 +131,19 @@ func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existin
 		inserted = ok
 		return nil
 	})
+	if commitUncertain(err) {
+		var stored proposalRow
+		rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&stored).Error
+		switch {
+		case rerr == nil && stored.ID == p.ID:
+			return nil, true, nil
+		case rerr == nil:
+			inserted, err = false, nil
+		default:
+			return nil, false, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+				"the database failed while storing the proposal, which may or may not have been stored; retry with the same request_key")
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}

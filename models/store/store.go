@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,6 +50,10 @@ type Options struct {
 	// Clock stamps creation times; nil means models.SystemClock. Operations
 	// whose outcome depends on time take "now" explicitly instead.
 	Clock models.Clock
+	// WrapDriver, when set, wraps the database/sql driver every connection
+	// is opened with. Fault-injection tests use it to make a commit fail as
+	// a dropped connection does (see internal/dbfault); nil in production.
+	WrapDriver func(driver.Driver) driver.Driver
 }
 
 // Open connects to a database named by url: "sqlite://PATH" (PATH may be
@@ -68,12 +73,26 @@ func Open(url string, opts Options) (*Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		dial, dialect = postgres.Open(url), Postgres
+		if opts.WrapDriver != nil {
+			conn, err := wrappedDB("pgx", url, opts.WrapDriver)
+			if err != nil {
+				return nil, err
+			}
+			dial = postgres.New(postgres.Config{Conn: conn})
+		}
 	case strings.HasPrefix(url, "sqlite://"), strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
 		if path == "" {
 			return nil, models.Errorf(models.EInvalidRequest, "sqlite URL needs a path, e.g. sqlite://./countersign.db")
 		}
 		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
+		if opts.WrapDriver != nil {
+			conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.WrapDriver)
+			if err != nil {
+				return nil, err
+			}
+			dial = &sqlite.Dialector{DriverName: sqlite.DriverName, DSN: sqliteDSN(path), Conn: conn}
+		}
 	default:
 		return nil, models.Errorf(models.EInvalidRequest, "database URL must start with sqlite:// or postgres://")
 	}
@@ -107,6 +126,27 @@ func Open(url string, opts Options) (*Store, error) {
 	}
 	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
 }
+
+// wrappedDB opens a pool whose connections come from the registered
+// driver name, wrapped by wrap.
+func wrappedDB(name, dsn string, wrap func(driver.Driver) driver.Driver) (*sql.DB, error) {
+	probe, err := sql.Open(name, dsn)
+	if err != nil {
+		return nil, models.Wrap(models.EUnavailable, err, "cannot open the database")
+	}
+	d := probe.Driver()
+	probe.Close()
+	return sql.OpenDB(connector{d: wrap(d), dsn: dsn}), nil
+}
+
+// connector opens connections of a driver to one data source.
+type connector struct {
+	d   driver.Driver
+	dsn string
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c connector) Driver() driver.Driver                        { return c.d }
 
 func sqliteDSN(path string) string {
 	if path == ":memory:" {
@@ -156,12 +196,40 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	return applied, nil
 }
 
+// ErrCommitUncertain is in the chain of an EUnavailable error when the
+// database failed while committing: the connection dropped after COMMIT was
+// sent, so the transaction may or may not have been applied. Methods whose
+// callers need to know (CreateProposal, ConsumeToken) resolve it by reading
+// back what is stored, or return EOutcomeUncertain.
+var ErrCommitUncertain = errors.New("the outcome of the commit is unknown")
+
 // tx runs fn in one transaction. Domain errors returned by fn roll back and
-// pass through unchanged; database errors become EUnavailable.
-func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	err := s.db.WithContext(ctx).Transaction(fn)
-	return dbErr(err)
+// pass through unchanged; database errors become EUnavailable, and a failed
+// commit also carries ErrCommitUncertain.
+func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
+	tx := s.db.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return dbErr(tx.Error)
+	}
+	done := false
+	defer func() {
+		if !done {
+			// fn failed or panicked: nothing of it may stay.
+			tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return dbErr(err)
+	}
+	done = true
+	if err := tx.Commit().Error; err != nil {
+		return models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
+	}
+	return nil
 }
+
+// commitUncertain reports whether err is a failed commit.
+func commitUncertain(err error) bool { return errors.Is(err, ErrCommitUncertain) }
 
 // dbErr passes domain errors and nil through and turns anything else from
 // the database into EUnavailable (nothing was committed).

@@ -1,0 +1,177 @@
+package protocol_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/countersign/countersign/internal/dbfault"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/token"
+)
+
+// faultEnv is the demo environment with the service's store opened through
+// a driver whose commits the returned injector can make fail.
+func faultEnv(t *testing.T, kind string) (*env, *dbfault.Injector) {
+	t.Helper()
+	e := newEnv(t, kind, nil)
+	in := &dbfault.Injector{}
+	st, err := store.Open(e.dbURL, store.Options{Clock: e.clock, WrapDriver: in.Wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.store, e.ledger = st, st.DemoLedger()
+	e.tokens = token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
+	reg := registry.Demo()
+	for _, tool := range reg.Tools() {
+		e.adapter[tool.Name] = e.ledger
+	}
+	e.svc = e.newService(reg)
+	return e, in
+}
+
+// proposalCount counts the tenant's proposals.
+func (e *env) proposalCount() int {
+	e.t.Helper()
+	n, cursor := 0, ""
+	for {
+		page, err := e.svc.List(e.ctx, e.tenant, protocol.ListQuery{Cursor: cursor, Limit: 100})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		n += len(page.Items)
+		if page.Next == "" {
+			return n
+		}
+		cursor = page.Next
+	}
+}
+
+// The connection drops at the commit of a new proposal. When the commit
+// went through, propose answers the stored proposal; when it did not, it
+// answers outcome_uncertain with the request key to retry with, and the
+// retry creates exactly one proposal. With or without a key of the agent's.
+func TestProposeWhenTheCommitFails(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, faults := faultEnv(t, kind)
+		for _, key := range []string{"refund-1001-a", ""} {
+			// After the commit: the answer is the proposal, created.
+			faults.Arm(dbfault.AfterCommit, "insert into proposals")
+			before := e.proposalCount()
+			p, created, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order",
+				Arguments: refundArgs("ord_1001", 1200), RequestKey: key})
+			if err != nil || !created {
+				t.Fatalf("key %q, committed then lost: created=%v err=%v", key, created, err)
+			}
+			if faults.Fired() == 0 {
+				t.Fatal("no fault was injected")
+			}
+			if got, err := e.svc.Get(e.ctx, e.tenant, p.ID); err != nil || got.Status != models.StatusAwaitingConfirmation {
+				t.Fatalf("stored proposal: %v %v", got, err)
+			}
+			if got, want := e.proposalCount(), before+1; got != want {
+				t.Fatalf("proposals = %d, want %d", got, want)
+			}
+
+			// Before the commit: uncertain, and the retry the README
+			// prescribes (same request key, the one in details) makes one.
+			faults.Arm(dbfault.BeforeCommit, "insert into proposals")
+			args := refundArgs("ord_1002", 800)
+			k2 := key
+			if k2 != "" {
+				k2 += "-b"
+			}
+			_, _, err = e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args, RequestKey: k2})
+			wantCode(t, err, models.EOutcomeUncertain)
+			var me *models.Error
+			if !asError(err, &me) || me.Details["request_key"] == "" {
+				t.Fatalf("outcome_uncertain without a request_key to retry with: %v", err)
+			}
+			retryKey := me.Details["request_key"].(string)
+			if k2 != "" && retryKey != k2 {
+				t.Fatalf("retry key = %q, want the agent's %q", retryKey, k2)
+			}
+			p2, _, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args, RequestKey: retryKey})
+			if err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			again, created, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args, RequestKey: retryKey})
+			if err != nil || created || again.ID != p2.ID {
+				t.Fatalf("second retry: created=%v err=%v id %s vs %s", created, err, again.ID, p2.ID)
+			}
+			if got, want := e.proposalCount(), before+2; got != want {
+				t.Fatalf("proposals = %d, want %d (a duplicate was created)", got, want)
+			}
+		}
+	})
+}
+
+// The connection drops at the commit that consumes the token. After the
+// commit the execute goes on and writes once; before it, the answer is
+// outcome_uncertain and presenting the same token again writes once.
+func TestExecuteWhenTheConsumeCommitFails(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, faults := faultEnv(t, kind)
+		refunded := e.order("ord_1001").RefundedMinor
+
+		p := e.confirm(e.propose("ord_1001", 500))
+		faults.Arm(dbfault.AfterCommit, "update tokens")
+		ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		if err != nil || ex.Status != models.StatusSucceeded {
+			t.Fatalf("committed then lost: %+v %v", ex, err)
+		}
+		if faults.Fired() != 1 {
+			t.Fatalf("faults fired = %d, want 1", faults.Fired())
+		}
+
+		p = e.confirm(e.propose("ord_1001", 300))
+		faults.Arm(dbfault.BeforeCommit, "update tokens")
+		_, err = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		wantCode(t, err, models.EOutcomeUncertain)
+		ex, err = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		if err != nil || ex.Status != models.StatusSucceeded {
+			t.Fatalf("retry with the same token: %+v %v", ex, err)
+		}
+		_, err = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		wantCode(t, err, models.EAlreadyConsumed)
+		if got, want := e.order("ord_1001").RefundedMinor, refunded+800; got != want {
+			t.Fatalf("refunded = %d, want %d", got, want)
+		}
+	})
+}
+
+// The business system answered but recording its answer fails: the token
+// is consumed, so execute answers the execution (still executing), not an
+// error; the reconciler settles it from the business system's record
+// without a second write.
+func TestExecuteWhenRecordingTheOutcomeFails(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, faults := faultEnv(t, kind)
+		refunded := e.order("ord_1001").RefundedMinor
+		p := e.confirm(e.propose("ord_1001", 400))
+		faults.Arm(dbfault.BeforeCommit, "update executions")
+		ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		if err != nil {
+			t.Fatalf("execute of a consumed token answered an error: %v", err)
+		}
+		if ex.Status != models.StatusExecuting || ex.ID == "" {
+			t.Fatalf("execution = %+v, want it executing", ex)
+		}
+		e.clock.Advance(protocol.DefaultAdapterTimeout + protocol.DefaultLeaseMargin)
+		if n, err := e.svc.Reconcile(e.ctx); err != nil || n != 1 {
+			t.Fatalf("reconcile: n=%d err=%v", n, err)
+		}
+		got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
+		if err != nil || got.Status != models.StatusSucceeded {
+			t.Fatalf("after reconcile: %v %v", got.Status, err)
+		}
+		if got, want := e.order("ord_1001").RefundedMinor, refunded+400; got != want {
+			t.Fatalf("refunded = %d, want %d", got, want)
+		}
+	})
+}
+
+func asError(err error, target **models.Error) bool { return errors.As(err, target) }
