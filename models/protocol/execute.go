@@ -378,8 +378,15 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 }
 
 // RunBackground sweeps expired proposals and reconciles executions every
-// interval until ctx ends.
+// interval, and renews this instance's heartbeat every HeartbeatInterval,
+// until ctx ends.
 func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		s.runHeartbeat(ctx)
+	}()
+	defer func() { <-beating }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -395,6 +402,23 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 		// Pick up signing keys rotated by another process (or the CLI).
 		if err := s.tokens.EnsureKey(ctx); err != nil {
 			s.log.Warn("signing keys", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// runHeartbeat renews this instance's heartbeat every interval until ctx
+// ends.
+func (s *Service) runHeartbeat(ctx context.Context) {
+	t := time.NewTicker(s.beat)
+	defer t.Stop()
+	for {
+		if err := s.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("heartbeat", "instance", s.instance, "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -46,6 +46,14 @@ type Config struct {
 	// PollInterval is how often long-polls look for changes made by other
 	// instances. Default 500ms.
 	PollInterval time.Duration
+	// HeartbeatInterval is how often RunBackground renews this instance's
+	// heartbeat in the database. Default DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// InstanceTimeout is how old another instance's heartbeat may be before
+	// the executions it holds count as abandoned (it crashed) and the
+	// reconciler takes them over without waiting for their lease. Default
+	// DefaultInstanceTimeout; it must exceed HeartbeatInterval.
+	InstanceTimeout time.Duration
 }
 
 // Lease defaults (see Config).
@@ -59,6 +67,10 @@ const (
 	// DefaultAdapterTimeout bounds a call to an adapter that does not say
 	// its own timeout (the in-process demo ledger).
 	DefaultAdapterTimeout = 5 * time.Second
+	// DefaultHeartbeatInterval and DefaultInstanceTimeout: an instance that
+	// missed about three heartbeats is taken for dead.
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultInstanceTimeout   = 7 * time.Second
 )
 
 // Service implements the protocol. It is safe for concurrent use, and
@@ -76,6 +88,8 @@ type Service struct {
 	timeouts map[string]time.Duration
 	margin   time.Duration
 	poll     time.Duration
+	beat     time.Duration
+	instance string
 	changes  *notifier
 }
 
@@ -120,6 +134,21 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if s.poll <= 0 {
 		s.poll = 500 * time.Millisecond
 	}
+	s.beat = cfg.HeartbeatInterval
+	if s.beat <= 0 {
+		s.beat = DefaultHeartbeatInterval
+	}
+	stale := cfg.InstanceTimeout
+	if stale <= 0 {
+		stale = DefaultInstanceTimeout
+	}
+	if stale <= s.beat {
+		return nil, fmt.Errorf("protocol: the instance timeout %s must exceed the heartbeat interval %s", stale, s.beat)
+	}
+	var err error
+	if s.instance, err = s.store.RegisterInstance(ctx, s.clock.Now(), stale); err != nil {
+		return nil, err
+	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.
 	if err := s.tokens.EnsureKey(ctx); err != nil {
@@ -127,6 +156,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	return s, nil
 }
+
+// Instance is the id under which this service holds executions.
+func (s *Service) Instance() string { return s.instance }
+
+// Heartbeat tells other instances that this one is alive. RunBackground
+// calls it every HeartbeatInterval.
+func (s *Service) Heartbeat(ctx context.Context) error { return s.store.Heartbeat(ctx, s.clock.Now()) }
 
 // Registry returns the tool registry the service enforces.
 func (s *Service) Registry() *registry.Registry { return s.reg }

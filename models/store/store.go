@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -41,6 +42,7 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	inst    atomic.Pointer[instance]
 }
 
 // Options tune Open.
