@@ -115,14 +115,8 @@ func (c *conn) note(query string) {
 	if !c.inTx {
 		return
 	}
-	q := strings.ToLower(strings.TrimSpace(query))
-	for _, verb := range []string{"insert", "update", "delete"} {
-		if strings.HasPrefix(q, verb) {
-			// Table names as words, however the dialect quotes them.
-			q = strings.NewReplacer("`", " ", `"`, " ", "(", " ", ",", " ").Replace(q)
-			c.writes = append(c.writes, strings.Join(strings.Fields(q), " ")+" ")
-			return
-		}
+	if q := normalizeSQL(query); isWrite(q) {
+		c.writes = append(c.writes, q)
 	}
 }
 

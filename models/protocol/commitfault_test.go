@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"errors"
+	"net/url"
 	"testing"
 
 	"github.com/countersign/countersign/internal/dbfault"
@@ -175,3 +176,80 @@ func TestExecuteWhenRecordingTheOutcomeFails(t *testing.T) {
 }
 
 func asError(err error, target **models.Error) bool { return errors.As(err, target) }
+
+// proxyEnv is the demo environment on PostgreSQL with the service's store
+// connected through a TCP proxy that can cut a connection at COMMIT.
+func proxyEnv(t *testing.T) (*env, *dbfault.PGProxy) {
+	t.Helper()
+	e := newEnv(t, "postgres", nil)
+	u, err := url.Parse(e.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := dbfault.NewPGProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	st, err := store.Open(u.String(), store.Options{Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.store, e.ledger = st, st.DemoLedger()
+	e.tokens = token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
+	reg := registry.Demo()
+	for _, tool := range reg.Tools() {
+		e.adapter[tool.Name] = e.ledger
+	}
+	e.svc = e.newService(reg)
+	return e, proxy
+}
+
+// The same faults on a real PostgreSQL connection: the proxy forwards the
+// COMMIT and cuts the connection before its answer, or cuts it before the
+// COMMIT reaches the server.
+func TestPostgresConnectionCutAtCommit(t *testing.T) {
+	e, proxy := proxyEnv(t)
+	refunded := e.order("ord_1001").RefundedMinor
+
+	proxy.Arm(dbfault.AfterCommit, "insert into proposals")
+	before := e.proposalCount()
+	p, created, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order",
+		Arguments: refundArgs("ord_1001", 600), RequestKey: "pg-cut-after"})
+	if err != nil || !created || proxy.Fired() != 1 {
+		t.Fatalf("propose, committed then cut: created=%v err=%v fired=%d", created, err, proxy.Fired())
+	}
+	proxy.Arm(dbfault.BeforeCommit, "insert into proposals")
+	_, _, err = e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order",
+		Arguments: refundArgs("ord_1002", 600), RequestKey: "pg-cut-before"})
+	wantCode(t, err, models.EOutcomeUncertain)
+	if _, created, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order",
+		Arguments: refundArgs("ord_1002", 600), RequestKey: "pg-cut-before"}); err != nil || !created {
+		t.Fatalf("retry after a cut before commit: created=%v err=%v", created, err)
+	}
+	if got, want := e.proposalCount(), before+2; got != want {
+		t.Fatalf("proposals = %d, want %d", got, want)
+	}
+
+	p = e.confirm(p)
+	proxy.Arm(dbfault.AfterCommit, "update tokens")
+	ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+	if err != nil || ex.Status != models.StatusSucceeded {
+		t.Fatalf("execute, consumed then cut: %+v %v", ex, err)
+	}
+	p2 := e.confirm(e.propose("ord_1001", 200))
+	proxy.Arm(dbfault.BeforeCommit, "update tokens")
+	_, err = e.svc.Execute(e.ctx, e.agent, p2.ID, p2.Token.Compact)
+	wantCode(t, err, models.EOutcomeUncertain)
+	if ex, err := e.svc.Execute(e.ctx, e.agent, p2.ID, p2.Token.Compact); err != nil || ex.Status != models.StatusSucceeded {
+		t.Fatalf("retry with the same token: %+v %v", ex, err)
+	}
+	if got, want := proxy.Fired(), 4; got != want {
+		t.Fatalf("connections cut = %d, want %d", got, want)
+	}
+	if got, want := e.order("ord_1001").RefundedMinor, refunded+800; got != want {
+		t.Fatalf("refunded = %d, want %d", got, want)
+	}
+}
