@@ -40,8 +40,10 @@ type serveConfig struct {
 	LogLevel slog.Level
 
 	// Executions.
-	ExecutionLease time.Duration
-	LeaseMargin    time.Duration
+	ExecutionLease    time.Duration
+	LeaseMargin       time.Duration
+	HeartbeatInterval time.Duration
+	InstanceTimeout   time.Duration
 
 	// Console sessions.
 	Secure          bool
@@ -118,6 +120,10 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		"longest lease one execution attempt may hold: each tool's lease is its adapter\ntimeout plus --lease-margin, and a registry whose tool needs more is refused at start")
 	fs.DurationVar(&cfg.LeaseMargin, "lease-margin", protocol.DefaultLeaseMargin,
 		"time on top of an adapter's timeout to record an execution's outcome")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", protocol.DefaultHeartbeatInterval,
+		"how often this server tells the others, through the database, that it is alive")
+	fs.DurationVar(&cfg.InstanceTimeout, "instance-timeout", protocol.DefaultInstanceTimeout,
+		"a server whose heartbeat is older is taken for dead and its executions are taken over")
 	fs.BoolVar(&cfg.Secure, "secure", false, "serve behind TLS: Secure cookies and HSTS (implied by an https --base-url)")
 	fs.StringVar(&cfg.CookieHashKey, "cookie-hash-key", "", "console cookie authentication key, `BASE64` of at least 32 bytes;\nkept in the database when empty (give both keys or neither)")
 	fs.StringVar(&cfg.CookieBlockKey, "cookie-block-key", "", "console cookie encryption key, `BASE64` of 16, 24 or 32 bytes")
@@ -144,6 +150,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	}
 	if cfg.ExecutionLease <= 0 || cfg.LeaseMargin <= 0 || cfg.LeaseMargin >= cfg.ExecutionLease {
 		return usagef(cmd.synopsis, "--execution-lease and --lease-margin must be positive, the margin shorter than the lease")
+	}
+	if cfg.HeartbeatInterval <= 0 || cfg.InstanceTimeout <= cfg.HeartbeatInterval {
+		return usagef(cmd.synopsis, "--heartbeat-interval must be positive and shorter than --instance-timeout")
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
 		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
@@ -194,25 +203,27 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		return err
 	}
 	a, err := app.Open(ctx, app.Config{
-		DB:              cfg.DB,
-		ToolsFile:       cfg.Tools,
-		Addr:            ln.Addr().String(),
-		BaseURL:         base,
-		Issuer:          cfg.Issuer,
-		Audience:        cfg.Audience,
-		Getenv:          c.getenv,
-		Logger:          logger,
-		ExecutionLease:  cfg.ExecutionLease,
-		LeaseMargin:     cfg.LeaseMargin,
-		Secure:          cfg.Secure,
-		CookieHashKey:   hashKey,
-		CookieBlockKey:  blockKey,
-		IdleTimeout:     cfg.IdleTimeout,
-		AbsoluteTimeout: cfg.AbsoluteTimeout,
-		DefaultTenant:   cfg.DefaultTenant,
-		RPID:            cfg.RPID,
-		RPName:          cfg.RPName,
-		Origins:         cfg.Origins.values,
+		DB:                cfg.DB,
+		ToolsFile:         cfg.Tools,
+		Addr:              ln.Addr().String(),
+		BaseURL:           base,
+		Issuer:            cfg.Issuer,
+		Audience:          cfg.Audience,
+		Getenv:            c.getenv,
+		Logger:            logger,
+		ExecutionLease:    cfg.ExecutionLease,
+		LeaseMargin:       cfg.LeaseMargin,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		InstanceTimeout:   cfg.InstanceTimeout,
+		Secure:            cfg.Secure,
+		CookieHashKey:     hashKey,
+		CookieBlockKey:    blockKey,
+		IdleTimeout:       cfg.IdleTimeout,
+		AbsoluteTimeout:   cfg.AbsoluteTimeout,
+		DefaultTenant:     cfg.DefaultTenant,
+		RPID:              cfg.RPID,
+		RPName:            cfg.RPName,
+		Origins:           cfg.Origins.values,
 	})
 	if err != nil {
 		return err

@@ -58,6 +58,10 @@ type Config struct {
 	// LeaseMargin the time on top of an adapter's timeout to record the
 	// outcome (see protocol.Config); protocol's defaults when zero.
 	ExecutionLease, LeaseMargin time.Duration
+	// HeartbeatInterval and InstanceTimeout: how often this server renews
+	// its heartbeat, and how old another's may be before its executions are
+	// taken over (see protocol.Config); protocol's defaults when zero.
+	HeartbeatInterval, InstanceTimeout time.Duration
 	// PollInterval is how often long-polls look for other instances'
 	// changes (see protocol.Config).
 	PollInterval time.Duration
@@ -154,7 +158,8 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval})
+		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval,
+		HeartbeatInterval: a.cfg.HeartbeatInterval, InstanceTimeout: a.cfg.InstanceTimeout})
 	if err != nil {
 		return err
 	}
