@@ -186,7 +186,10 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 			s.changes.notify(p.ID)
 			return s.attempt(ctx, p, claimed)
 		}
-	case (e.Status == models.StatusUnknown || e.Status == models.StatusExecuting) && !now.Before(e.LeaseUntil):
+	case e.Status == models.StatusUnknown || e.Status == models.StatusExecuting:
+		// Settle it now if no attempt holds it (its lease ran out, or its
+		// instance died); the claim in reconcile decides atomically, and
+		// leaves an execution that is in flight alone.
 		if err := s.reconcile(ctx, e); err != nil {
 			return nil, err
 		}

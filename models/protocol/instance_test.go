@@ -124,3 +124,33 @@ func TestLiveOwnerKeepsItsExecution(t *testing.T) {
 		t.Fatal("a live instance's execution was taken over")
 	}
 }
+
+// An agent presenting its token again after the instance that redeemed it
+// died gets the execution settled then and there, by the instance it asks.
+func TestTokenPresentedAgainAfterTheOwnerDied(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		a, biz := httpEnv(t, kind, 2*time.Second)
+		b := secondInstance(t, a)
+		p := a.confirm(a.propose("ord_1001", 250))
+		now := a.clock.Now()
+		if _, _, err := a.store.ConsumeToken(a.ctx, store.Consume{TenantID: a.tenant, AgentID: a.agent.ID,
+			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
+			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
+				ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+		a.clock.Advance(protocol.DefaultInstanceTimeout)
+		if err := b.Heartbeat(a.ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err := b.Execute(a.ctx, a.agent, p.ID, p.Token.Compact)
+		wantCode(t, err, models.EAlreadyConsumed)
+		var me *models.Error
+		if !asError(err, &me) || me.Details["execution_status"] != models.StatusSucceeded {
+			t.Fatalf("details = %v, want the execution settled as succeeded", me)
+		}
+		if w := biz.Writes(p.RequestKey); w != 1 {
+			t.Fatalf("writes = %d, want 1", w)
+		}
+	})
+}
