@@ -91,6 +91,11 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
 			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
 	})
+	if models.IsCode(err, models.EOutcomeUncertain) {
+		return nil, &models.Error{Code: models.EOutcomeUncertain,
+			Message: "the token may or may not have been redeemed; present the same token again, which never writes twice",
+			Details: map[string]any{"proposal_id": p.ID}, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
