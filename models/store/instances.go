@@ -15,6 +15,9 @@ type instanceRow struct {
 
 func (instanceRow) TableName() string { return "instances" }
 
+// instanceRetention is how long a silent instance stays registered.
+const instanceRetention = 7 * 24 * time.Hour
+
 // instance is the identity of the process using a store, and how old a
 // heartbeat may be before its owner counts as dead.
 type instance struct {
@@ -28,9 +31,16 @@ type instance struct {
 // an executing execution whose owner's heartbeat is older than staleAfter
 // as abandoned: another instance may claim it before its lease runs out.
 // The caller renews the heartbeat (Heartbeat) well within staleAfter.
+//
+// Instances silent for longer than instanceRetention are deleted on the way:
+// every start adds one, and an execution whose owner is gone counts as
+// abandoned all the same.
 func (s *Store) RegisterInstance(ctx context.Context, now time.Time, staleAfter time.Duration) (string, error) {
 	row := instanceRow{ID: models.NewID("ins"), StartedAt: ms(now), HeartbeatAt: ms(now)}
 	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return "", dbErr(err)
+	}
+	if err := s.db.WithContext(ctx).Where("heartbeat_at < ?", ms(now.Add(-instanceRetention))).Delete(&instanceRow{}).Error; err != nil {
 		return "", dbErr(err)
 	}
 	s.inst.Store(&instance{id: row.ID, stale: staleAfter})
