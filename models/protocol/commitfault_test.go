@@ -253,3 +253,25 @@ func TestPostgresConnectionCutAtCommit(t *testing.T) {
 		t.Fatalf("refunded = %d, want %d", got, want)
 	}
 }
+
+// Cancelling, with the connection lost at commit: after the commit the
+// answer is the cancelled proposal; before it, outcome_uncertain, and
+// cancelling again cancels.
+func TestCancelWhenTheCommitFails(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, faults := faultEnv(t, kind)
+		p := e.propose("ord_1001", 100)
+		faults.Arm(dbfault.AfterCommit, "update proposals")
+		got, err := e.svc.Cancel(e.ctx, e.agent, p.ID)
+		if err != nil || got.Status != models.StatusCancelled || faults.Fired() != 1 {
+			t.Fatalf("committed then lost: %v %v (fired %d)", got, err, faults.Fired())
+		}
+		p = e.propose("ord_1002", 100)
+		faults.Arm(dbfault.BeforeCommit, "update proposals")
+		_, err = e.svc.Cancel(e.ctx, e.agent, p.ID)
+		wantCode(t, err, models.EOutcomeUncertain)
+		if got, err := e.svc.Cancel(e.ctx, e.agent, p.ID); err != nil || got.Status != models.StatusCancelled {
+			t.Fatalf("cancel again: %v %v", got, err)
+		}
+	})
+}

@@ -329,8 +329,12 @@ func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Tim
 // Cancel withdraws a proposal that still awaits confirmation, for the agent
 // that proposed it. ENotFound for unknown, foreign or other agents'
 // proposals; EProposalExpired or EInvalidState when it no longer waits.
+//
+// When the connection fails during the commit, it reads the proposal back:
+// cancelled means the commit went through (nil); otherwise
+// EOutcomeUncertain, and cancelling again is safe.
 func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now time.Time) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
+	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
 			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
 		if err != nil || ok {
@@ -338,6 +342,16 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
+	if commitUncertain(err) {
+		var row proposalRow
+		rerr := s.db.WithContext(ctx).Select("status").Where("tenant_id = ? AND id = ? AND agent_id = ?", tenantID, id, agentID).Take(&row).Error
+		if rerr == nil && row.Status == string(models.StatusCancelled) {
+			return nil
+		}
+		return models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+			"the database failed while cancelling; the proposal may or may not be cancelled: cancel again")
+	}
+	return err
 }
 
 // explainNotAwaiting finds out why a conditional update on an awaiting
