@@ -275,3 +275,25 @@ func TestCancelWhenTheCommitFails(t *testing.T) {
 		}
 	})
 }
+
+// A reviewer's approval, with the connection lost at commit: after the
+// commit the answer is the confirmed proposal with its token; before it,
+// outcome_uncertain, and approving again confirms it once.
+func TestConfirmWhenTheCommitFails(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, faults := faultEnv(t, kind)
+		p := e.propose("ord_1001", 100)
+		faults.Arm(dbfault.AfterCommit, "insert into decisions")
+		got := e.confirm(p)
+		if faults.Fired() != 1 || got.Token == nil {
+			t.Fatalf("committed then lost: fired %d, token %v", faults.Fired(), got.Token)
+		}
+		p = e.propose("ord_1002", 100)
+		faults.Arm(dbfault.BeforeCommit, "insert into decisions")
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		wantCode(t, err, models.EOutcomeUncertain)
+		if got := e.confirm(p); got.Status != models.StatusConfirmed || len(got.Decisions) != 1 {
+			t.Fatalf("approve again: %s with %d decisions", got.Status, len(got.Decisions))
+		}
+	})
+}
