@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 )
 
 // ValidateRequest asks the business system whether a write is allowed now.
@@ -66,4 +67,12 @@ type Adapter interface {
 	// Status reports the outcome of an earlier Execute by request key, or
 	// ErrNeverArrived; any other error means it could not be asked.
 	Status(ctx context.Context, tenant, requestKey string) (ExecuteResult, error)
+}
+
+// TimedAdapter is an Adapter that bounds each call itself and says how long
+// a call may take. The server leases an execution for at least that long
+// plus a margin, so that no second attempt starts while one is in flight.
+type TimedAdapter interface {
+	Adapter
+	Timeout() time.Duration
 }

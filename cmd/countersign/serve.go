@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
 )
 
 // Defaults shared by several commands.
@@ -39,6 +40,12 @@ type serveConfig struct {
 	Issuer   string
 	Audience string
 	LogLevel slog.Level
+
+	// Executions.
+	ExecutionLease    time.Duration
+	LeaseMargin       time.Duration
+	HeartbeatInterval time.Duration
+	InstanceTimeout   time.Duration
 
 	// Console sessions.
 	Secure          bool
@@ -116,6 +123,14 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` of this server, used in Location headers;\nhttp://ADDRESS once listening when empty (set it when clients reach the server\nthrough another name, a proxy or TLS)")
 	tokenFlags(fs, &cfg.Issuer, &cfg.Audience)
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+	fs.DurationVar(&cfg.ExecutionLease, "execution-lease", protocol.DefaultExecutionLease,
+		"longest lease one execution attempt may hold: each tool's lease is its adapter\ntimeout plus --lease-margin, and a registry whose tool needs more is refused at start")
+	fs.DurationVar(&cfg.LeaseMargin, "lease-margin", protocol.DefaultLeaseMargin,
+		"time on top of an adapter's timeout to record an execution's outcome")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", protocol.DefaultHeartbeatInterval,
+		"how often this server tells the others, through the database, that it is alive")
+	fs.DurationVar(&cfg.InstanceTimeout, "instance-timeout", protocol.DefaultInstanceTimeout,
+		"a server whose heartbeat is older is taken for dead and its executions are taken over")
 	fs.BoolVar(&cfg.Secure, "secure", false, "serve behind TLS: Secure cookies and HSTS (implied by an https --base-url)")
 	fs.StringVar(&cfg.CookieHashKey, "cookie-hash-key", "", "console cookie authentication key, `BASE64` of at least 32 bytes;\nkept in the database when empty (give both keys or neither)")
 	fs.StringVar(&cfg.CookieBlockKey, "cookie-block-key", "", "console cookie encryption key, `BASE64` of 16, 24 or 32 bytes")
@@ -142,6 +157,12 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		if cfg.BaseURL, err = checkBaseURL(cfg.BaseURL); err != nil {
 			return usagef(cmd.synopsis, "--base-url: %v", err)
 		}
+	}
+	if cfg.ExecutionLease <= 0 || cfg.LeaseMargin <= 0 || cfg.LeaseMargin >= cfg.ExecutionLease {
+		return usagef(cmd.synopsis, "--execution-lease and --lease-margin must be positive, the margin shorter than the lease")
+	}
+	if cfg.HeartbeatInterval <= 0 || cfg.InstanceTimeout <= cfg.HeartbeatInterval {
+		return usagef(cmd.synopsis, "--heartbeat-interval must be positive and shorter than --instance-timeout")
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
 		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
@@ -216,6 +237,10 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 
 		PasswordHashConcurrency: cfg.HashConcurrency,
 		Limits:                  cfg.Limits,
+		ExecutionLease:          cfg.ExecutionLease,
+		LeaseMargin:             cfg.LeaseMargin,
+		HeartbeatInterval:       cfg.HeartbeatInterval,
+		InstanceTimeout:         cfg.InstanceTimeout,
 	})
 	if err != nil {
 		return err

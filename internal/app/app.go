@@ -54,8 +54,14 @@ type Config struct {
 	Clock models.Clock
 	// Logger receives logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// ExecutionLease bounds one execution attempt (see protocol.Config).
-	ExecutionLease time.Duration
+	// ExecutionLease is the longest lease an execution attempt may hold, and
+	// LeaseMargin the time on top of an adapter's timeout to record the
+	// outcome (see protocol.Config); protocol's defaults when zero.
+	ExecutionLease, LeaseMargin time.Duration
+	// HeartbeatInterval and InstanceTimeout: how often this server renews
+	// its heartbeat, and how old another's may be before its executions are
+	// taken over (see protocol.Config); protocol's defaults when zero.
+	HeartbeatInterval, InstanceTimeout time.Duration
 	// PollInterval bounds how long a long-poll sleeps before it compares
 	// the clock with its proposal's expiry again (see protocol.Config);
 	// changes wake long-polls through notifications.
@@ -164,7 +170,8 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Limits: a.cfg.Limits})
+		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval,
+		HeartbeatInterval: a.cfg.HeartbeatInterval, InstanceTimeout: a.cfg.InstanceTimeout, Limits: a.cfg.Limits})
 	if err != nil {
 		return err
 	}

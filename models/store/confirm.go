@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -92,7 +93,8 @@ type IssueFunc func(p *models.Proposal) (models.Token, error)
 //
 // Errors: ENotFound, EProposalExpired, EInvalidState (no longer awaiting),
 // EAlreadyDecided (this reviewer decided before: double submits record one
-// decision).
+// decision), EUnavailable, EOutcomeUncertain (the commit failed and reading
+// back could not show the decision stored).
 func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID string, now time.Time, issue IssueFunc) (*models.Proposal, error) {
 	amr, err := json.Marshal(d.AMR)
 	if err != nil {
@@ -151,6 +153,17 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		out, err = loadProposal(tx, tenantID, d.ProposalID)
 		return err
 	})
+	if commitUncertain(err) {
+		// Read back: the decision row is there exactly when the commit went
+		// through.
+		var n int64
+		rerr := s.db.WithContext(ctx).Model(&decisionRow{}).Where("id = ? AND tenant_id = ?", d.ID, tenantID).Count(&n).Error
+		if rerr == nil && n == 1 {
+			return s.GetProposal(ctx, tenantID, d.ProposalID)
+		}
+		return nil, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+			"the database failed while recording the decision, which may or may not be recorded; decide again (already_decided means it was)")
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -112,6 +113,12 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 // a proposal with the same request key, nothing is written and the existing
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
+//
+// When the connection fails during the commit, it reads back under the
+// request key what is stored, and answers from that; only when that read
+// fails too, or finds nothing (the commit may still be in flight on the
+// server), it returns EOutcomeUncertain: retrying with the same request key
+// is then safe.
 func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
 	return s.CreateProposalWithin(ctx, p, 0)
 }
@@ -144,6 +151,19 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 		}
 		return nil
 	})
+	if commitUncertain(err) {
+		var stored proposalRow
+		rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&stored).Error
+		switch {
+		case rerr == nil && stored.ID == p.ID:
+			return nil, true, nil
+		case rerr == nil:
+			inserted, err = false, nil
+		default:
+			return nil, false, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+				"the database failed while storing the proposal, which may or may not have been stored; retry with the same request_key")
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -372,8 +392,12 @@ func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Tim
 // Cancel withdraws a proposal that still awaits confirmation, for the agent
 // that proposed it. ENotFound for unknown, foreign or other agents'
 // proposals; EProposalExpired or EInvalidState when it no longer waits.
+//
+// When the connection fails during the commit, it reads the proposal back:
+// cancelled means the commit went through (nil); otherwise
+// EOutcomeUncertain, and cancelling again is safe.
 func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now time.Time) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
+	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
 			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
 		if err != nil || ok {
@@ -381,6 +405,16 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
+	if commitUncertain(err) {
+		var row proposalRow
+		rerr := s.db.WithContext(ctx).Select("status").Where("tenant_id = ? AND id = ? AND agent_id = ?", tenantID, id, agentID).Take(&row).Error
+		if rerr == nil && row.Status == string(models.StatusCancelled) {
+			return nil
+		}
+		return models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+			"the database failed while cancelling; the proposal may or may not be cancelled: cancel again")
+	}
+	return err
 }
 
 // explainNotAwaiting finds out why a conditional update on an awaiting
