@@ -118,11 +118,15 @@ func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existin
 	}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := insertOnce(tx, &row)
-		if err != nil {
+		if err != nil || !ok {
 			return err
 		}
-		inserted = ok
-		return nil
+		inserted = true
+		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if err := s.recordEvent(tx, p.TenantID, p.ID, models.EventCreated, p.CreatedAt, data); err != nil {
+			return err
+		}
+		return s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(p.Status), p.CreatedAt, data)
 	})
 	if err != nil {
 		return nil, false, err
@@ -313,8 +317,11 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
 			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			return s.recordEvent(tx, tenantID, id, models.StatusEvent(models.StatusCancelled), now, nil)
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
@@ -348,17 +355,31 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 	n := 0
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		n = 0
-		q := tx.Model(&proposalRow{}).
+		// One conditional UPDATE per proposal, so that each expiry that
+		// happens records its event; a proposal decided meanwhile is left
+		// alone.
+		var awaiting []proposalRow
+		q := tx.Select("id", "tenant_id").
 			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
 		if proposalID != "" {
 			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
 		}
-		res := q.Updates(map[string]any{"status": string(models.StatusExpired),
-			"revision": gorm.Expr("revision + 1"), "updated_at": ms(now)})
-		if res.Error != nil {
-			return res.Error
+		if err := q.Find(&awaiting).Error; err != nil {
+			return err
 		}
-		n += int(res.RowsAffected)
+		for _, p := range awaiting {
+			ok, err := transition(tx, p.TenantID, p.ID, models.StatusExpired, now,
+				"status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
+			if err != nil {
+				return err
+			}
+			if ok {
+				n++
+				if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusExpired), now, nil); err != nil {
+					return err
+				}
+			}
+		}
 
 		// Tokens first, then the proposals whose token this statement moved:
 		// a token consumed concurrently is no longer 'issued' and is left
@@ -387,6 +408,10 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 			}
 			if ok {
 				n++
+				if err := s.recordEvent(tx, t.TenantID, t.ProposalID, models.StatusEvent(models.StatusExpired), now,
+					map[string]any{"token_expired": true}); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -40,6 +40,7 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	notify  []string // reviewer notification channels, see Options.Notify
 }
 
 // Options tune Open.
@@ -49,6 +50,11 @@ type Options struct {
 	// Clock stamps creation times; nil means models.SystemClock. Operations
 	// whose outcome depends on time take "now" explicitly instead.
 	Clock models.Clock
+	// Notify lists the reviewer notification channels in use
+	// (models.ChannelEmail, models.ChannelSlack): a proposal that starts
+	// awaiting a person gets one delivery per channel, in the same
+	// transaction.
+	Notify []string
 }
 
 // Open connects to a database named by url: "sqlite://PATH" (PATH may be
@@ -105,7 +111,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
+	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, notify: opts.Notify}, nil
 }
 
 func sqliteDSN(path string) string {
