@@ -60,6 +60,14 @@ type WebhookEndpoint struct {
 	DisabledAt  *time.Time
 }
 
+// EndpointScope says whose webhook endpoints an operation may see and
+// change: an agent's own (AgentID set) or, for a tenant administrator,
+// every endpoint of the tenant (AgentID empty).
+type EndpointScope struct {
+	TenantID string
+	AgentID  string
+}
+
 // Delivery channels.
 const (
 	ChannelWebhook = "webhook"

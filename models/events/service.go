@@ -138,7 +138,7 @@ func CheckURL(raw string) (string, error) {
 // an empty AgentID a tenant-wide one) and returns it with its signing
 // secret, which is shown this once. EInvalidRequest for a URL that is not
 // http(s) or a description that is too long.
-func (s *Service) RegisterEndpoint(ctx context.Context, sc store.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
+func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
 	u, err := CheckURL(rawURL)
 	if err != nil {
 		return models.WebhookEndpoint{}, "", err
@@ -160,13 +160,13 @@ func (s *Service) RegisterEndpoint(ctx context.Context, sc store.EndpointScope, 
 }
 
 // Endpoints lists the endpoints in scope.
-func (s *Service) Endpoints(ctx context.Context, sc store.EndpointScope) ([]models.WebhookEndpoint, error) {
+func (s *Service) Endpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error) {
 	return s.st.WebhookEndpoints(ctx, sc)
 }
 
 // DisableEndpoint stops deliveries to an endpoint in scope (ENotFound
 // otherwise).
-func (s *Service) DisableEndpoint(ctx context.Context, sc store.EndpointScope, id string) error {
+func (s *Service) DisableEndpoint(ctx context.Context, sc models.EndpointScope, id string) error {
 	return s.st.DisableWebhookEndpoint(ctx, sc, id, s.clock.Now())
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
-	"github.com/countersign/countersign/models/store"
 )
 
 func TestSignatureMatchesTheStandardWebhooksExample(t *testing.T) {
@@ -52,10 +51,10 @@ func TestWebhooksAreSignedAndScoped(t *testing.T) {
 		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
 		ev := e.events(events.Config{})
 		r := newReceiver(t)
-		if _, _, err := ev.RegisterEndpoint(e.ctx, store.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, "ftp://127.0.0.1/x", ""); !models.IsCode(err, models.EInvalidRequest) {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, "ftp://127.0.0.1/x", ""); !models.IsCode(err, models.EInvalidRequest) {
 			t.Fatalf("ftp endpoint: %v", err)
 		}
-		ep, sec, err := ev.RegisterEndpoint(e.ctx, store.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL+"/hook", "mine")
+		ep, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL+"/hook", "mine")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +123,7 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 			}
 			return http.StatusOK
 		}
-		ep, sec, err := ev.RegisterEndpoint(e.ctx, store.EndpointScope{TenantID: e.tenant}, r.URL, "")
+		ep, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, r.URL, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +199,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	ev := e.events(events.Config{RetryBase: time.Millisecond, MaxAttempts: 2})
 	r := newReceiver(t)
 	r.answer = func(int) int { return http.StatusServiceUnavailable }
-	ep, sec, _ := ev.RegisterEndpoint(e.ctx, store.EndpointScope{TenantID: e.tenant}, r.URL, "")
+	ep, sec, _ := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, r.URL, "")
 	r.secret = sec
 	e.propose("ord_1001", 100)
 	for range 50 {
@@ -230,7 +229,7 @@ func TestDeliveryAfterRestart(t *testing.T) {
 
 		first := newEnv(t, url, clock)
 		ev1 := first.events(events.Config{Timeout: time.Second})
-		_, sec, err := ev1.RegisterEndpoint(first.ctx, store.EndpointScope{TenantID: first.tenant}, r.URL, "")
+		_, sec, err := ev1.RegisterEndpoint(first.ctx, models.EndpointScope{TenantID: first.tenant}, r.URL, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +267,7 @@ func TestTwoDispatchersOnePostgresNoDuplicates(t *testing.T) {
 	b := newEnv(t, url, models.SystemClock{})
 	r := newReceiver(t)
 	evA, evB := a.events(events.Config{}), b.events(events.Config{})
-	_, sec, err := evA.RegisterEndpoint(a.ctx, store.EndpointScope{TenantID: a.tenant}, r.URL, "")
+	_, sec, err := evA.RegisterEndpoint(a.ctx, models.EndpointScope{TenantID: a.tenant}, r.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,10 +156,10 @@ func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
 		if per[own.ID] != 2 || per[wide.ID] != 2 || per[foreign.ID] != 0 || len(per) != 2 {
 			t.Errorf("deliveries per endpoint = %v", per)
 		}
-		if err := e.store.DisableWebhookEndpoint(e.ctx, store.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, own.ID, start); !models.IsCode(err, models.ENotFound) {
+		if err := e.store.DisableWebhookEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, own.ID, start); !models.IsCode(err, models.ENotFound) {
 			t.Errorf("another agent disabled the endpoint: %v", err)
 		}
-		if err := e.store.DisableWebhookEndpoint(e.ctx, store.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, own.ID, start); err != nil {
+		if err := e.store.DisableWebhookEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, own.ID, start); err != nil {
 			t.Fatal(err)
 		}
 		log, _ = e.store.DeliveryLog(e.ctx, store.DeliveryFilter{TenantID: e.tenant, Target: own.ID})

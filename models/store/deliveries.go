@@ -39,15 +39,7 @@ type deliveryAttemptRow struct {
 
 func (deliveryAttemptRow) TableName() string { return "delivery_attempts" }
 
-// EndpointScope says whose endpoints an operation may see: an agent's own
-// (AgentID set) or, for a tenant administrator, every endpoint of the
-// tenant (AgentID empty).
-type EndpointScope struct {
-	TenantID string
-	AgentID  string
-}
-
-func (sc EndpointScope) where(q *gorm.DB) *gorm.DB {
+func scopeWhere(sc models.EndpointScope, q *gorm.DB) *gorm.DB {
 	q = q.Where("tenant_id = ?", sc.TenantID)
 	if sc.AgentID != "" {
 		q = q.Where("agent_id = ?", sc.AgentID)
@@ -68,9 +60,9 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep models.WebhookEndp
 
 // WebhookEndpoints lists the endpoints in scope, disabled ones included,
 // newest first.
-func (s *Store) WebhookEndpoints(ctx context.Context, sc EndpointScope) ([]models.WebhookEndpoint, error) {
+func (s *Store) WebhookEndpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error) {
 	var rows []webhookEndpointRow
-	if err := sc.where(s.db.WithContext(ctx)).Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
+	if err := scopeWhere(sc, s.db.WithContext(ctx)).Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
 		return nil, dbErr(err)
 	}
 	out := make([]models.WebhookEndpoint, len(rows))
@@ -83,9 +75,9 @@ func (s *Store) WebhookEndpoints(ctx context.Context, sc EndpointScope) ([]model
 // DisableWebhookEndpoint stops new deliveries to an endpoint in scope and
 // cancels its pending ones (they become failed with the reason). ENotFound
 // for endpoints outside the scope or already disabled.
-func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc EndpointScope, id string, now time.Time) error {
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc models.EndpointScope, id string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
-		res := sc.where(tx.Model(&webhookEndpointRow{})).Where("id = ? AND disabled_at IS NULL", id).
+		res := scopeWhere(sc, tx.Model(&webhookEndpointRow{})).Where("id = ? AND disabled_at IS NULL", id).
 			Update("disabled_at", ms(now))
 		if res.Error != nil {
 			return res.Error

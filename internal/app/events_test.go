@@ -1,0 +1,325 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/events"
+)
+
+// hookReceiver is a webhook endpoint on 127.0.0.1 that records what it
+// gets and answers with status().
+type hookReceiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	got    []http.Header
+	bodies [][]byte
+	status func() int
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	r := &hookReceiver{status: func() int { return http.StatusOK }}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, req.Header.Clone())
+		r.bodies = append(r.bodies, b)
+		code := r.status()
+		r.mu.Unlock()
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *hookReceiver) snapshot() ([]http.Header, [][]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]http.Header(nil), r.got...), append([][]byte(nil), r.bodies...)
+}
+
+func (r *hookReceiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+func agentCall(t *testing.T, c *console, key, method, path, body string, header ...string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, c.srv.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// sseMessage is one message of an event stream.
+type sseMessage struct{ ID, Event, Data string }
+
+// openStream connects to GET /api/v1/events and delivers its messages on
+// the returned channel until the test ends.
+func openStream(t *testing.T, c *console, key, lastEventID string) (<-chan sseMessage, int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.srv.URL+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		cancel()
+		return nil, res.StatusCode
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("content type %q", ct)
+	}
+	ch := make(chan sseMessage, 100)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); res.Body.Close(); <-done })
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(res.Body)
+		var m sseMessage
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if m.ID != "" {
+					ch <- m
+				}
+				m = sseMessage{}
+			case strings.HasPrefix(line, "id: "):
+				m.ID = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				m.Event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				m.Data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}()
+	return ch, res.StatusCode
+}
+
+func next(t *testing.T, ch <-chan sseMessage) sseMessage {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+		return sseMessage{}
+	}
+}
+
+func TestAgentWebhooksAndEventStream(t *testing.T) {
+	c := openConsole(t)
+	ctx := context.Background()
+	key := c.creds.AgentKey
+	r := newHookReceiver(t)
+
+	code, body := agentCall(t, c, key, "POST", "/api/v1/webhooks", `{"url":"ftp://127.0.0.1/x"}`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("ftp endpoint: %d %s", code, body)
+	}
+	code, body = agentCall(t, c, key, "POST", "/api/v1/webhooks", `{"url":"`+r.URL+`/hook","description":"mine"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	var ep struct{ ID, URL, Scope, Secret string }
+	_ = json.Unmarshal(body, &ep)
+	if !strings.HasPrefix(ep.Secret, "whsec_") || ep.Scope != "agent" {
+		t.Fatalf("registration answer %s", body)
+	}
+	code, body = agentCall(t, c, key, "GET", "/api/v1/webhooks", "")
+	if code != http.StatusOK || !strings.Contains(string(body), ep.ID) || strings.Contains(string(body), "whsec_") {
+		t.Fatalf("list: %d %s", code, body)
+	}
+
+	// Another agent of the tenant sees neither the endpoint nor the events.
+	otherKey, hash, _ := secret.NewAPIKey()
+	tenant, _ := c.app.Store.TenantByName(ctx, "demo")
+	if _, err := c.app.Store.CreateAgent(ctx, tenant.ID, "other", "", hash); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := agentCall(t, c, otherKey, "DELETE", "/api/v1/webhooks/"+ep.ID, ""); code != http.StatusNotFound {
+		t.Fatalf("other agent deleted the endpoint: %d", code)
+	}
+	otherStream, _ := openStream(t, c, otherKey, "")
+
+	stream, code := openStream(t, c, key, "")
+	if code != http.StatusOK {
+		t.Fatalf("stream: %d", code)
+	}
+	p := c.propose("ord_1001", 100)
+	first := next(t, stream)
+	second := next(t, stream)
+	if first.Event != "proposal.created" || second.Event != "proposal.awaiting_confirmation" {
+		t.Fatalf("stream sent %+v then %+v", first, second)
+	}
+	var data events.EventData
+	if err := json.Unmarshal([]byte(second.Data), &data); err != nil || data.ProposalID != p.ID || data.EventID != second.ID || data.Status != "awaiting_confirmation" {
+		t.Fatalf("event data %s (%v)", second.Data, err)
+	}
+	agent, _ := c.app.Protocol.AuthenticateAgent(ctx, key)
+	if _, err := c.app.Protocol.Cancel(ctx, agent, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, stream); m.Event != "proposal.cancelled" {
+		t.Fatalf("then %+v", m)
+	}
+	select {
+	case m := <-otherStream:
+		t.Fatalf("another agent's stream got %+v", m)
+	default:
+	}
+
+	// Reconnecting with Last-Event-ID resumes right after that event.
+	resumed, code := openStream(t, c, key, first.ID)
+	if code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	if a, b := next(t, resumed), next(t, resumed); a.ID != second.ID || b.Event != "proposal.cancelled" {
+		t.Fatalf("resumed with %+v, %+v", a, b)
+	}
+	if _, code := openStream(t, c, key, "evt_unknown"); code != http.StatusBadRequest {
+		t.Errorf("unknown Last-Event-ID: %d", code)
+	}
+	if _, code := openStream(t, c, otherKey, first.ID); code != http.StatusBadRequest {
+		t.Errorf("another agent resumed from this agent's event: %d", code)
+	}
+
+	// The webhooks of those three events, signed with the secret.
+	for range 10 {
+		if n, _ := c.app.Events.DispatchOnce(ctx); n == 0 {
+			break
+		}
+	}
+	if r.count() != 3 {
+		t.Fatalf("receiver got %d messages, want 3", r.count())
+	}
+	got, bodies := r.snapshot()
+	for i, h := range got {
+		if err := events.Verify(ep.Secret, h, bodies[i], c.clock.Now(), 5*time.Minute); err != nil {
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
+	if code, _ := agentCall(t, c, key, "DELETE", "/api/v1/webhooks/"+ep.ID, ""); code != http.StatusNoContent {
+		t.Fatalf("delete: %d", code)
+	}
+	c.propose("ord_1002", 100)
+	if n, _ := c.app.Events.DispatchOnce(ctx); n != 0 || r.count() != 3 {
+		t.Errorf("a deleted endpoint still gets events (%d, %d)", n, r.count())
+	}
+	if code, _ := agentCall(t, c, "csk_nobody", "GET", "/api/v1/events", ""); code != http.StatusUnauthorized {
+		t.Errorf("stream without a valid key: %d", code)
+	}
+}
+
+func TestWebhookAdminPageAndRedeliver(t *testing.T) {
+	c := openConsole(t)
+	ctx := context.Background()
+	r := newHookReceiver(t)
+	fail := true
+	r.status = func() int {
+		if fail {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	}
+
+	alice := c.alice()
+	if p := alice.get("/admin/webhooks"); p.status != http.StatusForbidden {
+		t.Fatalf("a reviewer opened the webhook admin page: %d", p.status)
+	}
+	b := c.browser()
+	b.mustLogin("demo", c.creds.Admin, c.creds.AdminPassword)
+	p := b.get("/admin/webhooks")
+	wantStatus(t, "webhooks page", p, http.StatusOK)
+	if p := b.post("/admin/webhooks", url.Values{"url": {r.URL}}); p.status != http.StatusForbidden {
+		t.Fatalf("create without CSRF: %d", p.status)
+	}
+	if p := b.postForm("/admin/webhooks", url.Values{"url": {"javascript:alert(1)"}}); p.status != http.StatusBadRequest || testid(p.doc, "form-error") == "" {
+		t.Fatalf("javascript: URL: %d", p.status)
+	}
+	p = b.postForm("/admin/webhooks", url.Values{"url": {r.URL}, "description": {"audit trail"}})
+	wantStatus(t, "create", p, http.StatusOK)
+	secretValue := ""
+	if n := find(p.doc, func(n *html.Node) bool { return attr(n, "data-testid") == "webhook-secret" }); n != nil {
+		secretValue = attr(n, "value")
+	}
+	if !strings.HasPrefix(secretValue, "whsec_") || p.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("secret page: %q, Cache-Control %q", secretValue, p.header.Get("Cache-Control"))
+	}
+
+	c.propose("ord_1001", 100)
+	if n, _ := c.app.Events.DispatchOnce(ctx); n != 2 {
+		t.Fatalf("dispatched %d", n)
+	}
+	p = b.get("/admin/webhooks")
+	rows := findAll(p.doc, func(n *html.Node) bool { return attr(n, "data-testid") == "delivery-row" })
+	if len(rows) != 2 || !strings.Contains(p.body, "500") {
+		t.Fatalf("delivery log: %d rows", len(rows))
+	}
+	id := attr(rows[0], "data-delivery-id")
+	if p := b.post("/admin/deliveries/"+id+"/redeliver", url.Values{}); p.status != http.StatusForbidden {
+		t.Fatalf("redeliver without CSRF: %d", p.status)
+	}
+	r.mu.Lock()
+	fail = false
+	r.mu.Unlock()
+	if p := b.postForm("/admin/deliveries/"+id+"/redeliver", nil); p.status != http.StatusSeeOther {
+		t.Fatalf("redeliver: %d", p.status)
+	}
+	if n, _ := c.app.Events.DispatchOnce(ctx); n != 1 {
+		t.Fatalf("redelivery dispatched %d", n)
+	}
+	got, bodies := r.snapshot()
+	h := got[len(got)-1]
+	if err := events.Verify(secretValue, h, bodies[len(bodies)-1], c.clock.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("webhook-id") != attr(rows[0], "data-event-id") {
+		t.Errorf("redelivery id %s, event %s", h.Get("webhook-id"), attr(rows[0], "data-event-id"))
+	}
+	// Another tenant's administrator cannot redeliver it.
+	c.user("globex", "gadmin", models.RoleAdmin, "globex-password-1")
+	g := c.browser()
+	g.mustLogin("globex", "gadmin", "globex-password-1")
+	g.get("/admin/webhooks")
+	if p := g.postForm("/admin/deliveries/"+id+"/redeliver", nil); p.status != http.StatusNotFound {
+		t.Errorf("foreign redeliver: %d", p.status)
+	}
+}
