@@ -121,19 +121,21 @@ func SelfApprovalForbidden(t Tier) bool { return !t.AllowSelfApproval || t.Quoru
 // Summary is the one-line description of a proposal that notifications
 // carry: the action, the reviewer-facing values of its arguments (amount,
 // target, …), the risk tier and the time left at now. Values come from the
-// preview's display strings only; each is shortened, and line breaks are
-// removed so that the line stays one line.
+// preview's display strings only; each is shortened, line breaks are
+// removed so that the line stays one line, and "://" becomes "[:]//" so
+// that a URL in the proposal's own text (which the agent wrote) is not
+// turned into a link by a mail or chat client.
 func (p *Proposal) Summary(now time.Time) string {
 	var b strings.Builder
 	b.WriteString(p.Tool)
 	sep := ": "
 	for _, f := range p.Preview {
-		v := oneLine(f.Display, 60)
+		v := defang(oneLine(f.Display, 60))
 		if v == "" {
 			continue
 		}
 		b.WriteString(sep)
-		b.WriteString(oneLine(f.Label, 30))
+		b.WriteString(defang(oneLine(f.Label, 30)))
 		b.WriteString(" ")
 		b.WriteString(v)
 		sep = ", "
@@ -146,6 +148,8 @@ func (p *Proposal) Summary(now time.Time) string {
 	}
 	return b.String()
 }
+
+func defang(s string) string { return strings.ReplaceAll(s, "://", "[:]//") }
 
 // oneLine collapses whitespace and cuts s to max characters.
 func oneLine(s string, max int) string {
