@@ -211,6 +211,7 @@ func TestEmailRetriedWhenTheServerRefuses(t *testing.T) {
 	box := newMailbox(t)
 	cfg := eventsConfig(box.addr)
 	cfg.SMTP.Password = "wrong"
+	cfg.RetryBase = time.Hour
 	ev := e.events(cfg)
 	e.proposeAs(bobsAgent, "ord_1001", 100, "x")
 	drain(t, ev)

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -258,7 +259,7 @@ func (s *Service) attempt(ctx context.Context, d models.Delivery) {
 	now := s.clock.Now()
 	if err != nil {
 		r.Error = truncate(err.Error(), 500)
-		if d.Attempts < s.attempts {
+		if d.Attempts < s.attempts && !errors.Is(err, errGone) {
 			r.RetryAt = now.Add(s.backoff(d.Attempts))
 		}
 		s.log.LogAttrs(ctx, slog.LevelInfo, "delivery attempt failed", slog.String("delivery", d.ID),
@@ -297,6 +298,7 @@ type EventData struct {
 	ProposalID string          `json:"proposal_id"`
 	Status     string          `json:"status"`
 	Revision   int64           `json:"revision"`
+	CreatedAt  time.Time       `json:"created_at"`
 	Details    json.RawMessage `json:"details"`
 }
 
@@ -307,13 +309,17 @@ func Data(ev models.Event) EventData {
 		det = json.RawMessage("{}")
 	}
 	return EventData{EventID: ev.ID, TenantID: ev.TenantID, AgentID: ev.AgentID, ProposalID: ev.ProposalID,
-		Status: string(ev.Status), Revision: ev.Revision, Details: det}
+		Status: string(ev.Status), Revision: ev.Revision, CreatedAt: ev.CreatedAt, Details: det}
 }
 
 // sendWebhook posts the event, signed, to the delivery's endpoint. Any
 // answer but 2xx is a failure.
 func (s *Service) sendWebhook(ctx context.Context, d models.Delivery) (int, error) {
 	target, secret, err := s.st.WebhookTarget(ctx, d.Target)
+	if models.IsCode(err, models.EInvalidState) {
+		// Disabled while this delivery was being created.
+		return 0, fmt.Errorf("%w: %s", errGone, models.ErrorMessage(err))
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -337,6 +343,9 @@ func (s *Service) sendWebhook(ctx context.Context, d models.Delivery) (int, erro
 	req.Header.Set("webhook-signature", sig)
 	return s.post(req)
 }
+
+// errGone marks a failure that no retry can cure.
+var errGone = errors.New("not retried")
 
 func (s *Service) post(req *http.Request) (int, error) {
 	resp, err := s.client.Do(req)

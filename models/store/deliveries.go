@@ -94,10 +94,14 @@ func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc models.EndpointSc
 
 // WebhookTarget returns where a webhook delivery goes: the endpoint's URL
 // and its signing secret. It is the only place a secret is read back.
+// EInvalidState when the endpoint was disabled.
 func (s *Store) WebhookTarget(ctx context.Context, endpointID string) (url, secret string, err error) {
 	var row webhookEndpointRow
-	if err := s.db.WithContext(ctx).Select("url", "secret").Where("id = ?", endpointID).Take(&row).Error; err != nil {
+	if err := s.db.WithContext(ctx).Select("url", "secret", "disabled_at").Where("id = ?", endpointID).Take(&row).Error; err != nil {
 		return "", "", notFound(err, "no webhook endpoint %q", endpointID)
+	}
+	if row.DisabledAt != nil {
+		return "", "", models.Errorf(models.EInvalidState, "the endpoint was disabled")
 	}
 	return row.URL, row.Secret, nil
 }
