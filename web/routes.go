@@ -102,6 +102,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.GET("/admin/webhooks", wh.Page, adminPage...)
 		e.POST("/admin/webhooks", wh.Create, adminForm...)
 		e.POST("/admin/webhooks/:id/disable", wh.Disable, adminForm...)
+		e.GET("/admin/deliveries/:id", wh.Delivery, adminPage...)
 		e.POST("/admin/deliveries/:id/redeliver", wh.Redeliver, adminForm...)
 	}
 }

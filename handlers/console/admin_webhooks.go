@@ -22,6 +22,8 @@ type WebhookService interface {
 	Endpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error)
 	DisableEndpoint(ctx context.Context, sc models.EndpointScope, id string) error
 	Deliveries(ctx context.Context, tenantID, target string, limit int) ([]models.Delivery, error)
+	Delivery(ctx context.Context, tenantID, deliveryID string) (models.Delivery, error)
+	Attempts(ctx context.Context, tenantID, deliveryID string) ([]models.DeliveryAttempt, error)
 	Redeliver(ctx context.Context, tenantID, deliveryID string) error
 }
 
@@ -103,18 +105,60 @@ func (h *Webhooks) page(c echo.Context, s *session.Session, status int, form adm
 		return err
 	}
 	for _, d := range ds {
-		row := admin.DeliveryRow{ID: d.ID, EventID: d.Event.ID, EventType: string(d.Event.Type), ProposalID: d.Event.ProposalID,
-			Destination: d.Channel, Status: string(d.Status), Attempts: d.Attempts, LastCode: d.LastCode,
-			LastError: d.LastError, Created: h.when(d.CreatedAt)}
-		if d.Channel == models.ChannelWebhook {
-			row.Destination = urls[d.Target]
-		}
-		if d.Status == models.DeliveryPending && d.Attempts > 0 {
-			row.Next = d.NextAttemptAt.In(h.loc).Format(time.TimeOnly)
-		}
-		p.Deliveries = append(p.Deliveries, row)
+		p.Deliveries = append(p.Deliveries, h.deliveryRow(d, urls))
 	}
 	return render(c, status, admin.Webhooks(p))
+}
+
+func (h *Webhooks) deliveryRow(d models.Delivery, urls map[string]string) admin.DeliveryRow {
+	row := admin.DeliveryRow{ID: d.ID, EventID: d.Event.ID, EventType: string(d.Event.Type), ProposalID: d.Event.ProposalID,
+		Destination: d.Channel, Status: string(d.Status), Attempts: d.Attempts, LastCode: d.LastCode,
+		LastError: d.LastError, Created: h.when(d.CreatedAt)}
+	if d.Channel == models.ChannelWebhook {
+		row.Destination = urls[d.Target]
+	}
+	if d.Status == models.DeliveryPending && d.Attempts > 0 {
+		row.Next = d.NextAttemptAt.In(h.loc).Format(time.TimeOnly)
+	}
+	return row
+}
+
+// Delivery handles GET /admin/deliveries/{id}: one delivery and every
+// attempt made. Other tenants' deliveries are not found.
+func (h *Webhooks) Delivery(c echo.Context) error {
+	s, err := h.admin(c)
+	if err != nil {
+		return err
+	}
+	sc, err := tenantScope(s)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	d, err := h.svc.Delivery(ctx, sc.TenantID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	attempts, err := h.svc.Attempts(ctx, sc.TenantID, d.ID)
+	if err != nil {
+		return err
+	}
+	urls := map[string]string{}
+	if d.Channel == models.ChannelWebhook {
+		eps, err := h.svc.Endpoints(ctx, sc)
+		if err != nil {
+			return err
+		}
+		for _, ep := range eps {
+			urls[ep.ID] = ep.URL
+		}
+	}
+	p := admin.DeliveryPage{Layout: h.frame(s, "Delivery", "webhooks"), Delivery: h.deliveryRow(d, urls)}
+	for _, a := range attempts {
+		p.Attempts = append(p.Attempts, admin.AttemptRow{Attempt: a.Attempt, At: h.when(a.At), StatusCode: a.StatusCode,
+			Error: a.Error, Duration: a.Duration.String()})
+	}
+	return render(c, http.StatusOK, admin.Delivery(p))
 }
 
 // Create handles POST /admin/webhooks: registers a tenant-wide endpoint and

@@ -314,6 +314,15 @@ func TestWebhookAdminPageAndRedeliver(t *testing.T) {
 	if h.Get("webhook-id") != attr(rows[0], "data-event-id") {
 		t.Errorf("redelivery id %s, event %s", h.Get("webhook-id"), attr(rows[0], "data-event-id"))
 	}
+	p = b.get("/admin/deliveries/" + id)
+	wantStatus(t, "delivery page", p, http.StatusOK)
+	attempts := findAll(p.doc, func(n *html.Node) bool { return attr(n, "data-testid") == "attempt-row" })
+	if len(attempts) != 2 || !strings.Contains(textOf(attempts[0]), "500") || !strings.Contains(textOf(attempts[1]), "200") {
+		t.Errorf("attempt log: %d rows", len(attempts))
+	}
+	if !strings.Contains(testid(p.doc, "delivery-status"), "succeeded") {
+		t.Errorf("status %q", testid(p.doc, "delivery-status"))
+	}
 	// Another tenant's administrator cannot redeliver it.
 	c.user("globex", "gadmin", models.RoleAdmin, "globex-password-1")
 	g := c.browser()
@@ -321,5 +330,11 @@ func TestWebhookAdminPageAndRedeliver(t *testing.T) {
 	g.get("/admin/webhooks")
 	if p := g.postForm("/admin/deliveries/"+id+"/redeliver", nil); p.status != http.StatusNotFound {
 		t.Errorf("foreign redeliver: %d", p.status)
+	}
+	if p := g.get("/admin/deliveries/" + id); p.status != http.StatusNotFound {
+		t.Errorf("foreign delivery page: %d", p.status)
+	}
+	if p := g.get("/admin/webhooks"); strings.Contains(p.body, id) || strings.Contains(p.body, r.URL) {
+		t.Error("another tenant's admin page shows this tenant's deliveries or endpoints")
 	}
 }

@@ -177,6 +177,11 @@ func (s *Service) Deliveries(ctx context.Context, tenantID, target string, limit
 	return s.st.DeliveryLog(ctx, store.DeliveryFilter{TenantID: tenantID, Target: target, Limit: limit})
 }
 
+// Delivery returns one delivery of the tenant (ENotFound otherwise).
+func (s *Service) Delivery(ctx context.Context, tenantID, deliveryID string) (models.Delivery, error) {
+	return s.st.Delivery(ctx, tenantID, deliveryID)
+}
+
 // Attempts returns the attempts of one delivery of the tenant.
 func (s *Service) Attempts(ctx context.Context, tenantID, deliveryID string) ([]models.DeliveryAttempt, error) {
 	return s.st.DeliveryAttempts(ctx, tenantID, deliveryID)

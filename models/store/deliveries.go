@@ -270,6 +270,20 @@ func (s *Store) DeliveryLog(ctx context.Context, f DeliveryFilter) ([]models.Del
 	return out, nil
 }
 
+// Delivery returns one delivery of the tenant with its event; ENotFound
+// for other tenants' deliveries.
+func (s *Store) Delivery(ctx context.Context, tenantID, id string) (models.Delivery, error) {
+	var row deliveryRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+		return models.Delivery{}, notFound(err, "no delivery %q", id)
+	}
+	var ev eventRow
+	if err := s.db.WithContext(ctx).Where("id = ?", row.EventID).Take(&ev).Error; err != nil {
+		return models.Delivery{}, dbErr(err)
+	}
+	return row.model(ev.model()), nil
+}
+
 // DeliveryAttempts returns the attempts of a delivery of the tenant, oldest
 // first; ENotFound for other tenants' deliveries.
 func (s *Store) DeliveryAttempts(ctx context.Context, tenantID, id string) ([]models.DeliveryAttempt, error) {
