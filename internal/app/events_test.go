@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
 	"golang.org/x/net/html"
 
+	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
@@ -336,5 +339,101 @@ func TestWebhookAdminPageAndRedeliver(t *testing.T) {
 	}
 	if p := g.get("/admin/webhooks"); strings.Contains(p.body, id) || strings.Contains(p.body, r.URL) {
 		t.Error("another tenant's admin page shows this tenant's deliveries or endpoints")
+	}
+}
+
+// mailCatcher is an in-process SMTP server (emersion/go-smtp) that keeps
+// every message.
+type mailCatcher struct {
+	mu   sync.Mutex
+	msgs []caught
+}
+
+type caught struct {
+	to   []string
+	data string
+}
+
+type catcherSession struct {
+	c   *mailCatcher
+	cur caught
+}
+
+func (s *catcherSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (s *catcherSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.cur.to = append(s.cur.to, to)
+	return nil
+}
+func (s *catcherSession) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	s.cur.data = string(b)
+	s.c.mu.Lock()
+	s.c.msgs = append(s.c.msgs, s.cur)
+	s.c.mu.Unlock()
+	return err
+}
+func (s *catcherSession) Reset()        { s.cur = caught{} }
+func (s *catcherSession) Logout() error { return nil }
+
+func startMailCatcher(t *testing.T) (*mailCatcher, string) {
+	c := &mailCatcher{}
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &catcherSession{c: c}, nil }))
+	srv.Domain = "mail.test"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return c, ln.Addr().String()
+}
+
+// The server as assembled by app.Open e-mails reviewers with a link to the
+// console page, and a delivery pending at a restart goes out afterwards.
+func TestServerNotifiesReviewersAndDeliversAfterRestart(t *testing.T) {
+	box, addr := startMailCatcher(t)
+	c := openConsole(t, func(cfg *app.Config) {
+		cfg.BaseURL = "http://countersign.test"
+		cfg.SMTP = events.SMTPConfig{Addr: addr, From: "countersign@example.com"}
+	})
+	ctx := context.Background()
+	tenant, _ := c.app.Store.TenantByName(ctx, "demo")
+	alice, _, err := c.app.Store.UserCredentials(ctx, tenant.ID, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.app.Store.SetNotificationEmail(ctx, tenant.ID, alice.ID, "alice@example.com", c.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r := newHookReceiver(t)
+	code, body := agentCall(t, c, c.creds.AgentKey, "POST", "/api/v1/webhooks", `{"url":"`+r.URL+`"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	p := c.propose("ord_1001", 100)
+
+	// Stopped before anything was sent; a new process over the same
+	// database sends it all.
+	c.restart()
+	for range 10 {
+		if n, _ := c.app.Events.DispatchOnce(ctx); n == 0 {
+			break
+		}
+	}
+	if r.count() != 2 {
+		t.Errorf("after the restart the receiver got %d webhooks, want 2", r.count())
+	}
+	box.mu.Lock()
+	defer box.mu.Unlock()
+	if len(box.msgs) != 1 || strings.Join(box.msgs[0].to, ",") != "alice@example.com" {
+		t.Fatalf("mail: %+v", box.msgs)
+	}
+	m := box.msgs[0].data
+	if !strings.Contains(m, "http://countersign.test/proposals/"+p.ID+"\r\n") || !strings.Contains(m, "refund_order") ||
+		!strings.Contains(m, "tier low") {
+		t.Errorf("message:\n%s", m)
+	}
+	if strings.Contains(m, "/approve") {
+		t.Errorf("the message links to an approval:\n%s", m)
 	}
 }
