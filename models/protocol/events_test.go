@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/countersign/countersign/models"
@@ -172,5 +173,36 @@ func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
 		if err != nil || backlog[models.ChannelWebhook] != 2 {
 			t.Errorf("backlog = %v, %v; want 2 webhooks", backlog, err)
 		}
+	})
+}
+
+// Racing deciders and sweepers record each change once: the event is
+// written only by the conditional UPDATE that won.
+func TestRacesRecordOneEventPerChange(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		p := e.propose("ord_1001", 100)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				_, _ = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+			})
+		}
+		wg.Wait()
+		wantEvents(t, e.eventTypes(t, p.ID), "proposal.created", "proposal.awaiting_confirmation",
+			"proposal.decision", "proposal.confirmed")
+
+		q := e.propose("ord_1002", 100)
+		e.clock.Set(q.ExpiresAt)
+		for i := range 20 {
+			wg.Go(func() {
+				if i%2 == 0 {
+					_, _ = e.svc.Sweep(e.ctx)
+				} else {
+					_, _ = e.svc.Get(e.ctx, e.tenant, q.ID)
+				}
+			})
+		}
+		wg.Wait()
+		wantEvents(t, e.eventTypes(t, q.ID), "proposal.created", "proposal.awaiting_confirmation", "proposal.expired")
 	})
 }
