@@ -241,6 +241,9 @@ func TestDeliveryAfterRestart(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v %v", claimed, err)
 		}
+		if err := ev1.Redeliver(first.ctx, first.tenant, claimed[0].ID); !models.IsCode(err, models.EInvalidState) {
+			t.Errorf("redeliver during an attempt: %v", err)
+		}
 		first.store.Close()
 
 		second := newEnv(t, url, clock)
