@@ -209,6 +209,14 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 	default:
 	}
 
+	// A new stream starts with what happens next, not with the past
+	// (the server clock here is fixed months before the event ids).
+	fresh, _ := openStream(t, c, key, "")
+	later := c.propose("ord_1003", 100)
+	if m := next(t, fresh); m.Event != "proposal.created" || !strings.Contains(m.Data, later.ID) {
+		t.Fatalf("a new stream began with %+v", m)
+	}
+
 	// Reconnecting with Last-Event-ID resumes right after that event.
 	resumed, code := openStream(t, c, key, first.ID)
 	if code != http.StatusOK {
@@ -224,14 +232,14 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 		t.Errorf("another agent resumed from this agent's event: %d", code)
 	}
 
-	// The webhooks of those three events, signed with the secret.
+	// The webhooks of those five events, signed with the secret.
 	for range 10 {
 		if n, _ := c.app.Events.DispatchOnce(ctx); n == 0 {
 			break
 		}
 	}
-	if r.count() != 3 {
-		t.Fatalf("receiver got %d messages, want 3", r.count())
+	if r.count() != 5 {
+		t.Fatalf("receiver got %d messages, want 5", r.count())
 	}
 	got, bodies := r.snapshot()
 	for i, h := range got {
@@ -243,7 +251,7 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 		t.Fatalf("delete: %d", code)
 	}
 	c.propose("ord_1002", 100)
-	if n, _ := c.app.Events.DispatchOnce(ctx); n != 0 || r.count() != 3 {
+	if n, _ := c.app.Events.DispatchOnce(ctx); n != 0 || r.count() != 5 {
 		t.Errorf("a deleted endpoint still gets events (%d, %d)", n, r.count())
 	}
 	if code, _ := agentCall(t, c, "csk_nobody", "GET", "/api/v1/events", ""); code != http.StatusUnauthorized {

@@ -17,10 +17,11 @@ import (
 const lookback = 10 * time.Second
 
 // Stream follows the events of one agent's proposals, in id order, each
-// once.
+// once. Event ids are ULIDs minted from the wall clock (models.NewID), so
+// the stream computes id bounds from the wall clock too, not from the
+// service's (possibly injected) clock.
 type Stream struct {
 	st     *store.Store
-	clock  models.Clock
 	tenant string
 	agent  string
 	floor  string // never read at or below this id (the resume point)
@@ -34,7 +35,7 @@ type Stream struct {
 // from now on. EInvalidRequest when lastEventID names no event of the
 // agent.
 func (s *Service) OpenStream(ctx context.Context, agent models.Agent, lastEventID string) (*Stream, error) {
-	floor := store.EventIDAt(s.clock.Now())
+	floor := store.EventIDAt(time.Now())
 	if lastEventID != "" {
 		if _, err := s.st.AgentEvent(ctx, agent.TenantID, agent.ID, lastEventID); err != nil {
 			if models.IsCode(err, models.ENotFound) {
@@ -44,14 +45,14 @@ func (s *Service) OpenStream(ctx context.Context, agent models.Agent, lastEventI
 		}
 		floor = lastEventID
 	}
-	return &Stream{st: s.st, clock: s.clock, tenant: agent.TenantID, agent: agent.ID, floor: floor, cursor: floor,
+	return &Stream{st: s.st, tenant: agent.TenantID, agent: agent.ID, floor: floor, cursor: floor,
 		sent: map[string]struct{}{}}, nil
 }
 
 // Next returns the events committed since the last call that the stream
 // has not returned yet, oldest first.
 func (st *Stream) Next(ctx context.Context) ([]models.Event, error) {
-	back := store.EventIDAt(st.clock.Now().Add(-lookback))
+	back := store.EventIDAt(time.Now().Add(-lookback))
 	from := min(st.cursor, back)
 	from = max(from, st.floor)
 	var out []models.Event

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -146,15 +147,5 @@ func (s *Store) AgentEvent(ctx context.Context, tenantID, agentID, id string) (m
 func EventIDAt(t time.Time) string {
 	var id ulid.ULID
 	_ = id.SetTime(ulid.Timestamp(t))
-	return "evt_" + lower(id.String())
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
+	return "evt_" + strings.ToLower(id.String())
 }
