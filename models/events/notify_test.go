@@ -1,6 +1,8 @@
 package events_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -34,10 +36,12 @@ type mail struct {
 	To   []string
 	Data string
 	User string
+	TLS  bool
 }
 
 type mailSession struct {
 	box  *mailbox
+	conn *smtp.Conn
 	user string
 	cur  mail
 }
@@ -73,6 +77,7 @@ func (s *mailSession) Data(r io.Reader) error {
 		return err
 	}
 	s.cur.Data = string(b)
+	_, s.cur.TLS = s.conn.TLSConnectionState()
 	s.box.mu.Lock()
 	s.box.msgs = append(s.box.msgs, s.cur)
 	s.box.mu.Unlock()
@@ -82,9 +87,12 @@ func (s *mailSession) Data(r io.Reader) error {
 func (s *mailSession) Reset()        { s.cur = mail{} }
 func (s *mailSession) Logout() error { return nil }
 
-func newMailbox(t *testing.T) *mailbox {
+func newMailbox(t *testing.T, tlsConfig ...*tls.Config) *mailbox {
 	box := &mailbox{}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &mailSession{box: box}, nil }))
+	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &mailSession{box: box, conn: c}, nil }))
+	if len(tlsConfig) > 0 {
+		srv.TLSConfig = tlsConfig[0]
+	}
 	srv.Domain = "mail.test"
 	srv.AllowInsecureAuth = true
 	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
@@ -266,4 +274,41 @@ func TestSlackNotification(t *testing.T) {
 			t.Errorf("the message carries more than text (no buttons, no actions): %v", bodies[0])
 		}
 	})
+}
+
+// With STARTTLS offered, the conversation is encrypted before AUTH; with
+// --smtp-starttls a server that does not offer it gets nothing.
+func TestEmailUsesSTARTTLS(t *testing.T) {
+	e, bobsAgent := notifyEnv(t, "sqlite", models.ChannelEmail)
+	certSrc := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(certSrc.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(certSrc.Certificate())
+	box := newMailbox(t, &tls.Config{Certificates: certSrc.TLS.Certificates})
+	cfg := eventsConfig(box.addr)
+	cfg.SMTP.StartTLS = true
+	cfg.SMTP.TLSConfig = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	ev := e.events(cfg)
+	e.proposeAs(bobsAgent, "ord_1001", 100, "x")
+	drain(t, ev)
+	msgs := box.messages()
+	if len(msgs) != 1 || !msgs[0].TLS || msgs[0].User != "notifier" {
+		t.Fatalf("messages: %+v", msgs)
+	}
+
+	// The same configuration against a server without STARTTLS: refused
+	// before any credentials or content are sent.
+	plain := newMailbox(t)
+	cfg.SMTP.Addr = plain.addr
+	cfg.RetryBase = time.Hour
+	ev = e.events(cfg)
+	e.proposeAs(bobsAgent, "ord_1002", 100, "x")
+	drain(t, ev)
+	if n := len(plain.messages()); n != 0 {
+		t.Fatalf("%d messages sent without TLS", n)
+	}
+	log, _ := ev.Deliveries(e.ctx, e.tenant, models.ChannelEmail, 1)
+	if len(log) != 1 || !strings.Contains(log[0].LastError, "STARTTLS") {
+		t.Errorf("delivery: %+v", log)
+	}
 }
