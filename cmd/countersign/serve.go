@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/events"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -64,11 +65,15 @@ type serveConfig struct {
 
 	// Default per-agent limits.
 	Limits models.Limits
+	// Reviewer notifications.
+	SMTPAddr, SMTPFrom, SMTPUsername, SMTPPassword string
+	SMTPStartTLS                                   bool
+	SlackWebhookURL                                string
 }
 
 const serveAbout = `
 Serves the reviewer console (/), the agent API (/api/v1/proposals,
-/api/v1/executions), the token public keys (/.well-known/jwks.json) and
+/api/v1/executions, /api/v1/webhooks, /api/v1/events), the token public keys (/.well-known/jwks.json) and
 /healthz. Database migrations are
 applied at start. Logs go to stderr; the addresses go to stdout.
 
@@ -143,12 +148,26 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	limitsFlags(fs, &cfg.Limits)
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
+	fs.StringVar(&cfg.SMTPAddr, "smtp-addr", "", "mail server `HOST:PORT`: e-mail reviewers when a proposal awaits them\n(see countersign user notify); off when empty")
+	fs.StringVar(&cfg.SMTPFrom, "smtp-from", "", "sender `ADDRESS` of notification e-mails")
+	fs.StringVar(&cfg.SMTPUsername, "smtp-username", "", "SMTP AUTH PLAIN `USER` (only over TLS, or to localhost)")
+	fs.StringVar(&cfg.SMTPPassword, "smtp-password", "", "SMTP AUTH `PASSWORD`; prefer COUNTERSIGN_SMTP_PASSWORD")
+	fs.BoolVar(&cfg.SMTPStartTLS, "smtp-starttls", false, "refuse a mail server that does not offer STARTTLS\n(STARTTLS is used whenever offered)")
+	fs.StringVar(&cfg.SlackWebhookURL, "slack-webhook-url", "", "Slack-compatible incoming webhook `URL` reviewer notifications are posted to")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
 	}
 	if err := cmd.wantArgs(pos); err != nil {
 		return err
+	}
+	if cfg.SMTPAddr != "" && cfg.SMTPFrom == "" {
+		return usagef(cmd.synopsis, "--smtp-addr needs --smtp-from")
+	}
+	if cfg.SlackWebhookURL != "" {
+		if _, err := events.CheckURL(cfg.SlackWebhookURL); err != nil {
+			return usagef(cmd.synopsis, "--slack-webhook-url: %v", models.ErrorMessage(err))
+		}
 	}
 	if err := cmd.required(map[string]string{"addr": cfg.Addr, "db": cfg.DB, "issuer": cfg.Issuer, "audience": cfg.Audience}); err != nil {
 		return err
@@ -241,6 +260,9 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		LeaseMargin:             cfg.LeaseMargin,
 		HeartbeatInterval:       cfg.HeartbeatInterval,
 		InstanceTimeout:         cfg.InstanceTimeout,
+		SMTP: events.SMTPConfig{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername,
+			Password: cfg.SMTPPassword, StartTLS: cfg.SMTPStartTLS},
+		SlackWebhookURL: cfg.SlackWebhookURL,
 	})
 	if err != nil {
 		return err

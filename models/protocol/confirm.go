@@ -98,7 +98,7 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 	if err != nil {
 		return nil, err
 	}
-	if !p.Tier.AllowSelfApproval || p.Tier.Quorum > 1 {
+	if models.SelfApprovalForbidden(p.Tier) {
 		agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
 		if err != nil {
 			return nil, err

@@ -122,14 +122,28 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		if !ok {
 			return models.Errorf(models.EAlreadyDecided, "you already decided this proposal")
 		}
+		data := map[string]any{"decision": string(d.Kind), "reviewer_id": d.UserID}
+		if d.Reason != "" {
+			data["reason"] = d.Reason
+		}
+		if err := s.recordEvent(tx, tenantID, d.ProposalID, models.EventDecision, now, data); err != nil {
+			return err
+		}
 		p, err := loadProposal(tx, tenantID, d.ProposalID)
 		if err != nil {
 			return err
 		}
 		switch {
 		case d.Kind == models.DecisionDecline:
-			if _, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, ""); err != nil {
+			ok, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, "")
+			if err != nil {
 				return err
+			}
+			if ok {
+				if err := s.recordEvent(tx, tenantID, p.ID, models.StatusEvent(models.StatusDeclined), now,
+					map[string]any{"reason": d.Reason}); err != nil {
+					return err
+				}
 			}
 		case p.QuorumMet():
 			tok, err := issue(p)
@@ -142,6 +156,10 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 			}
 			if !ok {
 				return models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
+			}
+			if err := s.recordEvent(tx, tenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
+				map[string]any{"token_expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339Nano)}); err != nil {
+				return err
 			}
 			execID := (*string)(nil)
 			if err := tx.Create(&tokenRow{JTI: tok.JTI, TenantID: tenantID, ProposalID: p.ID, AgentID: tok.AgentID,
@@ -197,7 +215,7 @@ func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, no
 		if !ok {
 			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
 		}
-		return nil
+		return s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil)
 	})
 }
 

@@ -104,6 +104,10 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		if !moved {
 			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
 		}
+		if err := s.recordEvent(tx, c.TenantID, c.ProposalID, models.StatusEvent(models.StatusExecuting), c.Now,
+			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
+			return err
+		}
 		consumed = true
 		return nil
 	})
@@ -164,7 +168,7 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
 			return err
 		}
-		if err := mirror(tx, row, now); err != nil {
+		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
@@ -235,7 +239,7 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
 			return err
 		}
-		if err := mirror(tx, row, now); err != nil {
+		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
@@ -244,10 +248,19 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	return out, ok, err
 }
 
-// mirror copies an execution's status onto its proposal.
-func mirror(tx *gorm.DB, row executionRow, now time.Time) error {
-	return tx.Model(&proposalRow{}).Where("id = ? AND status <> ?", row.ProposalID, row.Status).
-		Updates(map[string]any{"status": row.Status, "revision": gorm.Expr("revision + 1"), "updated_at": ms(now)}).Error
+// mirror copies an execution's status onto its proposal and records the
+// event when the proposal's status changed.
+func (s *Store) mirror(tx *gorm.DB, row executionRow, now time.Time) error {
+	res := tx.Model(&proposalRow{}).Where("id = ? AND status <> ?", row.ProposalID, row.Status).
+		Updates(map[string]any{"status": row.Status, "revision": gorm.Expr("revision + 1"), "updated_at": ms(now)})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error
+	}
+	data := map[string]any{"execution_id": row.ID, "attempt": row.Attempts}
+	if row.ErrorCode != "" {
+		data["error_code"] = row.ErrorCode
+	}
+	return s.recordEvent(tx, row.TenantID, row.ProposalID, models.StatusEvent(models.Status(row.Status)), now, data)
 }
 
 // Execution returns an execution of the tenant, or ENotFound.

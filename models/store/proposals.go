@@ -142,11 +142,18 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 			}
 		}
 		ok, err := insertOnce(tx, &row)
-		if err != nil {
+		if err != nil || !ok {
 			return err
 		}
-		inserted = ok
-		if ok && capped {
+		inserted = true
+		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if err := s.recordEvent(tx, p.TenantID, p.ID, models.EventCreated, p.CreatedAt, data); err != nil {
+			return err
+		}
+		if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(p.Status), p.CreatedAt, data); err != nil {
+			return err
+		}
+		if capped {
 			return openProposalsLimited(tx, p.AgentID, maxOpen, p.CreatedAt)
 		}
 		return nil
@@ -400,8 +407,11 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
 			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			return s.recordEvent(tx, tenantID, id, models.StatusEvent(models.StatusCancelled), now, nil)
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
@@ -458,21 +468,30 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 	var out []ProposalRef
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		out = out[:0]
-		sql := "UPDATE proposals SET status = ?, revision = revision + 1, updated_at = ? WHERE status = ? AND expires_at <= ?"
-		args := []any{string(models.StatusExpired), ms(now), string(models.StatusAwaitingConfirmation), ms(now)}
+		// One conditional UPDATE per proposal, so that each expiry that
+		// happens records its event; a proposal decided meanwhile is left
+		// alone.
+		var awaiting []proposalRow
+		q := tx.Select("id", "tenant_id").
+			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
 		if proposalID != "" {
-			sql += " AND tenant_id = ? AND id = ?"
-			args = append(args, tenantID, proposalID)
+			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
 		}
-		var moved []struct {
-			ID       string
-			TenantID string
-		}
-		if err := tx.Raw(sql+" RETURNING id, tenant_id", args...).Scan(&moved).Error; err != nil {
+		if err := q.Find(&awaiting).Error; err != nil {
 			return err
 		}
-		for _, m := range moved {
-			out = append(out, ProposalRef{TenantID: m.TenantID, ID: m.ID})
+		for _, p := range awaiting {
+			ok, err := transition(tx, p.TenantID, p.ID, models.StatusExpired, now,
+				"status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, ProposalRef{TenantID: p.TenantID, ID: p.ID})
+				if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusExpired), now, nil); err != nil {
+					return err
+				}
+			}
 		}
 
 		// Tokens first, then the proposals whose token this statement moved:
@@ -502,6 +521,10 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 			}
 			if ok {
 				out = append(out, ProposalRef{TenantID: t.TenantID, ID: t.ProposalID})
+				if err := s.recordEvent(tx, t.TenantID, t.ProposalID, models.StatusEvent(models.StatusExpired), now,
+					map[string]any{"token_expired": true}); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

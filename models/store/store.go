@@ -50,6 +50,7 @@ type Store struct {
 	read   *gorm.DB
 	readDB *sql.DB
 	inst   atomic.Pointer[instance]
+	notify []string // reviewer notification channels, see Options.Notify
 }
 
 // Options tune Open.
@@ -67,6 +68,11 @@ type Options struct {
 	// is opened with. Fault-injection tests use it to make a commit fail as
 	// a dropped connection does (see internal/dbfault); nil in production.
 	WrapDriver func(driver.Driver) driver.Driver
+	// Notify lists the reviewer notification channels in use
+	// (models.ChannelEmail, models.ChannelSlack): a proposal that starts
+	// awaiting a person gets one delivery per channel, in the same
+	// transaction.
+	Notify []string
 }
 
 // statementHook is a GORM logger that reports every statement to a
@@ -154,7 +160,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB}
+	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
 		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {
