@@ -165,40 +165,46 @@ type Token struct {
 
 // Execution is the record of one execution intent, keyed by request key.
 type Execution struct {
-	ID           string
-	TenantID     string
-	ProposalID   string
-	TokenJTI     string
-	RequestKey   string
-	Operation    string
-	ArgsDigest   string
-	Status       Status // executing, succeeded, failed_retryable, failed_terminal, unknown
-	Attempts     int
-	ProviderRef  string
-	Result       json.RawMessage
-	ErrorCode    string
-	ErrorMessage string
-	LeaseUntil   time.Time // while in the future, the current attempt owns it
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	CompletedAt  *time.Time
+	ID         string
+	TenantID   string
+	ProposalID string
+	TokenJTI   string
+	RequestKey string
+	// DownstreamKey is the idempotency key the business system sees (see
+	// DownstreamKey); every attempt and every status question uses it.
+	DownstreamKey string
+	Operation     string
+	ArgsDigest    string
+	Status        Status // executing, succeeded, failed_retryable, failed_terminal, unknown
+	Attempts      int
+	ProviderRef   string
+	Result        json.RawMessage
+	ErrorCode     string
+	ErrorMessage  string
+	LeaseUntil    time.Time // while in the future, the current attempt owns it
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CompletedAt   *time.Time
 }
 
 // Receipt is what proves what ran and what the business system answered.
 type Receipt struct {
-	ExecutionID string     `json:"execution_id"`
-	RequestKey  string     `json:"request_key"`
-	Operation   string     `json:"operation"`
-	Status      Status     `json:"status"`
-	ArgsDigest  string     `json:"args_digest"`
-	ProviderRef string     `json:"provider_ref"`
-	CompletedAt *time.Time `json:"completed_at"`
+	ExecutionID string `json:"execution_id"`
+	RequestKey  string `json:"request_key"`
+	// DownstreamKey is the Idempotency-Key the business system recorded
+	// the write under: look it up there with this value.
+	DownstreamKey string     `json:"downstream_key"`
+	Operation     string     `json:"operation"`
+	Status        Status     `json:"status"`
+	ArgsDigest    string     `json:"args_digest"`
+	ProviderRef   string     `json:"provider_ref"`
+	CompletedAt   *time.Time `json:"completed_at"`
 }
 
 // Receipt returns the execution's receipt.
 func (e *Execution) Receipt() Receipt {
 	return Receipt{
-		ExecutionID: e.ID, RequestKey: e.RequestKey, Operation: e.Operation,
+		ExecutionID: e.ID, RequestKey: e.RequestKey, DownstreamKey: e.DownstreamKey, Operation: e.Operation,
 		Status: e.Status, ArgsDigest: e.ArgsDigest, ProviderRef: e.ProviderRef,
 		CompletedAt: e.CompletedAt,
 	}

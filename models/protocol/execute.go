@@ -15,8 +15,10 @@ import (
 // service, the caller is sub, the tenant matches, op, policy, resource,
 // request key and args_digest match the stored proposal, now < exp, and the
 // token is consumed atomically right now (one conditional UPDATE). Then the
-// adapter executes with the request key as idempotency key and the expected
-// state version, and the outcome is recorded.
+// adapter executes with the execution's downstream key
+// (models.DownstreamKey: installation, tenant, agent and request key) as
+// idempotency key and the expected state version, and the outcome is
+// recorded.
 //
 // A token that was consumed before answers EAlreadyConsumed with the
 // original execution (Details: execution_id, execution_status, receipt) and
@@ -84,8 +86,9 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 
 	exec, consumed, err := s.store.ConsumeToken(ctx, store.Consume{
 		TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
-		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
-			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease)},
+		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey,
+			DownstreamKey: models.DownstreamKey(s.installation, p.TenantID, p.AgentID, p.RequestKey),
+			Operation:     p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease)},
 	})
 	if err != nil {
 		return nil, err
@@ -208,7 +211,7 @@ func (s *Service) attempt(ctx context.Context, p *models.Proposal, e models.Exec
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
 	res, err := ad.Execute(actx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
-		Tenant: p.TenantID, RequestKey: e.RequestKey, ExpectedStateVersion: p.StateVersion})
+		Tenant: p.TenantID, IdempotencyKey: e.DownstreamKey, ExpectedStateVersion: p.StateVersion})
 	o := s.outcome(e, res, err)
 	return s.finish(actx, p, e, o)
 }
@@ -232,7 +235,8 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 		// Refused before anything was written.
 		return store.Outcome{Status: models.StatusFailedTerminal, ErrorCode: string(de.Code), ErrorMessage: de.Message}
 	default:
-		s.log.Warn("execution outcome unknown", "execution", e.ID, "request_key", e.RequestKey, "err", err)
+		s.log.Warn("execution outcome unknown", "execution", e.ID, "request_key", e.RequestKey,
+			"downstream_key", e.DownstreamKey, "err", err)
 		return store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
 			ErrorMessage: "the business system did not answer; the outcome will be asked for by request key",
 			RetryAt:      now.Add(backoff(e.Attempts))}
@@ -307,7 +311,7 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	s.changes.notify(p.ID)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
 	defer cancel()
-	res, err := ad.Status(actx, p.TenantID, claimed.RequestKey)
+	res, err := ad.Status(actx, p.TenantID, claimed.DownstreamKey)
 	switch {
 	case errors.Is(err, models.ErrNeverArrived):
 		_, err = s.attempt(ctx, p, claimed)

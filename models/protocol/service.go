@@ -54,6 +54,9 @@ type Service struct {
 	lease    time.Duration
 	poll     time.Duration
 	changes  *notifier
+	// installation is this installation's id, part of every downstream
+	// idempotency key.
+	installation string
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -86,6 +89,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := s.tokens.EnsureKey(ctx); err != nil {
 		return nil, err
 	}
+	id, err := s.store.Installation(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.installation = id
 	return s, nil
 }
 
@@ -143,7 +151,7 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if in.RequestKey != "" {
 		// A retry must find its proposal even when the business state has
 		// moved on since (e.g. the refund ran), so look before validating.
-		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, in.RequestKey)
+		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, agent.ID, in.RequestKey)
 		if err == nil {
 			return sameRequest(prev, agent, tool.Name, digest)
 		}
@@ -208,12 +216,19 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	return p, true, nil
 }
 
-// sameRequest decides whether prev, found under the same request key, is an
-// idempotent retry of the agent's request.
+// sameRequest decides whether prev, the agent's own proposal under the same
+// request key, is an idempotent retry of the agent's request: the same tool
+// and digest return it; anything else is EIdempotencyKeyReuse.
 func sameRequest(prev *models.Proposal, agent models.Agent, tool, digest string) (*models.Proposal, bool, error) {
-	if prev.AgentID != agent.ID || prev.Tool != tool || prev.ArgsDigest != digest {
-		return nil, false, models.Errorf(models.EIdempotencyKeyReuse,
-			"request key %q was already used for another write; use a new key for new arguments", prev.RequestKey)
+	if prev.AgentID != agent.ID {
+		// Keys are per agent; the store only finds the agent's own.
+		return nil, false, models.Errorf(models.EInternal, "request key lookup crossed agents")
+	}
+	if prev.Tool != tool || prev.ArgsDigest != digest {
+		return nil, false, &models.Error{Code: models.EIdempotencyKeyReuse,
+			Message: fmt.Sprintf("request key %q was already used by this agent for other arguments (proposal %s); "+
+				"repeat the same write to get that proposal back, or use a new key for a new write", prev.RequestKey, prev.ID),
+			Details: map[string]any{"proposal_id": prev.ID}}
 	}
 	if prev.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",

@@ -11,30 +11,31 @@ import (
 )
 
 type executionRow struct {
-	ID           string `gorm:"primaryKey"`
-	TenantID     string
-	ProposalID   string
-	TokenJTI     string `gorm:"column:token_jti"`
-	RequestKey   string
-	Operation    string
-	ArgsDigest   string
-	Status       string
-	Attempts     int
-	ProviderRef  string
-	Result       string
-	ErrorCode    string
-	ErrorMessage string
-	LeaseUntil   int64
-	CreatedAt    int64 `gorm:"autoCreateTime:false"`
-	UpdatedAt    int64 `gorm:"autoUpdateTime:false"`
-	CompletedAt  *int64
+	ID            string `gorm:"primaryKey"`
+	TenantID      string
+	ProposalID    string
+	TokenJTI      string `gorm:"column:token_jti"`
+	RequestKey    string
+	DownstreamKey string
+	Operation     string
+	ArgsDigest    string
+	Status        string
+	Attempts      int
+	ProviderRef   string
+	Result        string
+	ErrorCode     string
+	ErrorMessage  string
+	LeaseUntil    int64
+	CreatedAt     int64 `gorm:"autoCreateTime:false"`
+	UpdatedAt     int64 `gorm:"autoUpdateTime:false"`
+	CompletedAt   *int64
 }
 
 func (executionRow) TableName() string { return "executions" }
 
 func (r executionRow) model() models.Execution {
 	e := models.Execution{ID: r.ID, TenantID: r.TenantID, ProposalID: r.ProposalID, TokenJTI: r.TokenJTI,
-		RequestKey: r.RequestKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
+		RequestKey: r.RequestKey, DownstreamKey: r.DownstreamKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
 		Status: models.Status(r.Status), Attempts: r.Attempts, ProviderRef: r.ProviderRef,
 		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, LeaseUntil: fromMS(r.LeaseUntil),
 		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt)}
@@ -50,7 +51,7 @@ type Consume struct {
 	AgentID    string
 	ProposalID string
 	JTI        string
-	Execution  models.Execution // ID, RequestKey, Operation, ArgsDigest, LeaseUntil set by the caller
+	Execution  models.Execution // ID, RequestKey, DownstreamKey, Operation, ArgsDigest, LeaseUntil set by the caller
 	Now        time.Time
 }
 
@@ -60,12 +61,16 @@ type Consume struct {
 // record for the request key and moves the proposal from confirmed to
 // executing. consumed=false (and nothing written) means another redemption,
 // a revocation or the expiry came first; the caller reads the token to tell
-// which. A request key that already has an execution for another digest is
-// EIdempotencyKeyReuse.
+// which. A downstream key that already has an execution for another digest
+// is EIdempotencyKeyReuse. An empty downstream key is EInternal: it would
+// reach the business system as no key at all.
 func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execution, consumed bool, err error) {
+	if c.Execution.DownstreamKey == "" {
+		return models.Execution{}, false, models.Errorf(models.EInternal, "execution without a downstream key")
+	}
 	now := ms(c.Now)
 	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
-		RequestKey: c.Execution.RequestKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
+		RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
 		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
 		CreatedAt: now, UpdatedAt: now}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
@@ -85,7 +90,7 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		}
 		if !ok {
 			var other executionRow
-			if err := tx.Where("tenant_id = ? AND request_key = ?", c.TenantID, c.Execution.RequestKey).Take(&other).Error; err != nil {
+			if err := tx.Where("tenant_id = ? AND downstream_key = ?", c.TenantID, c.Execution.DownstreamKey).Take(&other).Error; err != nil {
 				return err
 			}
 			if other.ArgsDigest != row.ArgsDigest {

@@ -107,8 +107,8 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 	return p, nil
 }
 
-// CreateProposal stores a new proposal snapshot. When the tenant already has
-// a proposal with the same request key, nothing is written and the existing
+// CreateProposal stores a new proposal snapshot. When the proposing agent
+// already has a proposal with the same request key, nothing is written and the existing
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
 func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
@@ -131,7 +131,7 @@ func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existin
 		return nil, true, nil
 	}
 	var other proposalRow
-	err = s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&other).Error
+	err = s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id = ? AND request_key = ?", p.TenantID, p.AgentID, p.RequestKey).Take(&other).Error
 	if err != nil {
 		return nil, false, dbErr(err)
 	}
@@ -394,11 +394,12 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 	return n, err
 }
 
-// ProposalByRequestKey returns the tenant's proposal with that request key,
-// or ENotFound.
-func (s *Store) ProposalByRequestKey(ctx context.Context, tenantID, requestKey string) (*models.Proposal, error) {
+// ProposalByRequestKey returns the agent's proposal with that request key,
+// or ENotFound. Request keys are idempotent per agent: another agent's
+// proposal with the same key is never found here.
+func (s *Store) ProposalByRequestKey(ctx context.Context, tenantID, agentID, requestKey string) (*models.Proposal, error) {
 	var row proposalRow
-	err := s.db.WithContext(ctx).Select("id").Where("tenant_id = ? AND request_key = ?", tenantID, requestKey).Take(&row).Error
+	err := s.db.WithContext(ctx).Select("id").Where("tenant_id = ? AND agent_id = ? AND request_key = ?", tenantID, agentID, requestKey).Take(&row).Error
 	if err != nil {
 		return nil, notFound(err, "no proposal with that request key")
 	}

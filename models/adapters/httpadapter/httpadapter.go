@@ -6,7 +6,7 @@
 //
 //	POST {base}/validate               {tool, arguments, tenant, principal}
 //	                                   → {ok, state_version, resource_label, problems[]}
-//	POST {base}/execute                Idempotency-Key: <request_key>
+//	POST {base}/execute                Idempotency-Key: <downstream key>
 //	                                   {tool, arguments, tenant, expected_state_version}
 //	                                   → {status, provider_ref, result}; 409 on a version conflict
 //	GET  {base}/executions/{key}?tenant=…  → the same body as execute; 404 if it never arrived
@@ -44,7 +44,7 @@ const DefaultTimeout = 10 * time.Second
 // MinSecretLen is the shortest accepted shared secret, in bytes.
 const MinSecretLen = 16
 
-// maxKeyLen bounds request keys; countersign's own keys are far shorter.
+// maxKeyLen bounds idempotency keys; countersign's own keys are far shorter.
 const maxKeyLen = 255
 
 // Config configures an Adapter.
@@ -242,7 +242,7 @@ func stateVersion(raw json.RawMessage) (string, error) {
 }
 
 // Execute asks the business system to perform the write once, with
-// req.RequestKey as the Idempotency-Key.
+// req.IdempotencyKey as the Idempotency-Key.
 //
 // Outcomes:
 //   - a 2xx answer with status succeeded, failed_terminal or failed_retryable
@@ -260,10 +260,10 @@ func stateVersion(raw json.RawMessage) (string, error) {
 //     have happened: ask Status with the same key, never execute again under
 //     another key.
 //
-// An empty or malformed request key is refused before anything is sent,
+// An empty or malformed idempotency key is refused before anything is sent,
 // with EInternal: the caller has a bug.
 func (a *Adapter) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
-	if err := checkKey(req.RequestKey); err != nil {
+	if err := checkKey(req.IdempotencyKey); err != nil {
 		return models.ExecuteResult{}, err
 	}
 	body, err := json.Marshal(executeBody{
@@ -276,15 +276,15 @@ func (a *Adapter) Execute(ctx context.Context, req models.ExecuteRequest) (model
 		return models.ExecuteResult{}, models.Wrap(models.EInternal, err, "cannot encode the execute request")
 	}
 	unknown := func(cause error) error {
-		return fmt.Errorf("httpadapter: execute %q: %w: %w", req.RequestKey, models.ErrOutcomeUnknown, cause)
+		return fmt.Errorf("httpadapter: execute %q: %w: %w", req.IdempotencyKey, models.ErrOutcomeUnknown, cause)
 	}
 
-	resp, err := a.do(ctx, http.MethodPost, a.endpoint("execute", ""), req.RequestKey, body)
+	resp, err := a.do(ctx, http.MethodPost, a.endpoint("execute", ""), req.IdempotencyKey, body)
 	switch {
 	case err != nil:
 		return models.ExecuteResult{}, unknown(err)
 	case resp.code == http.StatusConflict:
-		return models.ExecuteResult{}, fmt.Errorf("httpadapter: execute %q: %w", req.RequestKey, models.ErrStateConflict)
+		return models.ExecuteResult{}, fmt.Errorf("httpadapter: execute %q: %w", req.IdempotencyKey, models.ErrStateConflict)
 	case is2xx(resp.code):
 		res, err := decodeOutcome(resp)
 		if err != nil {
@@ -301,7 +301,7 @@ func (a *Adapter) Execute(ctx context.Context, req models.ExecuteRequest) (model
 }
 
 // Status asks the business system for the outcome of an earlier Execute by
-// request key (sent as GET {base}/executions/{key}?tenant=…).
+// idempotency key (sent as GET {base}/executions/{key}?tenant=…).
 //
 // Errors: models.ErrNeverArrived (wrapped) on 404; otherwise, when the
 // business system could not be asked or gave no usable answer (transport
@@ -442,11 +442,11 @@ func (a *Adapter) endpoint(rel, rawQuery string) *url.URL {
 // path segment.
 func checkKey(key string) error {
 	if key == "" || key == "." || key == ".." || len(key) > maxKeyLen {
-		return models.Errorf(models.EInternal, "invalid request key")
+		return models.Errorf(models.EInternal, "invalid idempotency key")
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c <= ' ' || c >= 0x7f {
-			return models.Errorf(models.EInternal, "invalid request key")
+			return models.Errorf(models.EInternal, "invalid idempotency key")
 		}
 	}
 	return nil

@@ -62,7 +62,7 @@ func validateReq(order string, amount int64) models.ValidateRequest {
 }
 
 func executeReq(key, order string, amount int64, version string) models.ExecuteRequest {
-	return models.ExecuteRequest{Tool: "refund", Arguments: refundArgs(order, amount), Tenant: "t1", RequestKey: key, ExpectedStateVersion: version}
+	return models.ExecuteRequest{Tool: "refund", Arguments: refundArgs(order, amount), Tenant: "t1", IdempotencyKey: key, ExpectedStateVersion: version}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

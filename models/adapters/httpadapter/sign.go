@@ -22,7 +22,7 @@ const (
 	// comma-separated list ("v1=…,v1=…") and succeeds if any entry matches,
 	// so a sender may sign with an old and a new secret during rotation.
 	HeaderSignature = "X-Countersign-Signature"
-	// HeaderIdempotencyKey carries the request key of an execute. It is part
+	// HeaderIdempotencyKey carries the idempotency key of an execute (the execution's downstream key). It is part
 	// of the signed string, so it cannot be swapped in transit.
 	HeaderIdempotencyKey = "Idempotency-Key"
 )
