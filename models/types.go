@@ -119,9 +119,28 @@ func (p *Proposal) Redeemable(now time.Time) bool {
 		p.Token.Compact != "" && now.Before(p.Token.ExpiresAt)
 }
 
+// Retryable reports whether a failed_retryable execution of p may be
+// attempted again at now: the business system refused for now (nothing was
+// written), the token was redeemed and is neither revoked nor past its
+// expiry (right-open). A retry is a write, and no write may reach the
+// business system at or after the confirmation's exp.
+func (p *Proposal) Retryable(now time.Time) bool {
+	return p.Status == StatusFailedRetryable && p.Token != nil && p.Token.Status == TokenConsumed &&
+		now.Before(p.Token.ExpiresAt)
+}
+
 // Revocable reports whether an administrator may still withdraw p's
-// confirmation at now: exactly while its token is redeemable.
-func (p *Proposal) Revocable(now time.Time) bool { return p.Redeemable(now) }
+// confirmation at now: while its token is redeemable, and while its
+// execution is failed_retryable (a retry would be a new attempt at the
+// write; revoking it ends the execution failed_terminal with nothing
+// written). An unknown or executing execution cannot be revoked: the write
+// may already have happened.
+func (p *Proposal) Revocable(now time.Time) bool {
+	if p.Redeemable(now) {
+		return true
+	}
+	return p.Status == StatusFailedRetryable && p.Token != nil && p.Token.Status == TokenConsumed
+}
 
 // DecisionKind is approve or decline.
 type DecisionKind string

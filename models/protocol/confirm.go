@@ -188,7 +188,11 @@ func (s *Service) issue(ctx context.Context, p *models.Proposal, now time.Time) 
 		Status: models.TokenIssued, Compact: compact, IssuedAt: iat, ExpiresAt: exp}, nil
 }
 
-// Revoke withdraws a confirmed, unused token (administrators only).
+// Revoke withdraws a confirmation (administrators only) while that can
+// still prevent a write: a confirmed, unused, unexpired token, or a
+// failed_retryable execution (which then ends failed_terminal with nothing
+// written, and is never retried). models.Proposal.Revocable is the same rule
+// for showing the action.
 // Errors: EForbidden, ENotFound, EInvalidState.
 func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error) {
 	if admin.Role != models.RoleAdmin || admin.Disabled {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -67,7 +68,7 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 	now := s.clock.Now()
 	switch tok.Status {
 	case models.TokenConsumed:
-		return s.alreadyConsumed(ctx, p, tok)
+		return s.alreadyConsumed(ctx, p, tok, c)
 	case models.TokenRevoked:
 		return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
 	case models.TokenExpired:
@@ -102,7 +103,7 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 		}
 		switch tok.Status {
 		case models.TokenConsumed:
-			return s.alreadyConsumed(ctx, p, tok)
+			return s.alreadyConsumed(ctx, p, tok, c)
 		case models.TokenRevoked:
 			return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
 		default:
@@ -167,9 +168,12 @@ func expiredErr(tok models.Token) error {
 
 // alreadyConsumed answers a redemption of a consumed token. It never writes
 // with a new key: a failed_retryable execution is retried with its own
-// request key, an unknown (or abandoned executing) one is reconciled by
-// asking the business system about that key.
-func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok models.Token) (*models.Execution, error) {
+// downstream key, but only before the confirmation's exp (a retry is a
+// write, and the reviewer confirmed a write before exp); an unknown (or
+// abandoned executing) one is reconciled by asking the business system
+// about that key, which stays allowed after exp because asking writes
+// nothing.
+func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok models.Token, c models.Claims) (*models.Execution, error) {
 	e, err := s.store.Execution(ctx, p.TenantID, tok.ExecutionID)
 	if err != nil {
 		return nil, err
@@ -177,7 +181,16 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	now := s.clock.Now()
 	switch {
 	case e.Status == models.StatusFailedRetryable:
-		claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID, []models.Status{models.StatusFailedRetryable}, now, now.Add(s.lease))
+		if !now.Before(tok.ExpiresAt) || !now.Before(time.Unix(c.Expiry, 0)) {
+			return nil, &models.Error{Code: models.ETokenExpired,
+				Message: fmt.Sprintf("the confirmation expired at %s; the failed attempt is not retried after that. "+
+					"Nothing was written: propose again with a new request key", tok.ExpiresAt.Format(time.RFC3339)),
+				Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+		}
+		// ClaimRetry re-checks the expiry and the state in one conditional
+		// UPDATE, so neither a revocation nor the clock can slip between
+		// this check and the claim.
+		claimed, ok, err := s.store.ClaimRetry(ctx, e.TenantID, e.ID, now, now.Add(s.lease))
 		if err != nil {
 			return nil, err
 		}
@@ -192,6 +205,10 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	}
 	if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
 		return nil, err
+	}
+	if e.ErrorCode == string(models.ERevoked) {
+		return nil, &models.Error{Code: models.ERevoked, Message: "the confirmation was revoked before a retry; nothing was written",
+			Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
 	}
 	return nil, &models.Error{Code: models.EAlreadyConsumed, Message: "this confirmation was already redeemed",
 		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
@@ -289,9 +306,10 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 }
 
 // reconcile claims one due execution and settles it: the business system's
-// recorded outcome when it has one; when the write never arrived, the same
-// request is sent again with the same key (the business system deduplicates
-// on it, so this can never write twice); when it cannot be asked, it stays
+// recorded outcome when it has one; when the write never arrived and the
+// confirmation has not expired, the same request is sent again with the
+// same key (the business system deduplicates on it, so this can never write
+// twice); after expiry nothing is sent; when it cannot be asked, it stays
 // unknown until the next try.
 func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	now := s.clock.Now()
@@ -314,6 +332,21 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	res, err := ad.Status(actx, p.TenantID, claimed.DownstreamKey)
 	switch {
 	case errors.Is(err, models.ErrNeverArrived):
+		// Sending it now would be a write. Before the confirmation's exp
+		// that is the write the reviewer confirmed, under the same key. At
+		// or after exp it is not: the write is never sent, and the
+		// execution stays unknown rather than failed, because "never
+		// arrived" only says the business system has not seen it yet — an
+		// earlier attempt still in flight may land later, and then the
+		// next question finds its outcome.
+		tok, terr := s.store.TokenByJTI(actx, claimed.TenantID, claimed.TokenJTI)
+		if terr != nil || !s.clock.Now().Before(tok.ExpiresAt) {
+			_, err = s.finish(actx, p, claimed, store.Outcome{Status: models.StatusUnknown, ErrorCode: "not_sent_after_expiry",
+				ErrorMessage: "the write had not reached the business system when the confirmation expired; it is not sent " +
+					"after expiry, and the business system will be asked again",
+				RetryAt: s.clock.Now().Add(backoff(claimed.Attempts))})
+			return errors.Join(terr, err)
+		}
 		_, err = s.attempt(ctx, p, claimed)
 		if models.IsCode(err, models.EStateChanged) {
 			return nil

@@ -146,6 +146,44 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 	return out, ok, err
 }
 
+// ClaimRetry takes a failed_retryable execution for one more attempt, like
+// ClaimExecution, and only while its token's expiry is after now (windows
+// are right-open): the same conditional UPDATE checks the execution's state
+// and the token's immutable expires_at, so no retry can be claimed at or
+// after exp. A revocation moves the execution out of failed_retryable in
+// its own conditional UPDATE of the same row, so exactly one of the two
+// wins. ok=false means it is expired, revoked, settled or held by another
+// attempt; the caller reads the records to tell which.
+func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseUntil time.Time) (models.Execution, bool, error) {
+	var (
+		out models.Execution
+		ok  bool
+	)
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ok = false
+		res := tx.Model(&executionRow{}).
+			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
+				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
+			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").
+				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))).
+			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+				"lease_until": ms(leaseUntil), "updated_at": ms(now)})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		var row executionRow
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			return err
+		}
+		if err := mirror(tx, row, now); err != nil {
+			return err
+		}
+		out, ok = row.model(), true
+		return nil
+	})
+	return out, ok, err
+}
+
 // Outcome is the result of one execution attempt.
 type Outcome struct {
 	Status       models.Status // succeeded, failed_terminal, failed_retryable or unknown
