@@ -33,7 +33,8 @@ import (
 
 // Server is the reference business system. It is an http.Handler; every
 // request must be signed (httpadapter.Sign) with the server's secret or is
-// answered 401. All methods are safe for concurrent use.
+// answered 401, and every answer is signed with the same secret
+// (httpadapter.SignResponse). All methods are safe for concurrent use.
 //
 // Routes, relative to where it is served:
 //
@@ -43,6 +44,7 @@ import (
 type Server struct {
 	secret []byte
 	mux    *http.ServeMux
+	signed http.Handler
 
 	mu           sync.Mutex
 	resources    map[string]*resource
@@ -82,6 +84,7 @@ func New(secret []byte) *Server {
 	s.mux.HandleFunc("POST /validate", s.handleValidate)
 	s.mux.HandleFunc("POST /execute", s.handleExecute)
 	s.mux.HandleFunc("GET /executions/{key}", s.handleStatus)
+	s.signed = httpadapter.SignResponses(s.secret, nil, http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -170,8 +173,13 @@ func (s *Server) FailNextExecutes(n int) {
 }
 
 // ServeHTTP verifies the request signature, answering 401 if it is bad,
-// and then routes the request.
+// and then routes the request. Every answer, a 401 included, is signed for
+// the request it answers (httpadapter.SignResponses).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.signed.ServeHTTP(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if _, err := httpadapter.VerifyRequest(s.secret, r, time.Now(), 0); err != nil {
 		status := http.StatusUnauthorized
 		if errors.Is(err, httpadapter.ErrBodyTooLarge) {

@@ -12,7 +12,9 @@
 //	GET  {base}/executions/{key}?tenant=…  → the same body as execute; 404 if it never arrived
 //
 // Every request is signed (see Sign); business systems written in Go verify
-// calls with VerifyRequest.
+// calls with VerifyRequest. Every answer must be signed too (SignResponse,
+// bound to the request it answers); an answer without a valid signature is
+// treated as no answer unless Config.UnsignedResponses is set.
 //
 // The failure rules exist so that a write is never sent twice under two
 // keys and an unknown outcome is never reported as a failure: whenever an
@@ -64,8 +66,17 @@ type Config struct {
 	// redirected write would be ambiguous), so the caller's client is not
 	// modified.
 	Client *http.Client
-	// Clock supplies the signing timestamps; time.Now when nil.
+	// Clock supplies the signing timestamps and checks the answers'; time.Now
+	// when nil.
 	Clock func() time.Time
+	// UnsignedResponses accepts answers without a valid response signature
+	// (SignResponse). Off by default: an unsigned or wrongly signed answer
+	// is then treated as no answer at all — outcome unknown for execute,
+	// unavailable for validate and status — because anyone on the path
+	// could have written it. Set it only for a business system that cannot
+	// sign yet and is reached over a channel that is authenticated some
+	// other way.
+	UnsignedResponses bool
 }
 
 // Adapter calls a business system over the HTTP adapter contract. It
@@ -76,6 +87,8 @@ type Adapter struct {
 	timeout time.Duration
 	client  *http.Client
 	clock   func() time.Time
+	// unsigned accepts answers without a response signature.
+	unsigned bool
 }
 
 var _ models.Adapter = (*Adapter)(nil)
@@ -110,10 +123,11 @@ func New(cfg Config) (*Adapter, error) {
 	base.RawPath = escaped
 
 	a := &Adapter{
-		base:    base,
-		secret:  bytes.Clone(cfg.Secret),
-		timeout: cfg.Timeout,
-		clock:   cfg.Clock,
+		base:     base,
+		secret:   bytes.Clone(cfg.Secret),
+		timeout:  cfg.Timeout,
+		clock:    cfg.Clock,
+		unsigned: cfg.UnsignedResponses,
 	}
 	if a.timeout == 0 {
 		a.timeout = DefaultTimeout
@@ -411,7 +425,8 @@ func (a *Adapter) do(ctx context.Context, method string, u *url.URL, idemKey str
 	ts := a.clock().Unix()
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	// Sign exactly the target net/http writes on the request line.
-	req.Header.Set(HeaderSignature, Sign(a.secret, ts, method, req.URL.RequestURI(), idemKey, body))
+	reqSig := Sign(a.secret, ts, method, req.URL.RequestURI(), idemKey, body)
+	req.Header.Set(HeaderSignature, reqSig)
 
 	res, err := a.client.Do(req)
 	if err != nil {
@@ -425,6 +440,17 @@ func (a *Adapter) do(ctx context.Context, method string, u *url.URL, idemKey str
 	out := response{code: res.StatusCode, body: data}
 	if len(data) > MaxBodyBytes {
 		out.body, out.tooLarge = nil, true
+	}
+	if !a.unsigned {
+		// An answer that does not prove it comes from the business system,
+		// for this very request, is no answer: the callers treat the error
+		// like a lost response. A cut body cannot be checked either.
+		if out.tooLarge {
+			return response{}, fmt.Errorf("answer (HTTP %d) too large to verify: %w", res.StatusCode, ErrResponseSignature)
+		}
+		if err := VerifyResponse(a.secret, res.Header, res.StatusCode, reqSig, data, a.clock(), 0); err != nil {
+			return response{}, fmt.Errorf("answer (HTTP %d): %w", res.StatusCode, err)
+		}
 	}
 	return out, nil
 }
