@@ -115,10 +115,29 @@ func (s *Service) AuthenticateAgent(ctx context.Context, apiKey string) (models.
 	return s.store.AgentByKeyHash(ctx, secret.HashAPIKey(apiKey))
 }
 
+// requestKeyPattern is the alphabet of request keys: ASCII letters, digits
+// and . _ : -, at most MaxRequestKey characters.
 var requestKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+
+// MaxRequestKey bounds request keys, in characters (all ASCII).
+const MaxRequestKey = 200
 
 // MaxContext bounds the free text an agent gives reviewers, in characters.
 const MaxContext = 4000
+
+// checkRequestKey refuses a request key that could not travel unchanged as
+// an HTTP header value and as one URL path segment, or that would be read as
+// a path step ("." and ".."): such a key must be refused before anything is
+// stored or sent, never left to fail at execute time. The business system
+// sees a key derived from it (models.DownstreamKey), but the request key
+// itself appears in tokens, receipts and logs of both sides.
+func checkRequestKey(key string) error {
+	if !requestKeyPattern.MatchString(key) || key == "." || key == ".." {
+		return models.Errorf(models.EInvalidRequest,
+			"request_key must be 1–%d characters of A–Z a–z 0–9 . _ : - and not \".\" or \"..\"", MaxRequestKey)
+	}
+	return nil
+}
 
 // Propose turns an agent's proposed write into an immutable snapshot awaiting
 // confirmation: normalize, validate strictly, ask the business system
@@ -134,11 +153,13 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if !ok {
 		return nil, false, models.Errorf(models.EUnknownTool, "no tool named %q", in.Tool)
 	}
-	if in.RequestKey != "" && !requestKeyPattern.MatchString(in.RequestKey) {
-		return nil, false, models.Errorf(models.EInvalidRequest, "request_key must be 1–200 characters of A–Z a–z 0–9 . _ : -")
+	if in.RequestKey != "" {
+		if err := checkRequestKey(in.RequestKey); err != nil {
+			return nil, false, err
+		}
 	}
-	if utf8.RuneCountInString(in.Context) > MaxContext {
-		return nil, false, models.Errorf(models.EInvalidRequest, "context is limited to %d characters", MaxContext)
+	if n := utf8.RuneCountInString(in.Context); n > MaxContext {
+		return nil, false, models.Errorf(models.EInvalidRequest, "context must be at most %d characters, got %d", MaxContext, n)
 	}
 	prep, err := tool.Prepare(in.Arguments)
 	if err != nil {
@@ -147,6 +168,22 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	digest, err := models.Digest(prep.Arguments)
 	if err != nil {
 		return nil, false, err
+	}
+	id := models.NewID("prop")
+	requestKey := in.RequestKey
+	if requestKey == "" {
+		// Derived before the business system is asked or anything is
+		// stored, so that a resource id no key can carry is refused now.
+		target := prep.Resource
+		if prep.ResourceSetDigest != "" {
+			target = "set-" + strings.TrimPrefix(prep.ResourceSetDigest, models.DigestPrefix)[:16]
+		}
+		requestKey = fmt.Sprintf("%s:%s:%s:%s", tool.Name, agent.TenantID, target, id)
+		if err := checkRequestKey(requestKey); err != nil {
+			return nil, false, models.Errorf(models.EInvalidRequest,
+				"the resource id %q cannot be part of a request key (A–Z a–z 0–9 . _ : -, at most %d characters in all); "+
+					"send a request_key of your own", target, MaxRequestKey)
+		}
 	}
 	if in.RequestKey != "" {
 		// A retry must find its proposal even when the business state has
@@ -174,23 +211,16 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	}
 	now := s.clock.Now()
 	p := &models.Proposal{
-		ID: models.NewID("prop"), TenantID: agent.TenantID, AgentID: agent.ID, AgentName: agent.Name,
+		ID: id, TenantID: agent.TenantID, AgentID: agent.ID, AgentName: agent.Name,
 		Tool: tool.Name, Arguments: prep.Arguments, ArgsDigest: digest, Preview: preview,
 		Resource: prep.Resource, ResourceSet: prep.ResourceSet, ResourceSetDigest: prep.ResourceSetDigest,
 		ResourceCount: len(prep.ResourceSet), ResourceLabel: vr.ResourceLabel, StateVersion: vr.StateVersion,
-		Tier: tier, PolicyVersion: tool.PolicyVersion, RequestKey: in.RequestKey, Context: in.Context,
+		Tier: tier, PolicyVersion: tool.PolicyVersion, RequestKey: requestKey, Context: in.Context,
 		Status: models.StatusAwaitingConfirmation, Revision: 1,
 		CreatedAt: now, ExpiresAt: now.Add(tier.TTL), UpdatedAt: now,
 	}
 	if !p.Batch() {
 		p.ResourceCount = 1
-	}
-	if p.RequestKey == "" {
-		target := p.Resource
-		if p.Batch() {
-			target = "set-" + strings.TrimPrefix(p.ResourceSetDigest, models.DigestPrefix)[:16]
-		}
-		p.RequestKey = fmt.Sprintf("%s:%s:%s:%s", tool.Name, agent.TenantID, target, p.ID)
 	}
 	if !vr.OK {
 		p.Status = models.StatusRejected
