@@ -29,7 +29,7 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, "webauthn") || len(in.Evidence) == 0) {
+	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, models.AMRStepUp) || len(in.Evidence) == 0) {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
 	}
 	ad, err := s.adapter(p.Tool)
@@ -48,10 +48,9 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 		}
 		return nil, e
 	}
-	amr := slices.Clone(in.AMR)
-	if len(amr) == 0 {
-		amr = []string{"pwd"}
-	}
+	// The stored amr says how the reviewer signed in and, only with step-up
+	// evidence, that this write was confirmed with a security key.
+	amr := models.DecisionAMR(in.AMR, hasAMR(in.AMR, models.AMRStepUp) && len(in.Evidence) > 0)
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
 		Kind: models.DecisionApprove, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
 	now := s.clock.Now()

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,56 @@ func TestRequestKeysArePerAgent(t *testing.T) {
 			if n, err := e.ledger.ExecutionsFor(e.ctx, e.tenant, k); err != nil || n != 1 {
 				t.Fatalf("ledger writes under %s = %d (%v), want 1", k, n, err)
 			}
+		}
+	})
+}
+
+// TestAMRSeparatesPasskeySignInFromStepUp: a reviewer who signed in with a
+// passkey and approves by click yields a token whose amr does not claim a
+// security-key confirmation; only an approval with step-up evidence does.
+// A session naming "webauthn" without evidence cannot pass a webauthn tier.
+func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		claimsOf := func(p *models.Proposal) models.Claims {
+			c, err := e.tokens.Verify(e.ctx, p.Token.Compact)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		for _, signIn := range [][]string{{models.AMRPasskey}, {"webauthn"}} {
+			p := e.propose("ord_1011", 100) // a click tier
+			if p.Tier.Confirmation != models.ConfirmClick {
+				t.Fatalf("tier %s", p.Tier.Confirmation)
+			}
+			out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID,
+				DigestSeen: p.ArgsDigest, AMR: signIn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if amr := claimsOf(out).AMR; slices.Contains(amr, models.AMRStepUp) || !slices.Contains(amr, models.AMRPasskey) {
+				t.Fatalf("sign-in %v, click approval: token amr %v", signIn, amr)
+			}
+			if _, err := e.svc.Cancel(e.ctx, e.agent, p.ID); err == nil {
+				t.Fatal("a confirmed proposal was cancelled")
+			}
+			e.svc.Revoke(e.ctx, e.admin, p.ID)
+		}
+		big := e.propose("ord_2001", 30000) // a security-key tier
+		if big.Tier.Confirmation != models.ConfirmWebAuthn {
+			t.Fatalf("tier %s", big.Tier.Confirmation)
+		}
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
+			DigestSeen: big.ArgsDigest, AMR: []string{"webauthn"}})
+		wantCode(t, err, models.EStepUpRequired)
+		out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
+			DigestSeen: big.ArgsDigest, AMR: []string{models.AMRPasskey, models.AMRStepUp},
+			Evidence: json.RawMessage(`{"test":"assertion"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if amr := claimsOf(out).AMR; !slices.Contains(amr, models.AMRStepUp) || !slices.Contains(amr, models.AMRPasskey) {
+			t.Fatalf("step-up approval: token amr %v", amr)
 		}
 	})
 }
