@@ -10,6 +10,10 @@ CREATE TABLE installation (
     created_at  BIGINT NOT NULL
 );
 
+-- Agents read only their own proposals unless granted the tenant's
+-- (countersign agent create --read-all).
+ALTER TABLE agents ADD COLUMN read_all BOOLEAN NOT NULL DEFAULT FALSE;
+
 -- Request keys are idempotent per agent (SPEC section 3): the unique
 -- constraint moves from (tenant, request_key) to (tenant, agent,
 -- request_key), and executions gain the downstream key that was (and will

@@ -16,13 +16,25 @@ type Tenant struct {
 // OwnerUserID, when set, names the console user the agent acts for; that user
 // counts as the requester and may not approve the agent's proposals unless
 // the tier allows self-approval.
+//
+// ReadAll grants reading every proposal of the tenant; without it an agent
+// reads only its own (see MayRead).
 type Agent struct {
 	ID          string
 	TenantID    string
 	Name        string
 	OwnerUserID string
+	ReadAll     bool
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
+}
+
+// MayRead reports whether the agent may see p: p is of the agent's tenant
+// and is the agent's own, or the agent was granted tenant-wide read.
+// Reading never includes acting: cancelling and redeeming stay with the
+// proposing agent.
+func (a Agent) MayRead(p *Proposal) bool {
+	return p != nil && p.TenantID == a.TenantID && (p.AgentID == a.ID || a.ReadAll)
 }
 
 // User is a console user (reviewer or admin) of one tenant.

@@ -41,7 +41,11 @@ func (f *fakeProtocol) Propose(context.Context, models.Agent, protocol.ProposeIn
 	return nil, false, models.Errorf(models.EUnknownTool, "no such tool")
 }
 
-func (f *fakeProtocol) Get(_ context.Context, _, id string) (*models.Proposal, error) {
+func (f *fakeProtocol) AgentGet(_ context.Context, _ models.Agent, id string) (*models.Proposal, error) {
+	return f.get(id)
+}
+
+func (f *fakeProtocol) get(id string) (*models.Proposal, error) {
 	if f.getFn == nil {
 		return nil, models.Errorf(models.ENotFound, "no such proposal")
 	}
@@ -49,10 +53,10 @@ func (f *fakeProtocol) Get(_ context.Context, _, id string) (*models.Proposal, e
 }
 
 func (f *fakeProtocol) Wait(ctx context.Context, tenantID, id string, _ int64, _ time.Duration) (*models.Proposal, error) {
-	return f.Get(ctx, tenantID, id)
+	return f.get(id)
 }
 
-func (f *fakeProtocol) List(context.Context, string, protocol.ListQuery) (protocol.Page, error) {
+func (f *fakeProtocol) AgentList(context.Context, models.Agent, protocol.ListQuery) (protocol.Page, error) {
 	return protocol.Page{}, nil
 }
 

@@ -662,6 +662,13 @@ func TestTenantUserAgentCreate(t *testing.T) {
 	if agent.Name != "support-bot" || agent.TenantID != tenantID || agent.OwnerUserID != userID {
 		t.Errorf("agent = %+v; want support-bot of %s owned by %s", agent, tenantID, userID)
 	}
+	if agent.ReadAll {
+		t.Error("an agent reads the tenant's proposals without --read-all")
+	}
+	reader := strings.TrimSpace(mustExec(t, nil, "", "agent", "create", "--tenant", "acme", "--name", "auditor", "--read-all", "--db", db).stdout)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || !got.ReadAll {
+		t.Errorf("agent created with --read-all: %+v %v", got, err)
+	}
 	u, hash, err := a.Store.UserCredentials(ctx, tenantID, "bob")
 	if err != nil {
 		t.Fatal(err)

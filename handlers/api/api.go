@@ -26,14 +26,16 @@ type Protocol interface {
 	// Propose creates a proposal; created is false when an idempotent retry
 	// returned the existing one.
 	Propose(ctx context.Context, agent models.Agent, in protocol.ProposeInput) (p *models.Proposal, created bool, err error)
-	// Get returns a proposal of the tenant (ENotFound, also for other
-	// tenants' ids).
-	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
+	// AgentGet returns a proposal the agent may read: its own, or any of
+	// its tenant's with tenant-wide read (ENotFound otherwise, also for
+	// other tenants' ids).
+	AgentGet(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
 	// Wait returns as soon as the proposal's revision differs from
-	// sinceRevision, or the current proposal when max elapses.
+	// sinceRevision, or the current proposal when max elapses. It is only
+	// called for a proposal AgentGet returned.
 	Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error)
-	// List returns one page of the tenant's proposals.
-	List(ctx context.Context, tenantID string, q protocol.ListQuery) (protocol.Page, error)
+	// AgentList returns one page of the proposals the agent may read.
+	AgentList(ctx context.Context, agent models.Agent, q protocol.ListQuery) (protocol.Page, error)
 	// Cancel withdraws a proposal on behalf of its agent.
 	Cancel(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
 	// Execute redeems a confirmation token.

@@ -284,6 +284,33 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (*models.Proposa
 	return p, nil
 }
 
+// AgentGet is Get for an agent: it returns the proposal only when the agent
+// may read it (models.Agent.MayRead: its own, or any of the tenant's with
+// tenant-wide read). ENotFound otherwise, as for an unknown id, so that
+// other agents' proposals are not revealed.
+func (s *Service) AgentGet(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error) {
+	p, err := s.Get(ctx, agent.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if !agent.MayRead(p) {
+		return nil, models.Errorf(models.ENotFound, "no proposal %q", id)
+	}
+	return p, nil
+}
+
+// AgentList is List for an agent: only its own proposals, unless it may
+// read the tenant's (then q.AgentID narrows as usual).
+func (s *Service) AgentList(ctx context.Context, agent models.Agent, q ListQuery) (Page, error) {
+	if !agent.ReadAll {
+		if q.AgentID != "" && q.AgentID != agent.ID {
+			return Page{}, nil
+		}
+		q.AgentID = agent.ID
+	}
+	return s.List(ctx, agent.TenantID, q)
+}
+
 // due reports whether p has something to expire at now.
 func (s *Service) due(p *models.Proposal, now time.Time) bool {
 	switch p.Status {

@@ -41,6 +41,7 @@ type agentRow struct {
 	Name        string
 	OwnerUserID *string
 	KeyHash     string
+	ReadAll     bool
 	CreatedAt   int64 `gorm:"autoCreateTime:false"`
 	RevokedAt   *int64
 }
@@ -48,7 +49,7 @@ type agentRow struct {
 func (agentRow) TableName() string { return "agents" }
 
 func (r agentRow) model() models.Agent {
-	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name,
+	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name, ReadAll: r.ReadAll,
 		CreatedAt: fromMS(r.CreatedAt), RevokedAt: fromMSPtr(r.RevokedAt)}
 	if r.OwnerUserID != nil {
 		a.OwnerUserID = *r.OwnerUserID
@@ -195,6 +196,29 @@ func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agen
 		return models.Agent{}, dbErr(err)
 	}
 	return row.model(), nil
+}
+
+// SetAgentReadAll grants (on) or withdraws an agent's right to read every
+// proposal of its tenant, and returns the agent. ENotFound for an unknown
+// or foreign agent.
+func (s *Store) SetAgentReadAll(ctx context.Context, tenantID, agentID string, on bool) (models.Agent, error) {
+	var out models.Agent
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&agentRow{}).Where("tenant_id = ? AND id = ?", tenantID, agentID).Update("read_all", on)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.ENotFound, "no agent %q", agentID)
+		}
+		var row agentRow
+		if err := tx.Where("id = ?", agentID).Take(&row).Error; err != nil {
+			return err
+		}
+		out = row.model()
+		return nil
+	})
+	return out, err
 }
 
 // RevokeAgent disables an agent's key.
