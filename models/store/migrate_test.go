@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -84,5 +85,31 @@ func TestUpgradeKeepsExecutionsAndTheirKeys(t *testing.T) {
 				t.Fatal("a decision for a missing proposal was accepted")
 			}
 		})
+	}
+}
+
+// TestSQLiteFilesArePrivate: the database file and its -wal and -shm files
+// are created readable by their owner only, whatever the umask allows.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "private.db")
+	st, err := store.Open("sqlite://"+path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateTenant(context.Background(), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(name), got)
+		}
 	}
 }

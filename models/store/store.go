@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -73,6 +74,9 @@ func Open(url string, opts Options) (*Store, error) {
 		if path == "" {
 			return nil, models.Errorf(models.EInvalidRequest, "sqlite URL needs a path, e.g. sqlite://./countersign.db")
 		}
+		if err := createPrivate(path); err != nil {
+			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
+		}
 		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
 	default:
 		return nil, models.Errorf(models.EInvalidRequest, "database URL must start with sqlite:// or postgres://")
@@ -106,6 +110,25 @@ func Open(url string, opts Options) (*Store, error) {
 		clock = models.SystemClock{}
 	}
 	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
+}
+
+// createPrivate creates the SQLite database file, when it does not exist
+// yet, readable and writable by its owner only (0600): it holds password
+// hashes, token signing keys and every proposal. SQLite creates the -wal
+// and -shm files with the database file's permissions, so they are 0600
+// too. An existing file keeps the permissions it has.
+func createPrivate(path string) error {
+	if path == ":memory:" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func sqliteDSN(path string) string {
