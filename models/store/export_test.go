@@ -32,3 +32,6 @@ func (s *Store) MigrateTo(ctx context.Context, version int64) error {
 func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
 	return s.db.WithContext(ctx).Exec(sql, args...).Error
 }
+
+// URLForTest is the URL the store was opened with.
+func (s *Store) URLForTest() string { return s.url }

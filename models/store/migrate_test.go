@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/token"
 )
 
 // TestUpgradeKeepsExecutionsAndTheirKeys: migration 00004 rebuilds the
@@ -112,4 +114,61 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 			t.Errorf("%s has mode %v, want 0600", filepath.Base(name), got)
 		}
 	}
+}
+
+// TestDatabaseErrorsAreClassified: a violated constraint is a bug, EInternal
+// (500, logged); a database that cannot be reached or asked in time is
+// EUnavailable (503).
+func TestDatabaseErrorsAreClassified(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		pub, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := token.Key{ID: "k_same", Private: priv, Public: pub, CreatedAt: time.Now(), Active: true}
+		if err := st.AddKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		err = st.AddKey(ctx, k) // the same kid again: a primary-key violation
+		if got := models.ErrorCode(err); got != models.EInternal {
+			t.Errorf("constraint violation: %q (%v), want internal", got, err)
+		}
+
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = st.GetProposal(cancelled, "ten_x", "prop_x")
+		if got := models.ErrorCode(err); got != models.EUnavailable {
+			t.Errorf("cancelled request: %q (%v), want unavailable", got, err)
+		}
+
+		if st.Dialect() == store.Postgres {
+			// Another session ends this store's connections, as a database
+			// restart or failover would.
+			if err := st.Exec(ctx, "SELECT 1"); err != nil {
+				t.Fatal(err)
+			}
+			killer, err := store.Open(st.URLForTest(), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer killer.Close()
+			if err := killer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+				t.Fatal(err)
+			}
+			_, err = st.SigningKeys(ctx)
+			if got := models.ErrorCode(err); got != models.EUnavailable {
+				t.Errorf("connection ended by the server: %q (%v), want unavailable", got, err)
+			}
+		}
+
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.GetProposal(ctx, "ten_x", "prop_x")
+		if got := models.ErrorCode(err); got != models.EUnavailable {
+			t.Errorf("closed database: %q (%v), want unavailable", got, err)
+		}
+	})
 }

@@ -8,15 +8,19 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -41,6 +45,7 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	url     string
 }
 
 // Options tune Open.
@@ -109,7 +114,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
+	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url}, nil
 }
 
 // createPrivate creates the SQLite database file, when it does not exist
@@ -180,14 +185,22 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 }
 
 // tx runs fn in one transaction. Domain errors returned by fn roll back and
-// pass through unchanged; database errors become EUnavailable.
+// pass through unchanged; database errors become EUnavailable or EInternal
+// (see dbErr).
 func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	err := s.db.WithContext(ctx).Transaction(fn)
 	return dbErr(err)
 }
 
-// dbErr passes domain errors and nil through and turns anything else from
-// the database into EUnavailable (nothing was committed).
+// dbErr passes domain errors and nil through and classifies anything else
+// from the database (nothing was committed either way):
+//   - EUnavailable when the database could not be reached or asked in time,
+//     or refused for now (connection lost or refused, timeout, cancelled
+//     request, busy or locked, out of resources, serialization conflict):
+//     trying again later may work;
+//   - EInternal for everything else — above all a violated constraint,
+//     which means a bug or a rule the code failed to check first, not an
+//     outage, and is logged as such by the error handler.
 func dbErr(err error) error {
 	if err == nil {
 		return nil
@@ -200,9 +213,53 @@ func dbErr(err error) error {
 		return models.Wrap(models.ENotFound, err, "not found")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return models.Wrap(models.EUnavailable, err, "request cancelled")
+		return models.Wrap(models.EUnavailable, err, "request cancelled or timed out")
 	}
-	return models.Wrap(models.EUnavailable, err, "database error")
+	if transient(err) {
+		return models.Wrap(models.EUnavailable, err, "database unavailable")
+	}
+	return models.Wrap(models.EInternal, err, "database error")
+}
+
+// transient reports whether err says the database could not be reached or
+// refused the work for now, as opposed to refusing the work itself.
+func transient(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, gorm.ErrInvalidDB) || strings.Contains(err.Error(), "sql: database is closed") {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	// PostgreSQL: SQLSTATE class 08 connection exception, 53 insufficient
+	// resources, 57 operator intervention (shutdown, cancel); serialization
+	// failure, deadlock and lock timeout are worth a retry too.
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) {
+		st := pg.SQLState()
+		switch {
+		case strings.HasPrefix(st, "08"), strings.HasPrefix(st, "53"), strings.HasPrefix(st, "57"),
+			st == "40001", st == "40P01", st == "55P03":
+			return true
+		}
+		return false
+	}
+	// SQLite result codes (primary code in the low byte): BUSY, LOCKED,
+	// IOERR, FULL, CANTOPEN.
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) {
+		switch lite.Code() & 0xff {
+		case 5, 6, 10, 13, 14:
+			return true
+		}
+	}
+	return false
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
