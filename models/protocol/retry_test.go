@@ -163,3 +163,39 @@ func TestReconcilerDoesNotSendAfterExp(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentRetriesSendOnce: many redemptions of a failed_retryable
+// execution at once (two service instances on PostgreSQL) claim one retry:
+// the business system sees exactly one more call.
+func TestConcurrentRetriesSendOnce(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, biz := httpEnv(t, kind, 2*time.Second)
+		p := e.confirm(e.propose("ord_1001", 1000))
+		key := e.downstreamKey(p)
+		biz.FailNextExecutes(1)
+		if ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact); err != nil || ex.Status != models.StatusFailedRetryable {
+			t.Fatalf("first attempt: %+v %v", ex, err)
+		}
+		services := []*env{e}
+		if kind == "postgres" {
+			second := &env{t: t, ctx: e.ctx, clock: e.clock, dbURL: e.dbURL}
+			second.openStore()
+			second.adapter = e.adapter
+			second.svc = second.newService(e.svc.Registry())
+			services = append(services, second)
+		}
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := services[i%len(services)]
+				s.svc.Execute(s.ctx, e.agent, p.ID, p.Token.Compact)
+			}()
+		}
+		wg.Wait()
+		if calls, writes := biz.ExecuteCalls(key), biz.Writes(key); calls != 2 || writes != 1 {
+			t.Fatalf("execute calls %d, writes %d; want 2 and 1", calls, writes)
+		}
+	})
+}
