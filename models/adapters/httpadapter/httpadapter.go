@@ -187,8 +187,9 @@ func unavailable(cause error) error {
 // text) or string; an ok answer without one is a contract violation.
 //
 // Errors: EUnavailable (*models.Error) when the request fails, times out,
-// is answered with anything but 2xx (including 401 for a bad signature), or
-// the body is oversized or not a valid answer.
+// is answered with anything but 2xx (including 401 for a bad signature),
+// the answer carries no valid response signature (unless
+// Config.UnsignedResponses), or the body is oversized or not a valid answer.
 func (a *Adapter) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
 	body, err := json.Marshal(validateBody{
 		Tool:      req.Tool,
@@ -258,7 +259,9 @@ func stateVersion(raw json.RawMessage) (string, error) {
 // Execute asks the business system to perform the write once, with
 // req.IdempotencyKey as the Idempotency-Key.
 //
-// Outcomes:
+// Outcomes, for an answer whose response signature verifies (or any answer
+// with Config.UnsignedResponses; an answer that does not verify is treated
+// like a lost one, below):
 //   - a 2xx answer with status succeeded, failed_terminal or failed_retryable
 //     is returned as is;
 //   - 409 returns an error wrapping models.ErrStateConflict (nothing written);
@@ -268,7 +271,8 @@ func stateVersion(raw json.RawMessage) (string, error) {
 //     explicitly refused) returns a failed_terminal result whose Result is
 //     {"http_status": N, "body": <the answer's JSON, or its text>};
 //   - anything else — a transport error or timeout, a 5xx, a redirect, an
-//     oversized or undecodable 2xx body, an unknown or missing status —
+//     oversized or undecodable 2xx body, an unknown or missing status, an
+//     answer without a valid response signature —
 //     returns an error wrapping models.ErrOutcomeUnknown (and the cause, so
 //     errors.Is also finds e.g. context.DeadlineExceeded). The write may
 //     have happened: ask Status with the same key, never execute again under
