@@ -162,6 +162,15 @@ func (s *Service) adapter(tool string) (models.Adapter, error) {
 	return a, nil
 }
 
+// retryExpired answers a redemption of a failed attempt at or after the
+// token's exp.
+func retryExpired(tok models.Token, e models.Execution) error {
+	return &models.Error{Code: models.ETokenExpired,
+		Message: fmt.Sprintf("the confirmation expired at %s; the failed attempt is not retried after that. "+
+			"Nothing was written: propose again with a new request key", tok.ExpiresAt.Format(time.RFC3339)),
+		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+}
+
 func expiredErr(tok models.Token) error {
 	return models.Errorf(models.ETokenExpired, "the confirmation expired at %s; ask for a new one", tok.ExpiresAt.Format(time.RFC3339))
 }
@@ -182,10 +191,16 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	switch {
 	case e.Status == models.StatusFailedRetryable:
 		if !now.Before(tok.ExpiresAt) || !now.Before(time.Unix(c.Expiry, 0)) {
-			return nil, &models.Error{Code: models.ETokenExpired,
-				Message: fmt.Sprintf("the confirmation expired at %s; the failed attempt is not retried after that. "+
-					"Nothing was written: propose again with a new request key", tok.ExpiresAt.Format(time.RFC3339)),
-				Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+			// Settle it now rather than at the next sweep: the execution
+			// ends failed_terminal (token_expired), the proposal expired.
+			if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
+				return nil, err
+			}
+			s.changes.notify(p.ID)
+			if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
+				return nil, err
+			}
+			return nil, retryExpired(tok, e)
 		}
 		// ClaimRetry re-checks the expiry and the state in one conditional
 		// UPDATE, so neither a revocation nor the clock can slip between
@@ -205,6 +220,9 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	}
 	if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
 		return nil, err
+	}
+	if e.ErrorCode == string(models.ETokenExpired) {
+		return nil, retryExpired(tok, e)
 	}
 	if e.ErrorCode == string(models.ERevoked) {
 		return nil, &models.Error{Code: models.ERevoked, Message: "the confirmation was revoked before a retry; nothing was written",

@@ -40,6 +40,11 @@ func TestRetryStopsAtExp(t *testing.T) {
 		if got := biz.ExecuteCalls(key); got != 2 {
 			t.Fatalf("execute calls after exp = %d, want still 2", got)
 		}
+		got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
+		if err != nil || got.Status != models.StatusExpired || got.Execution.Status != models.StatusFailedTerminal ||
+			got.Execution.ErrorCode != string(models.ETokenExpired) || got.Revocable(e.clock.Now()) {
+			t.Fatalf("after the refused retry: %s, execution %+v (%v)", got.Status, got.Execution, err)
+		}
 		// The background work does not retry it either.
 		if _, err := e.svc.Reconcile(e.ctx); err != nil {
 			t.Fatal(err)
@@ -196,6 +201,41 @@ func TestConcurrentRetriesSendOnce(t *testing.T) {
 		wg.Wait()
 		if calls, writes := biz.ExecuteCalls(key), biz.Writes(key); calls != 2 || writes != 1 {
 			t.Fatalf("execute calls %d, writes %d; want 2 and 1", calls, writes)
+		}
+	})
+}
+
+// TestFailedRetryableExpiresWithItsToken: nobody retries; at the token's
+// exp the sweep settles the execution (failed_terminal, token_expired) and
+// the proposal (expired), and no later redemption reaches the business
+// system.
+func TestFailedRetryableExpiresWithItsToken(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, biz := httpEnv(t, kind, 2*time.Second)
+		p := e.confirm(e.propose("ord_1001", 1000))
+		biz.FailNextExecutes(1)
+		if ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact); err != nil || ex.Status != models.StatusFailedRetryable {
+			t.Fatalf("first attempt: %+v %v", ex, err)
+		}
+		e.clock.Set(p.Token.ExpiresAt.Add(-time.Millisecond))
+		if n, err := e.svc.Sweep(e.ctx); err != nil || n != 0 {
+			t.Fatalf("sweep before exp: %d %v", n, err)
+		}
+		e.clock.Set(p.Token.ExpiresAt)
+		if n, err := e.svc.Sweep(e.ctx); err != nil || n != 1 {
+			t.Fatalf("sweep at exp: %d %v", n, err)
+		}
+		got, err := e.store.GetProposal(e.ctx, e.tenant, p.ID)
+		if err != nil || got.Status != models.StatusExpired || got.Execution.Status != models.StatusFailedTerminal ||
+			got.Execution.ErrorCode != string(models.ETokenExpired) {
+			t.Fatalf("after the sweep: %s, execution %+v (%v)", got.Status, got.Execution, err)
+		}
+		_, err = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		wantCode(t, err, models.ETokenExpired)
+		_, err = e.svc.Revoke(e.ctx, e.admin, p.ID)
+		wantCode(t, err, models.EInvalidState)
+		if got := biz.ExecuteCalls(e.downstreamKey(p)); got != 1 {
+			t.Fatalf("execute calls = %d, want 1", got)
 		}
 	})
 }

@@ -318,6 +318,8 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 		return p.Expired(now)
 	case models.StatusConfirmed:
 		return p.Token != nil && p.Token.Status == models.TokenIssued && !now.Before(p.Token.ExpiresAt)
+	case models.StatusFailedRetryable:
+		return p.Token != nil && !now.Before(p.Token.ExpiresAt)
 	}
 	return false
 }

@@ -339,9 +339,10 @@ func explainNotAwaiting(tx *gorm.DB, tenantID, id, agentID string, now time.Time
 }
 
 // ExpireDue moves what has run out of time to expired, atomically per row:
-// proposals still awaiting confirmation whose window closed, and confirmed
+// proposals still awaiting confirmation whose window closed, confirmed
 // proposals whose token was never redeemed before its expiry (the token
-// becomes expired too). With a proposal id it handles only that proposal (the
+// becomes expired too), and failed_retryable proposals whose token expired
+// before a retry (the execution ends failed_terminal, token_expired). With a proposal id it handles only that proposal (the
 // expire-on-read path); with "" it sweeps the whole database. It returns how
 // many proposals it expired.
 func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now time.Time) (int, error) {
@@ -382,6 +383,43 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 				continue
 			}
 			ok, err := transition(tx, t.TenantID, t.ProposalID, models.StatusExpired, now, "status = ?", string(models.StatusConfirmed))
+			if err != nil {
+				return err
+			}
+			if ok {
+				n++
+			}
+		}
+
+		// Failed attempts whose confirmation ran out: the business system
+		// refused for now and wrote nothing, and no retry may follow after
+		// exp, so the execution ends failed_terminal (token_expired) and
+		// the proposal expired. Each row moves by a conditional UPDATE that
+		// a concurrent retry's claim (which needs expires_at > now) or
+		// revocation cannot also win.
+		var stale []executionRow
+		eq := tx.Select("id", "tenant_id", "proposal_id").
+			Where("status = ? AND lease_until <= ?", string(models.StatusFailedRetryable), ms(now)).
+			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").Where("expires_at <= ?", ms(now)))
+		if proposalID != "" {
+			eq = eq.Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID)
+		}
+		if err := eq.Find(&stale).Error; err != nil {
+			return err
+		}
+		for _, e := range stale {
+			res := tx.Model(&executionRow{}).
+				Where("id = ? AND status = ? AND lease_until <= ?", e.ID, string(models.StatusFailedRetryable), ms(now)).
+				Updates(map[string]any{"status": string(models.StatusFailedTerminal), "error_code": string(models.ETokenExpired),
+					"error_message": "the confirmation expired before the failed attempt could be retried; nothing was written",
+					"updated_at":    ms(now), "completed_at": ms(now)})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				continue
+			}
+			ok, err := transition(tx, e.TenantID, e.ProposalID, models.StatusExpired, now, "status = ?", string(models.StatusFailedRetryable))
 			if err != nil {
 				return err
 			}
