@@ -288,3 +288,48 @@ do so) or when it restarts.`, c.stdout)
 	fmt.Fprintln(c.stdout, kid)
 	return nil
 }
+
+func (c *cli) agentReadAll(ctx context.Context, args []string) error {
+	var db, tenant, name string
+	var withdraw bool
+	cmd := newCommand("agent read-all", "countersign agent read-all --tenant T --name N [--withdraw] [flags]", `
+Grants an existing agent the right to read and list every proposal of its
+tenant (never to cancel or redeem another agent's), or with --withdraw
+takes it back, so that it reads only the proposals it made.`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the agent's `NAME`")
+	cmd.fs.BoolVar(&withdraw, "withdraw", false, "take the grant back")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	a, err := st.AgentByName(ctx, t.ID, name)
+	if err != nil {
+		return err
+	}
+	if a, err = st.SetAgentReadAll(ctx, t.ID, a.ID, !withdraw); err != nil {
+		return err
+	}
+	scope := "its own proposals"
+	if a.ReadAll {
+		scope = "every proposal of the tenant"
+	}
+	fmt.Fprintf(c.stderr, "agent %s (%s) now reads %s\n", a.Name, a.ID, scope)
+	return nil
+}

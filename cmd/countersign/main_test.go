@@ -669,6 +669,17 @@ func TestTenantUserAgentCreate(t *testing.T) {
 	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || !got.ReadAll {
 		t.Errorf("agent created with --read-all: %+v %v", got, err)
 	}
+	mustExec(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "auditor", "--withdraw", "--db", db)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || got.ReadAll {
+		t.Errorf("after --withdraw: %+v %v", got, err)
+	}
+	mustExec(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "support-bot", "--db", db)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, key); err != nil || !got.ReadAll {
+		t.Errorf("after agent read-all: %+v %v", got, err)
+	}
+	if r := invoke(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "nobody", "--db", db); !models.IsCode(r.err, models.ENotFound) {
+		t.Errorf("unknown agent: %v", r.err)
+	}
 	u, hash, err := a.Store.UserCredentials(ctx, tenantID, "bob")
 	if err != nil {
 		t.Fatal(err)

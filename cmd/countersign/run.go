@@ -37,8 +37,10 @@ Usage:
   countersign tenant create NAME     create a tenant; prints its id
   countersign user create --tenant T --name N --role reviewer|admin
                                      create a console user; password on stdin
-  countersign agent create --tenant T --name N [--owner USER]
+  countersign agent create --tenant T --name N [--owner USER] [--read-all]
                                      create an agent; prints its API key, once
+  countersign agent read-all --tenant T --name N [--withdraw]
+                                     let an agent read the tenant's proposals
   countersign review list --tenant T --user U
   countersign review show PROPOSAL_ID --tenant T --user U
   countersign review approve PROPOSAL_ID --tenant T --user U
@@ -46,7 +48,8 @@ Usage:
                                      decide proposals from a terminal;
                                      the reviewer's password on stdin
   countersign revoke PROPOSAL_ID --tenant T --user ADMIN
-                                     withdraw a confirmation before it is used;
+                                     withdraw a confirmation before it is used
+                                     (or before a failed attempt is retried);
                                      the administrator's password on stdin
   countersign keys rotate            sign new tokens with a new key; prints its kid
   countersign evidence verify PROPOSAL_ID --tenant T
@@ -98,7 +101,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "user":
 		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate})
 	case "agent":
-		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{"create": c.agentCreate})
+		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{
+			"create": c.agentCreate, "read-all": c.agentReadAll})
 	case "review":
 		return c.group(ctx, "review", rest, map[string]func(context.Context, []string) error{
 			"list": c.reviewList, "show": c.reviewShow, "approve": c.reviewApprove, "decline": c.reviewDecline})

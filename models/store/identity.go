@@ -242,6 +242,15 @@ func notFound(err error, format string, args ...any) error {
 	return dbErr(err)
 }
 
+// AgentByName returns the tenant's agent with that name, or ENotFound.
+func (s *Store) AgentByName(ctx context.Context, tenantID, name string) (models.Agent, error) {
+	var row agentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error; err != nil {
+		return models.Agent{}, notFound(err, "no agent %q", name)
+	}
+	return row.model(), nil
+}
+
 // AgentByID returns an agent of the tenant, or ENotFound.
 func (s *Store) AgentByID(ctx context.Context, tenantID, id string) (models.Agent, error) {
 	var row agentRow
