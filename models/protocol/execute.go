@@ -24,8 +24,8 @@ import (
 // A token that was consumed before answers EAlreadyConsumed with the
 // original execution (Details: execution_id, execution_status, receipt) and
 // never reaches the business system again — except to retry a
-// failed_retryable execution with the same request key, or to ask the
-// business system about an unknown one.
+// failed_retryable execution with the same key before the token's exp, or
+// to ask the business system about an unknown one.
 //
 // Errors: EInvalidSignature, EAudienceMismatch, ETenantMismatch,
 // ESubjectMismatch, ENotFound, EOperationMismatch, EArgsMismatch,
