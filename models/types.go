@@ -16,13 +16,25 @@ type Tenant struct {
 // OwnerUserID, when set, names the console user the agent acts for; that user
 // counts as the requester and may not approve the agent's proposals unless
 // the tier allows self-approval.
+//
+// ReadAll grants reading every proposal of the tenant; without it an agent
+// reads only its own (see MayRead).
 type Agent struct {
 	ID          string
 	TenantID    string
 	Name        string
 	OwnerUserID string
+	ReadAll     bool
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
+}
+
+// MayRead reports whether the agent may see p: p is of the agent's tenant
+// and is the agent's own, or the agent was granted tenant-wide read.
+// Reading never includes acting: cancelling and redeeming stay with the
+// proposing agent.
+func (a Agent) MayRead(p *Proposal) bool {
+	return p != nil && p.TenantID == a.TenantID && (p.AgentID == a.ID || a.ReadAll)
 }
 
 // User is a console user (reviewer or admin) of one tenant.
@@ -119,9 +131,28 @@ func (p *Proposal) Redeemable(now time.Time) bool {
 		p.Token.Compact != "" && now.Before(p.Token.ExpiresAt)
 }
 
+// Retryable reports whether a failed_retryable execution of p may be
+// attempted again at now: the business system refused for now (nothing was
+// written), the token was redeemed and is neither revoked nor past its
+// expiry (right-open). A retry is a write, and no write may reach the
+// business system at or after the confirmation's exp.
+func (p *Proposal) Retryable(now time.Time) bool {
+	return p.Status == StatusFailedRetryable && p.Token != nil && p.Token.Status == TokenConsumed &&
+		now.Before(p.Token.ExpiresAt)
+}
+
 // Revocable reports whether an administrator may still withdraw p's
-// confirmation at now: exactly while its token is redeemable.
-func (p *Proposal) Revocable(now time.Time) bool { return p.Redeemable(now) }
+// confirmation at now: while its token is redeemable, and while its
+// execution is failed_retryable (a retry would be a new attempt at the
+// write; revoking it ends the execution failed_terminal with nothing
+// written). An unknown or executing execution cannot be revoked: the write
+// may already have happened.
+func (p *Proposal) Revocable(now time.Time) bool {
+	if p.Redeemable(now) {
+		return true
+	}
+	return p.Status == StatusFailedRetryable && p.Token != nil && p.Token.Status == TokenConsumed
+}
 
 // DecisionKind is approve or decline.
 type DecisionKind string
@@ -165,40 +196,46 @@ type Token struct {
 
 // Execution is the record of one execution intent, keyed by request key.
 type Execution struct {
-	ID           string
-	TenantID     string
-	ProposalID   string
-	TokenJTI     string
-	RequestKey   string
-	Operation    string
-	ArgsDigest   string
-	Status       Status // executing, succeeded, failed_retryable, failed_terminal, unknown
-	Attempts     int
-	ProviderRef  string
-	Result       json.RawMessage
-	ErrorCode    string
-	ErrorMessage string
-	LeaseUntil   time.Time // while in the future, the current attempt owns it
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	CompletedAt  *time.Time
+	ID         string
+	TenantID   string
+	ProposalID string
+	TokenJTI   string
+	RequestKey string
+	// DownstreamKey is the idempotency key the business system sees (see
+	// DownstreamKey); every attempt and every status question uses it.
+	DownstreamKey string
+	Operation     string
+	ArgsDigest    string
+	Status        Status // executing, succeeded, failed_retryable, failed_terminal, unknown
+	Attempts      int
+	ProviderRef   string
+	Result        json.RawMessage
+	ErrorCode     string
+	ErrorMessage  string
+	LeaseUntil    time.Time // while in the future, the current attempt owns it
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CompletedAt   *time.Time
 }
 
 // Receipt is what proves what ran and what the business system answered.
 type Receipt struct {
-	ExecutionID string     `json:"execution_id"`
-	RequestKey  string     `json:"request_key"`
-	Operation   string     `json:"operation"`
-	Status      Status     `json:"status"`
-	ArgsDigest  string     `json:"args_digest"`
-	ProviderRef string     `json:"provider_ref"`
-	CompletedAt *time.Time `json:"completed_at"`
+	ExecutionID string `json:"execution_id"`
+	RequestKey  string `json:"request_key"`
+	// DownstreamKey is the Idempotency-Key the business system recorded
+	// the write under: look it up there with this value.
+	DownstreamKey string     `json:"downstream_key"`
+	Operation     string     `json:"operation"`
+	Status        Status     `json:"status"`
+	ArgsDigest    string     `json:"args_digest"`
+	ProviderRef   string     `json:"provider_ref"`
+	CompletedAt   *time.Time `json:"completed_at"`
 }
 
 // Receipt returns the execution's receipt.
 func (e *Execution) Receipt() Receipt {
 	return Receipt{
-		ExecutionID: e.ID, RequestKey: e.RequestKey, Operation: e.Operation,
+		ExecutionID: e.ID, RequestKey: e.RequestKey, DownstreamKey: e.DownstreamKey, Operation: e.Operation,
 		Status: e.Status, ArgsDigest: e.ArgsDigest, ProviderRef: e.ProviderRef,
 		CompletedAt: e.CompletedAt,
 	}

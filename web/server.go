@@ -180,6 +180,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		session.SecurityHeaders(cfg.Secure),
 		accessLog(logger),
 		recoverPanics,
+		headStopsAtHeaders,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
 	routes(e, apiHandlers, con)

@@ -668,6 +668,24 @@ func TestTenantUserAgentCreate(t *testing.T) {
 	if agent.Name != "support-bot" || agent.TenantID != tenantID || agent.OwnerUserID != userID {
 		t.Errorf("agent = %+v; want support-bot of %s owned by %s", agent, tenantID, userID)
 	}
+	if agent.ReadAll {
+		t.Error("an agent reads the tenant's proposals without --read-all")
+	}
+	reader := strings.TrimSpace(mustExec(t, nil, "", "agent", "create", "--tenant", "acme", "--name", "auditor", "--read-all", "--db", db).stdout)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || !got.ReadAll {
+		t.Errorf("agent created with --read-all: %+v %v", got, err)
+	}
+	mustExec(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "auditor", "--withdraw", "--db", db)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || got.ReadAll {
+		t.Errorf("after --withdraw: %+v %v", got, err)
+	}
+	mustExec(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "support-bot", "--db", db)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, key); err != nil || !got.ReadAll {
+		t.Errorf("after agent read-all: %+v %v", got, err)
+	}
+	if r := invoke(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "nobody", "--db", db); !models.IsCode(r.err, models.ENotFound) {
+		t.Errorf("unknown agent: %v", r.err)
+	}
 	u, hash, err := a.Store.UserCredentials(ctx, tenantID, "bob")
 	if err != nil {
 		t.Fatal(err)

@@ -297,9 +297,11 @@ func amrText(amr []string) string {
 	out := make([]string, 0, len(amr))
 	for _, m := range amr {
 		switch m {
-		case "pwd":
+		case models.AMRPassword:
 			out = append(out, "password")
-		case "webauthn":
+		case models.AMRPasskey:
+			out = append(out, "passkey sign-in")
+		case models.AMRStepUp:
 			out = append(out, "security key")
 		default:
 			out = append(out, m)

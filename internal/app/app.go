@@ -289,7 +289,8 @@ func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) 
 			if sec == "" {
 				return nil, fmt.Errorf("tool %s: environment variable %s (the adapter's HMAC secret) is empty", t.Name, t.Adapter.SecretEnv)
 			}
-			ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec), Timeout: t.Adapter.Timeout})
+			ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec),
+				Timeout: t.Adapter.Timeout, UnsignedResponses: t.Adapter.UnsignedResponses})
 			if err != nil {
 				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 			}

@@ -53,9 +53,10 @@ const (
 // AMRPassword is the authentication method of a password sign-in (RFC 8176).
 const AMRPassword = "pwd"
 
-// AMRWebAuthn is the authentication method of a passkey sign-in, as
-// countersign's tokens name it.
-const AMRWebAuthn = "webauthn"
+// AMRWebAuthn is the authentication method of a passkey sign-in:
+// models.AMRPasskey ("passkey"), never "webauthn", which in decisions and
+// tokens means that the write itself was confirmed with a security key.
+const AMRWebAuthn = models.AMRPasskey
 
 // badLoginMessage is the one answer to every failed sign-in, whatever failed:
 // the organization, the user, the password or a disabled account.

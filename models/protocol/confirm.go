@@ -29,7 +29,7 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, "webauthn") || len(in.Evidence) == 0) {
+	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, models.AMRStepUp) || len(in.Evidence) == 0) {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
 	}
 	ad, err := s.adapter(p.Tool)
@@ -48,10 +48,9 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 		}
 		return nil, e
 	}
-	amr := slices.Clone(in.AMR)
-	if len(amr) == 0 {
-		amr = []string{"pwd"}
-	}
+	// The stored amr says how the reviewer signed in and, only with step-up
+	// evidence, that this write was confirmed with a security key.
+	amr := models.DecisionAMR(in.AMR, hasAMR(in.AMR, models.AMRStepUp) && len(in.Evidence) > 0)
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
 		Kind: models.DecisionApprove, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
 	now := s.clock.Now()
@@ -188,7 +187,11 @@ func (s *Service) issue(ctx context.Context, p *models.Proposal, now time.Time) 
 		Status: models.TokenIssued, Compact: compact, IssuedAt: iat, ExpiresAt: exp}, nil
 }
 
-// Revoke withdraws a confirmed, unused token (administrators only).
+// Revoke withdraws a confirmation (administrators only) while that can
+// still prevent a write: a confirmed, unused, unexpired token, or a
+// failed_retryable execution (which then ends failed_terminal with nothing
+// written, and is never retried). models.Proposal.Revocable is the same rule
+// for showing the action.
 // Errors: EForbidden, ENotFound, EInvalidState.
 func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error) {
 	if admin.Role != models.RoleAdmin || admin.Disabled {

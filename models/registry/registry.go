@@ -62,6 +62,10 @@ type AdapterConfig struct {
 	SecretEnv string
 	// Timeout bounds one http adapter call; 10s unless the file says otherwise.
 	Timeout time.Duration
+	// UnsignedResponses, set only by an explicit `unsigned_responses: true`,
+	// makes the http adapter accept answers that carry no valid response
+	// signature. Off, an unsigned answer counts as no answer.
+	UnsignedResponses bool
 }
 
 // Adapter kinds.
@@ -173,10 +177,11 @@ type toolDoc struct {
 }
 
 type adapterDoc struct {
-	Kind      string `yaml:"kind"`
-	BaseURL   string `yaml:"base_url"`
-	SecretEnv string `yaml:"secret_env"`
-	Timeout   string `yaml:"timeout"`
+	Kind              string `yaml:"kind"`
+	BaseURL           string `yaml:"base_url"`
+	SecretEnv         string `yaml:"secret_env"`
+	Timeout           string `yaml:"timeout"`
+	UnsignedResponses *bool  `yaml:"unsigned_responses"`
 }
 
 type clarifyDoc struct {
@@ -224,10 +229,12 @@ var (
 //   - policy_version (required): any non-empty string; change it whenever the
 //     tool's rules change, since confirmation tokens carry it.
 //   - adapter (required): {kind: demo_ledger}, or {kind: http, base_url,
-//     secret_env, timeout}. For http, base_url is an absolute http or https
-//     URL, secret_env the name of the environment variable holding the HMAC
-//     secret, and timeout a Go duration ("10s", the default) between 1s and
-//     5m. demo_ledger takes no other key.
+//     secret_env, timeout, unsigned_responses}. For http, base_url is an
+//     absolute http or https URL, secret_env the name of the environment
+//     variable holding the HMAC secret, timeout a Go duration ("10s", the
+//     default) between 1s and 5m, and unsigned_responses (false by default)
+//     accepts answers without a response signature when set to true.
+//     demo_ledger takes no other key.
 //   - resource (required): the top-level argument naming the target resource,
 //     whose schema must be {type: string}; or {field: NAME, batch: true} for a
 //     batch tool, whose argument must be {type: array, items: {type: string}}.
@@ -402,8 +409,8 @@ func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
 	a := AdapterConfig{Kind: d.Kind, BaseURL: d.BaseURL, SecretEnv: d.SecretEnv}
 	switch d.Kind {
 	case AdapterDemoLedger:
-		if d.BaseURL != "" || d.SecretEnv != "" || d.Timeout != "" {
-			bad("adapter: demo_ledger takes no base_url, secret_env or timeout")
+		if d.BaseURL != "" || d.SecretEnv != "" || d.Timeout != "" || d.UnsignedResponses != nil {
+			bad("adapter: demo_ledger takes no base_url, secret_env, timeout or unsigned_responses")
 		}
 	case AdapterHTTP:
 		u, err := url.Parse(d.BaseURL)
@@ -418,6 +425,7 @@ func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
 		if !envNameRE.MatchString(d.SecretEnv) {
 			bad("adapter: http needs secret_env, the name of the environment variable holding the HMAC secret")
 		}
+		a.UnsignedResponses = d.UnsignedResponses != nil && *d.UnsignedResponses
 		a.Timeout = DefaultAdapterTimeout
 		if d.Timeout != "" {
 			to, err := time.ParseDuration(d.Timeout)

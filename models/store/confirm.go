@@ -188,10 +188,19 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 	return out, nil
 }
 
-// RevokeToken withdraws the confirmation of a confirmed proposal whose token
-// has neither been redeemed nor expired at now: the token becomes revoked and the proposal revoked,
-// in one transaction. EInvalidState when the token was consumed, expired or
-// revoked already; ENotFound for unknown or foreign proposals.
+// RevokeToken withdraws a confirmation, in one transaction, while that can
+// still prevent a write:
+//   - a confirmed proposal whose token is issued and unexpired at now: the
+//     token becomes revoked and the proposal revoked;
+//   - a failed_retryable proposal (the business system refused for now and
+//     wrote nothing): the execution leaves failed_retryable for
+//     failed_terminal (error "revoked") by a conditional UPDATE that races
+//     fairly with a retry's claim of the same row, the token becomes revoked
+//     and the proposal revoked.
+//
+// EInvalidState when the token was expired, revoked or consumed by an
+// execution that is running, unknown or settled; ENotFound for unknown or
+// foreign proposals.
 func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&tokenRow{}).
@@ -201,22 +210,55 @@ func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, no
 		if res.Error != nil {
 			return res.Error
 		}
+		from := models.StatusConfirmed
 		if res.RowsAffected == 0 {
-			var row proposalRow
-			if err := tx.Select("status").Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
-				return notFound(err, "no proposal %q", proposalID)
+			revoked, err := revokeRetry(tx, tenantID, proposalID, now)
+			if err != nil {
+				return err
 			}
-			return models.Errorf(models.EInvalidState, "the proposal is %s: only a confirmed, unused token can be revoked", row.Status)
+			if !revoked {
+				var row proposalRow
+				if err := tx.Select("status").Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
+					return notFound(err, "no proposal %q", proposalID)
+				}
+				return models.Errorf(models.EInvalidState,
+					"the proposal is %s: only a confirmed, unused token or a failed_retryable execution can be revoked", row.Status)
+			}
+			from = models.StatusFailedRetryable
 		}
-		ok, err := transition(tx, tenantID, proposalID, models.StatusRevoked, now, "status = ?", string(models.StatusConfirmed))
+		ok, err := transition(tx, tenantID, proposalID, models.StatusRevoked, now, "status = ?", string(from))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
+			return models.Errorf(models.EInvalidState, "the proposal is no longer %s", from)
 		}
 		return s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil)
 	})
+}
+
+// revokeRetry ends a failed_retryable execution of the proposal that no
+// attempt holds, and revokes its consumed token.
+func revokeRetry(tx *gorm.DB, tenantID, proposalID string, now time.Time) (bool, error) {
+	res := tx.Model(&executionRow{}).
+		Where("tenant_id = ? AND proposal_id = ? AND status = ? AND lease_until <= ?",
+			tenantID, proposalID, string(models.StatusFailedRetryable), ms(now)).
+		Updates(map[string]any{"status": string(models.StatusFailedTerminal), "error_code": string(models.ERevoked),
+			"error_message": "an administrator revoked the confirmation before a retry; nothing was written",
+			"updated_at":    ms(now), "completed_at": ms(now)})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return false, res.Error
+	}
+	res = tx.Model(&tokenRow{}).
+		Where("tenant_id = ? AND proposal_id = ? AND status = ?", tenantID, proposalID, string(models.TokenConsumed)).
+		Update("status", string(models.TokenRevoked))
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return false, models.Errorf(models.EInvalidState, "the confirmation's token is not consumed")
+	}
+	return true, nil
 }
 
 // TokenByJTI returns a token record of the tenant, or EUnknownToken.

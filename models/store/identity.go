@@ -41,6 +41,7 @@ type agentRow struct {
 	Name        string
 	OwnerUserID *string
 	KeyHash     string
+	ReadAll     bool
 	CreatedAt   int64 `gorm:"autoCreateTime:false"`
 	RevokedAt   *int64
 }
@@ -48,7 +49,7 @@ type agentRow struct {
 func (agentRow) TableName() string { return "agents" }
 
 func (r agentRow) model() models.Agent {
-	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name,
+	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name, ReadAll: r.ReadAll,
 		CreatedAt: fromMS(r.CreatedAt), RevokedAt: fromMSPtr(r.RevokedAt)}
 	if r.OwnerUserID != nil {
 		a.OwnerUserID = *r.OwnerUserID
@@ -197,6 +198,29 @@ func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agen
 	return row.model(), nil
 }
 
+// SetAgentReadAll grants (on) or withdraws an agent's right to read every
+// proposal of its tenant, and returns the agent. ENotFound for an unknown
+// or foreign agent.
+func (s *Store) SetAgentReadAll(ctx context.Context, tenantID, agentID string, on bool) (models.Agent, error) {
+	var out models.Agent
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&agentRow{}).Where("tenant_id = ? AND id = ?", tenantID, agentID).Update("read_all", on)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.ENotFound, "no agent %q", agentID)
+		}
+		var row agentRow
+		if err := tx.Where("id = ?", agentID).Take(&row).Error; err != nil {
+			return err
+		}
+		out = row.model()
+		return nil
+	})
+	return out, err
+}
+
 // RevokeAgent disables an agent's key.
 func (s *Store) RevokeAgent(ctx context.Context, tenantID, agentID string) error {
 	res := s.db.WithContext(ctx).Model(&agentRow{}).
@@ -218,20 +242,20 @@ func notFound(err error, format string, args ...any) error {
 	return dbErr(err)
 }
 
+// AgentByName returns the tenant's agent with that name, or ENotFound.
+func (s *Store) AgentByName(ctx context.Context, tenantID, name string) (models.Agent, error) {
+	var row agentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error; err != nil {
+		return models.Agent{}, notFound(err, "no agent %q", name)
+	}
+	return row.model(), nil
+}
+
 // AgentByID returns an agent of the tenant, or ENotFound.
 func (s *Store) AgentByID(ctx context.Context, tenantID, id string) (models.Agent, error) {
 	var row agentRow
 	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
 		return models.Agent{}, notFound(err, "no agent %q", id)
-	}
-	return row.model(), nil
-}
-
-// AgentByName returns the tenant's agent of that name, or ENotFound.
-func (s *Store) AgentByName(ctx context.Context, tenantID, name string) (models.Agent, error) {
-	var row agentRow
-	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error; err != nil {
-		return models.Agent{}, notFound(err, "no agent %q", name)
 	}
 	return row.model(), nil
 }

@@ -1145,7 +1145,7 @@ func DecideView(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "\"><p class=\"hint\">The confirmation token has not been used yet. Revoking it stops the write.</p><button type=\"submit\" class=\"danger\" data-testid=\"revoke\">Revoke confirmation</button></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "\"><p class=\"hint\">Revoking stops the write: an unused token can no longer be redeemed, and a failed attempt is not retried.</p><button type=\"submit\" class=\"danger\" data-testid=\"revoke\">Revoke confirmation</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
