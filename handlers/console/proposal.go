@@ -106,7 +106,7 @@ func (h *Pages) refused(c echo.Context, s *session.Session, id, action string, e
 	status := httpstatus.Of(code)
 	switch code {
 	case models.EArgsMismatch, models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided,
-		models.EStateChanged, models.EStepUpRequired, models.ESelfApproval, models.EForbidden:
+		models.EStateChanged, models.EStepUpRequired, models.ESelfApproval, models.EDutyConflict, models.EForbidden:
 	case models.EInvalidRequest:
 		if action != "decline" {
 			return err
@@ -262,7 +262,13 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Decisions = append(page.Decisions, proposals.Decision{
 			Who: who, Kind: kind, At: h.formatTime(d.CreatedAt), AtISO: d.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
 			Reason: d.Reason, AMR: amrText(d.AMR), DigestSeen: digest(d.DigestSeen),
+			Enrolment: h.enrolmentText(d.Decider),
 		})
+		if d.VoidedAt != nil {
+			page.Decisions[len(page.Decisions)-1].Voided = fmt.Sprintf(
+				"Voided at %s: this reviewer was disabled before the proposal was confirmed, so the approval does not count.",
+				h.formatTime(*d.VoidedAt))
+		}
 	}
 
 	awaiting := p.Status == models.StatusAwaitingConfirmation && !expired
@@ -283,6 +289,25 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	page.CanRevoke = canRevoke(p, s.User, now)
 	return page, nil
+}
+
+// enrolmentText says who enrolled a decider and when, and who last reset
+// their password: a reviewer judging a quorum sees whether one
+// administrator stands behind several approvers.
+func (h *Pages) enrolmentText(e models.Enrolment) string {
+	var out string
+	switch e.EnrolledBy {
+	case "":
+		out = "enrolled " + h.formatTime(e.EnrolledAt) + " (by whom was not recorded)"
+	case models.EnrolledByCLI:
+		out = "enrolled from the command line " + h.formatTime(e.EnrolledAt)
+	default:
+		out = "enrolled by " + e.EnrolledBy + " " + h.formatTime(e.EnrolledAt)
+	}
+	if e.PasswordResetBy != "" && e.PasswordResetAt != nil {
+		out += " · password reset by " + e.PasswordResetBy + " " + h.formatTime(*e.PasswordResetAt)
+	}
+	return out
 }
 
 // settledNote says what became of a proposal that no longer waits.

@@ -455,7 +455,8 @@ func (s *Service) CreateUser(ctx context.Context, actor models.User, name string
 }
 
 // SetUserDisabled disables or re-enables a user of the actor's tenant;
-// disabling ends the user's sessions in the same transaction. EForbidden
+// disabling ends the user's sessions and voids the user's approvals of
+// proposals still awaiting confirmation, in the same transaction. EForbidden
 // unless actor is an admin, and for an admin disabling themselves;
 // ENotFound for users of other tenants.
 func (s *Service) SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error) {

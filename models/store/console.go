@@ -270,7 +270,7 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
 	}
 	row := userRow{ID: models.NewID("usr"), TenantID: actor.TenantID, Name: name, Role: string(role),
-		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now())}
+		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now()), CreatedBy: actor.ID}
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := requireAdmin(tx, actor); err != nil {
 			return err
@@ -290,22 +290,53 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 	return row.model(), nil
 }
 
-// AdminSetUserDisabled disables or re-enables a user of the actor's tenant;
-// disabling also ends the user's sessions, in the same transaction.
-// EForbidden unless actor is an active admin; ENotFound for users of other
-// tenants.
+// AdminSetUserDisabled disables or re-enables a user of the actor's tenant.
+// Disabling also, in the same transaction, ends the user's sessions and
+// voids the user's approvals of proposals still awaiting confirmation, so
+// they stop counting toward a quorum (each such proposal's revision moves,
+// waking waiters). Confirmations already issued stay; an administrator
+// revokes them explicitly. EForbidden unless actor is an active admin;
+// ENotFound for users of other tenants.
 func (s *Store) AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error) {
-	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"disabled": disabled}, disabled, now)
+	var after func(tx *gorm.DB) error
+	if disabled {
+		after = func(tx *gorm.DB) error { return voidPendingApprovals(tx, actor.TenantID, userID, now) }
+	}
+	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"disabled": disabled}, disabled, now, after)
+}
+
+// voidPendingApprovals voids userID's approvals of the tenant's proposals
+// that still await confirmation. It runs after the user row was updated in
+// the same transaction: a concurrent RecordDecision locks that row first, so
+// either its approval is in place to be voided here, or it waits and then
+// finds the user disabled.
+func voidPendingApprovals(tx *gorm.DB, tenantID, userID string, now time.Time) error {
+	pending := tx.Model(&decisionRow{}).Select("proposal_id").
+		Where("tenant_id = ? AND user_id = ? AND kind = ? AND voided_at IS NULL", tenantID, userID, string(models.DecisionApprove))
+	awaiting := tx.Model(&proposalRow{}).Select("id").
+		Where("tenant_id = ? AND status = ?", tenantID, string(models.StatusAwaitingConfirmation))
+	err := tx.Model(&proposalRow{}).
+		Where("tenant_id = ? AND status = ? AND id IN (?)", tenantID, string(models.StatusAwaitingConfirmation), pending).
+		Updates(map[string]any{"revision": gorm.Expr("revision + 1"), "updated_at": ms(now)}).Error
+	if err != nil {
+		return err
+	}
+	return tx.Model(&decisionRow{}).
+		Where("tenant_id = ? AND user_id = ? AND kind = ? AND voided_at IS NULL AND proposal_id IN (?)",
+			tenantID, userID, string(models.DecisionApprove), awaiting).
+		Update("voided_at", ms(now)).Error
 }
 
 // AdminSetPassword replaces the password hash of a user of the actor's
-// tenant and ends the user's sessions, in one transaction. EForbidden unless
-// actor is an active admin; ENotFound for users of other tenants.
+// tenant, records the actor as the last to reset it, and ends the user's
+// sessions, in one transaction. EForbidden unless actor is an active admin;
+// ENotFound for users of other tenants.
 func (s *Store) AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error) {
-	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"password_hash": passwordHash}, true, now)
+	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"password_hash": passwordHash,
+		"password_reset_by": actor.ID, "password_reset_at": ms(now)}, true, now, nil)
 }
 
-func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, set map[string]any, endSessions bool, now time.Time) (models.User, error) {
+func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, set map[string]any, endSessions bool, now time.Time, after func(tx *gorm.DB) error) (models.User, error) {
 	var row userRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := requireAdmin(tx, actor); err != nil {
@@ -320,6 +351,11 @@ func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID s
 		}
 		if endSessions {
 			if err := revokeUserSessions(tx, actor.TenantID, userID, now); err != nil {
+				return err
+			}
+		}
+		if after != nil {
+			if err := after(tx); err != nil {
 				return err
 			}
 		}
@@ -356,7 +392,8 @@ func (s *Store) AdminListAgents(ctx context.Context, actor models.User) ([]model
 // active admin; ENotFound for an owner outside the tenant; EAlreadyExists
 // when the name is taken.
 func (s *Store) AdminCreateAgent(ctx context.Context, actor models.User, name, ownerUserID, keyHash string) (models.Agent, error) {
-	row := agentRow{ID: models.NewID("agt"), TenantID: actor.TenantID, Name: name, KeyHash: keyHash, CreatedAt: ms(s.clock.Now())}
+	row := agentRow{ID: models.NewID("agt"), TenantID: actor.TenantID, Name: name, KeyHash: keyHash,
+		CreatedBy: actor.ID, CreatedAt: ms(s.clock.Now())}
 	if ownerUserID != "" {
 		row.OwnerUserID = &ownerUserID
 	}
