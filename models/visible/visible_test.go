@@ -88,3 +88,28 @@ func TestWarningNamesWhatWasFound(t *testing.T) {
 		}
 	}
 }
+
+func TestLoneSurrogate(t *testing.T) {
+	tests := []struct {
+		in     string
+		offset int
+		found  bool
+	}{
+		{`{"a":"\ud800"}`, 6, true},
+		{`{"a":"\uDC00x"}`, 6, true},
+		{`{"a":"x\ud83dy"}`, 7, true},
+		{`{"a":"\ud83d\u0041"}`, 6, true},
+		{`{"a":"\ud83d\ude00"}`, 0, false}, // a pair: 😀
+		{`{"a":"\\ud800"}`, 0, false},      // an escaped backslash, then text
+		{`{"a":"\\\ud800"}`, 8, true},
+		{`{"a":"\u00e9\n\"\ud800"}`, 16, true},
+		{`{"a":"plain"}`, 0, false},
+		{`{"a":"\ud800`, 6, true},
+	}
+	for _, tt := range tests {
+		off, found := visible.LoneSurrogate([]byte(tt.in))
+		if found != tt.found || (found && off != tt.offset) {
+			t.Errorf("LoneSurrogate(%s) = %d, %v; want %d, %v", tt.in, off, found, tt.offset, tt.found)
+		}
+	}
+}
