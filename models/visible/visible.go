@@ -89,9 +89,9 @@ type Text struct {
 func (t Text) Hidden() bool { return len(t.Findings) > 0 }
 
 // Warning says, in one sentence for a reviewer, what was found ("" when
-// nothing was), e.g. "Hidden characters shown as ⟨U+…⟩: 1 direction
-// control (U+202E), 1 invisible character (U+200B). What you see is not
-// what the text looks like elsewhere; read the escapes."
+// nothing was), naming each kind once with its distinct code points, e.g.
+// "Hidden characters shown as ⟨U+…⟩: direction controls (U+202E, U+202C),
+// invisible character (U+200B). …"
 func (t Text) Warning() string { return Warning(t.Findings) }
 
 // Warning is Text.Warning for findings gathered from several texts.
@@ -110,17 +110,13 @@ func Warning(fs []Finding) string {
 			byKind[f.Kind] = append(byKind[f.Kind], code)
 		}
 	}
-	count := map[Kind]int{}
-	for _, f := range fs {
-		count[f.Kind]++
-	}
 	parts := make([]string, 0, len(order))
 	for _, k := range order {
 		name := string(k)
-		if count[k] != 1 {
+		if len(byKind[k]) != 1 {
 			name += "s"
 		}
-		parts = append(parts, fmt.Sprintf("%d %s (%s)", count[k], name, strings.Join(byKind[k], ", ")))
+		parts = append(parts, fmt.Sprintf("%s (%s)", name, strings.Join(byKind[k], ", ")))
 	}
 	return "Hidden characters shown as ⟨U+…⟩: " + strings.Join(parts, ", ") +
 		". The text does not look elsewhere the way it is shown here; read the escapes before you decide."

@@ -81,8 +81,8 @@ func TestEveryFormatAndControlCharacterIsEscaped(t *testing.T) {
 }
 
 func TestWarningNamesWhatWasFound(t *testing.T) {
-	got := visible.Reveal("Refund \u202E00.991¥ \u200B \u200B", visible.Strict).Warning()
-	for _, want := range []string{"1 direction control (U+202E)", "2 invisible characters (U+200B)", "⟨U+…⟩"} {
+	got := visible.Reveal("Refund \u202E00.991¥\u202C \u200B \u200B", visible.Strict).Warning()
+	for _, want := range []string{"direction controls (U+202E, U+202C)", "invisible character (U+200B)", "⟨U+…⟩"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warning %q lacks %q", got, want)
 		}
