@@ -38,6 +38,10 @@ func TestSeparationOfDutiesOnTheProposalPage(t *testing.T) {
 	wantStatus(t, r, http.StatusSeeOther)
 	page := e.get("/proposals/"+p.ID, "alice")
 	wantContains(t, "enrolment", text(one(t, page.doc, "enrolment")), "enrolled from the command line 2026-09-01")
+	hist := e.get("/history", "alice")
+	wantStatus(t, hist, http.StatusOK)
+	wantContains(t, "history approvers", text(one(t, historyRow(t, hist.doc, p.ID), "approvers")),
+		"alice (password) · enrolled from the command line 2026-09-01")
 
 	// A quorum-2 approval by bob, voided when bob is disabled.
 	q := e.refund("ord_2003", 300000)

@@ -75,7 +75,7 @@ func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer mode
 		CanRevoke:    canRevoke(p, viewer, h.clock.Now()),
 	}
 	for _, d := range p.Approvals() {
-		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+"; "+h.enrolmentText(d.Decider)+")")
+		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+") · "+h.enrolmentText(d.Decider))
 		if len(d.Evidence) > 0 {
 			it.Evidence = append(it.Evidence, h.evidenceView(ctx, p, d))
 		}
