@@ -14,7 +14,13 @@ ALTER TABLE agents ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
 -- proposal still awaits confirmation; the row stays, for the history.
 ALTER TABLE decisions ADD COLUMN voided_at BIGINT;
 
+-- Per-account sign-in backoff: after its free failures a key takes no
+-- attempt before next_at (Unix milliseconds; 0 = no wait), and each
+-- further attempt doubles the wait.
+ALTER TABLE login_attempts ADD COLUMN next_at BIGINT NOT NULL DEFAULT 0;
+
 -- +goose Down
+ALTER TABLE login_attempts DROP COLUMN next_at;
 ALTER TABLE decisions DROP COLUMN voided_at;
 ALTER TABLE agents DROP COLUMN created_by;
 ALTER TABLE users DROP COLUMN password_reset_at;

@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/web"
 )
 
 // Defaults shared by several commands.
@@ -45,6 +47,10 @@ type serveConfig struct {
 	IdleTimeout     time.Duration
 	AbsoluteTimeout time.Duration
 	DefaultTenant   string
+	// TrustedProxies are reverse proxies (CIDR prefixes or addresses)
+	// whose X-Forwarded-For names the client.
+	TrustedProxies listFlag
+	trusted        []netip.Prefix
 
 	// Security keys (WebAuthn).
 	RPID    string
@@ -115,6 +121,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 30*time.Minute, "end a console session after this long without a request")
 	fs.DurationVar(&cfg.AbsoluteTimeout, "absolute-timeout", 12*time.Hour, "end a console session this long after sign-in, whatever the activity")
 	fs.StringVar(&cfg.DefaultTenant, "default-tenant", "", "organization pre-filled on the sign-in form (\"demo\" with --demo)")
+	fs.Var(&cfg.TrustedProxies, "trusted-proxies", "`CIDR` prefixes or addresses of reverse proxies whose X-Forwarded-For header names\nthe client (for the sign-in limits); repeat or separate with commas. Without it\nthe connection's peer is the client and X-Forwarded-For is ignored")
 	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
@@ -140,6 +147,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		if clean, err := checkBaseURL(o); err != nil || strings.Count(clean, "/") != 2 {
 			return usagef(cmd.synopsis, "--origin %q: give scheme://host[:port], without a path", o)
 		}
+	}
+	if cfg.trusted, err = web.ParseTrustedProxies(cfg.TrustedProxies.values); err != nil {
+		return usagef(cmd.synopsis, "--trusted-proxies: %v", err)
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
@@ -196,6 +206,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		IdleTimeout:     cfg.IdleTimeout,
 		AbsoluteTimeout: cfg.AbsoluteTimeout,
 		DefaultTenant:   cfg.DefaultTenant,
+		TrustedProxies:  cfg.trusted,
 		RPID:            cfg.RPID,
 		RPName:          cfg.RPName,
 		Origins:         cfg.Origins.values,

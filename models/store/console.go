@@ -36,6 +36,7 @@ type loginAttemptRow struct {
 	AttemptKey  string `gorm:"primaryKey"`
 	WindowStart int64
 	Failures    int
+	NextAt      int64
 }
 
 func (loginAttemptRow) TableName() string { return "login_attempts" }
@@ -138,11 +139,17 @@ var errLimited = errors.New("login attempt limit reached")
 
 // ReserveLoginAttempt counts one sign-in attempt against every limit, or
 // against none when any of them is reached: then ok is false and retryAt is
-// when the latest blocking window ends. Each key's window starts with its
-// first attempt and restarts once it is window old. The counting is a
-// conditional UPDATE (failures < max), so parallel attempts cannot overshoot
-// a limit on any database or across instances. EUnavailable on database
-// errors.
+// when the latest blocking limit lets an attempt through again.
+//
+// A fixed-window limit (Backoff 0) allows Max attempts per window, which
+// starts with the key's first attempt and restarts once it is window old;
+// its count is a conditional UPDATE (failures < max). A backoff limit allows
+// Max attempts freely, then makes each further attempt wait Backoff,
+// doubling per attempt up to window; it starts over once quiet for a
+// window past its last wait.
+// Its count is a compare-and-set on the failure count and next_at, so
+// parallel attempts cannot overshoot either kind of limit on any database
+// or across instances. EUnavailable on database errors.
 func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []auth.LoginLimit) (time.Time, bool, error) {
 	var retryAt time.Time
 	err := s.tx(ctx, func(tx *gorm.DB) error {
@@ -151,27 +158,29 @@ func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window t
 			if _, err := insertOnce(tx, &loginAttemptRow{AttemptKey: l.Key, WindowStart: ms(now)}); err != nil {
 				return err
 			}
+			// A key quiet for a whole window (and, for a backoff key, a
+			// whole window past its last wait) starts over.
+			quiet := ms(now.Add(-window))
 			err := tx.Model(&loginAttemptRow{}).
-				Where("attempt_key = ? AND window_start <= ?", l.Key, ms(now.Add(-window))).
-				Updates(map[string]any{"window_start": ms(now), "failures": 0}).Error
+				Where("attempt_key = ? AND window_start <= ? AND next_at <= ?", l.Key, quiet, quiet).
+				Updates(map[string]any{"window_start": ms(now), "failures": 0, "next_at": 0}).Error
 			if err != nil {
 				return err
 			}
-			res := tx.Model(&loginAttemptRow{}).Where("attempt_key = ? AND failures < ?", l.Key, l.Max).
-				Update("failures", gorm.Expr("failures + 1"))
-			if res.Error != nil {
-				return res.Error
+			var until time.Time
+			if l.Backoff > 0 {
+				until, err = reserveBackoff(tx, l, now, window)
+			} else {
+				until, err = reserveWindow(tx, l, window)
 			}
-			if res.RowsAffected == 1 {
-				continue
-			}
-			var row loginAttemptRow
-			if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+			if err != nil {
 				return err
 			}
-			limited = true
-			if end := fromMS(row.WindowStart).Add(window); end.After(retryAt) {
-				retryAt = end
+			if !until.IsZero() {
+				limited = true
+				if until.After(retryAt) {
+					retryAt = until
+				}
 			}
 		}
 		if limited {
@@ -186,6 +195,54 @@ func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window t
 		return time.Time{}, false, dbErr(err)
 	}
 	return time.Time{}, true, nil
+}
+
+// reserveWindow counts one attempt on a fixed-window key; when the window
+// is full it returns the window's end.
+func reserveWindow(tx *gorm.DB, l auth.LoginLimit, window time.Duration) (time.Time, error) {
+	res := tx.Model(&loginAttemptRow{}).Where("attempt_key = ? AND failures < ?", l.Key, l.Max).
+		Update("failures", gorm.Expr("failures + 1"))
+	if res.Error != nil {
+		return time.Time{}, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return time.Time{}, nil
+	}
+	var row loginAttemptRow
+	if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+		return time.Time{}, err
+	}
+	return fromMS(row.WindowStart).Add(window), nil
+}
+
+// reserveBackoff counts one attempt on a backoff key unless the key must
+// still wait; then it returns when the wait ends.
+func reserveBackoff(tx *gorm.DB, l auth.LoginLimit, now time.Time, window time.Duration) (time.Time, error) {
+	for range 8 {
+		var row loginAttemptRow
+		if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+			return time.Time{}, err
+		}
+		if row.NextAt > ms(now) {
+			return fromMS(row.NextAt), nil
+		}
+		n := row.Failures + 1
+		next := int64(0)
+		if d := auth.BackoffDelay(n, l.Max, l.Backoff, window); d > 0 {
+			next = ms(now.Add(d))
+		}
+		res := tx.Model(&loginAttemptRow{}).
+			Where("attempt_key = ? AND failures = ? AND next_at <= ?", l.Key, row.Failures, ms(now)).
+			Updates(map[string]any{"failures": n, "next_at": next, "window_start": ms(now)})
+		if res.Error != nil {
+			return time.Time{}, res.Error
+		}
+		if res.RowsAffected == 1 {
+			return time.Time{}, nil
+		}
+		// Another attempt counted first: look again.
+	}
+	return time.Time{}, errors.New("login attempt backoff: too much contention")
 }
 
 // ReleaseLoginAttempt takes back one attempt counted for key.
