@@ -3,6 +3,7 @@ package console_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,14 @@ func TestHiddenCharactersAreRevealed(t *testing.T) {
 	list := e.get("/", "alice")
 	wantStatus(t, list, http.StatusOK)
 	wantContains(t, "pending row", text(one(t, list.doc, "row-hidden")), "hidden characters")
+
+	// A decline reason is shown the same way in the history.
+	d := e.post("/proposals/"+p.ID+"/decline", "alice", url.Values{"digest": {p.ArgsDigest}, "reason": {"amount \u202Ewrong"}})
+	wantStatus(t, d, http.StatusSeeOther)
+	hist := e.get("/history", "alice")
+	if got := text(historyRow(t, hist.doc, p.ID)); !strings.Contains(got, "amount ⟨U+202E⟩wrong") || strings.Contains(got, "\u202E") {
+		t.Errorf("history row = %q, want the decline reason with its escape", got)
+	}
 
 	// A clean proposal carries no warning.
 	clean := e.refund("ord_1002", 100)
