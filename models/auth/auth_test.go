@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
@@ -31,11 +32,26 @@ const (
 	alicePW = "alice-password-1"
 )
 
-func newEnv(t *testing.T) *env {
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func newEnv(t *testing.T) *env { return newEnvOn(t, "sqlite") }
+
+// eachDB runs fn on a fresh SQLite file and on a fresh PostgreSQL database.
+func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { fn(t, newEnvOn(t, kind)) })
+	}
+}
+
+func newEnvOn(t *testing.T, kind string) *env {
 	t.Helper()
 	ctx := context.Background()
 	clock := models.NewFixedClock(t0)
-	st, err := store.Open("sqlite://"+filepath.Join(t.TempDir(), "auth.db"), store.Options{Clock: clock})
+	url := "sqlite://" + filepath.Join(t.TempDir(), "auth.db")
+	if kind == "postgres" {
+		url = pgtest.DSN(t)
+	}
+	st, err := store.Open(url, store.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +227,10 @@ func rememberedDevice(t *testing.T, e *env, user, pw string) auth.Device {
 // An attacker guessing alice's password from many addresses delays
 // sign-ins to her account from unknown browsers, never from hers.
 func TestAttackerCannotLockOutARememberedDevice(t *testing.T) {
-	e := newEnv(t)
+	eachDB(t, testAttackerCannotLockOutARememberedDevice)
+}
+
+func testAttackerCannotLockOutARememberedDevice(t *testing.T, e *env) {
 	ctx := context.Background()
 	device := rememberedDevice(t, e, "alice", alicePW)
 	for i := range 60 {
@@ -255,7 +274,10 @@ func TestAttackerCannotLockOutARememberedDevice(t *testing.T) {
 // block unknown browsers there, not reviewers whose browsers signed in
 // before, and not passkey sign-in.
 func TestSharedAddressFloodSparesKnownDevices(t *testing.T) {
-	e := newEnv(t)
+	eachDB(t, testSharedAddressFloodSparesKnownDevices)
+}
+
+func testSharedAddressFloodSparesKnownDevices(t *testing.T, e *env) {
 	ctx := context.Background()
 	device := rememberedDevice(t, e, "root", adminPW)
 	const proxy = "10.0.0.1"
