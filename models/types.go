@@ -27,6 +27,9 @@ type Agent struct {
 	ReadAll     bool
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
+	// CreatedBy is the user id of the administrator who created the agent
+	// (and so saw its key), EnrolledByCLI, or "" when not recorded.
+	CreatedBy string
 }
 
 // MayRead reports whether the agent may see p: p is of the agent's tenant
@@ -45,7 +48,18 @@ type User struct {
 	Role      Role
 	Disabled  bool
 	CreatedAt time.Time
+	// CreatedBy is the user id of the administrator who enrolled the user,
+	// EnrolledByCLI, or "" for users made before this was recorded.
+	CreatedBy string
+	// PasswordResetBy is the administrator who last reset the password
+	// (a user id), "" when it never was; PasswordResetAt is when.
+	PasswordResetBy string
+	PasswordResetAt *time.Time
 }
+
+// EnrolledByCLI is the CreatedBy of users and agents made with the command
+// line (countersign admin …, the demo data): no console administrator.
+const EnrolledByCLI = "cli"
 
 // PreviewField is one argument as a reviewer sees it: the machine value exactly
 // as stored and a display value that is for eyes only and never parsed back.
@@ -106,12 +120,14 @@ func (p *Proposal) Batch() bool { return p.ResourceSetDigest != "" }
 // are right-open: at now == ExpiresAt it has expired.
 func (p *Proposal) Expired(now time.Time) bool { return !now.Before(p.ExpiresAt) }
 
-// Approvals returns the distinct reviewers who approved.
+// Approvals returns the distinct reviewers whose approvals count: voided
+// approvals (their reviewer was disabled while the proposal was awaiting
+// confirmation) do not.
 func (p *Proposal) Approvals() []Decision {
 	var out []Decision
 	seen := map[string]bool{}
 	for _, d := range p.Decisions {
-		if d.Kind == DecisionApprove && !seen[d.UserID] {
+		if d.Kind == DecisionApprove && d.VoidedAt == nil && !seen[d.UserID] {
 			seen[d.UserID] = true
 			out = append(out, d)
 		}
@@ -176,6 +192,47 @@ type Decision struct {
 	AMR        []string        // authentication methods, e.g. ["pwd","webauthn"]
 	Evidence   json.RawMessage // raw step-up assertion, when there was one
 	CreatedAt  time.Time
+	// VoidedAt is set when the decision stopped counting: the reviewer
+	// was disabled while the proposal still awaited confirmation.
+	VoidedAt *time.Time
+	// Decider is how the deciding reviewer came to be, as stored now.
+	Decider Enrolment
+}
+
+// Enrolment tells who made a console user and who last reset their
+// password, by name, for reviewers of approvals to judge.
+type Enrolment struct {
+	// EnrolledBy is the enrolling administrator's name, EnrolledByCLI, or
+	// "" when not recorded; EnrolledAt is when the user was created.
+	EnrolledBy string
+	EnrolledAt time.Time
+	// PasswordResetBy names the administrator who last reset the
+	// password ("" when never); PasswordResetAt is when.
+	PasswordResetBy string
+	PasswordResetAt *time.Time
+}
+
+// DutyConflict reports whether reviewer may not approve a proposal of agent
+// under separation of duties, and names the administrator at the root of
+// it: an administrator who created or owns the agent and also enrolled the
+// reviewer or last reset the reviewer's password could otherwise approve
+// their own agent's writes through an account they control. The
+// administrator who created the agent may not approve it either: they saw
+// its key. Command-line enrolment ("cli") and unrecorded values name no
+// administrator and never conflict.
+//
+// DutyConflictError is the error to return for a conflict.
+func DutyConflict(reviewer User, agent Agent) (adminID string, conflict bool) {
+	sides := []string{agent.CreatedBy, agent.OwnerUserID}
+	for _, a := range sides {
+		if a == "" || a == EnrolledByCLI {
+			continue
+		}
+		if a == reviewer.CreatedBy || a == reviewer.PasswordResetBy || (a == agent.CreatedBy && a == reviewer.ID) {
+			return a, true
+		}
+	}
+	return "", false
 }
 
 // Token is the server-side record of a confirmation token: its consumption
@@ -264,4 +321,11 @@ type Claims struct {
 	AMR               []string `json:"amr"`
 	IssuedAt          int64    `json:"iat"`
 	Expiry            int64    `json:"exp"`
+}
+
+// DutyConflictError is the EDutyConflict refusal of an approval that
+// DutyConflict forbids, naming the administrator and the agent.
+func DutyConflictError(adminName, agentName string) *Error {
+	return Errorf(EDutyConflict, "separation of duties: %s created or owns agent %s and also enrolled you, reset your password or is you, "+
+		"so your approval could be theirs; a reviewer enrolled by someone else must approve this write", adminName, agentName)
 }

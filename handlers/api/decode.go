@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/visible"
 )
 
 // maxDepth bounds JSON nesting. Tool arguments are shallow; deeper documents
@@ -57,6 +58,9 @@ func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 	if !utf8.Valid(body) {
 		return models.Errorf(models.EInvalidRequest, "request body is not valid UTF-8")
 	}
+	if err := checkSurrogates(body); err != nil {
+		return err
+	}
 	if err := checkStructure(body); err != nil {
 		return err
 	}
@@ -67,6 +71,18 @@ func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
+	}
+	return nil
+}
+
+// checkSurrogates refuses a \u escape naming half a UTF-16 surrogate pair
+// ("\ud800"), which encoding/json would quietly store as U+FFFD: what the
+// agent sent would not be what a reviewer sees and approves.
+func checkSurrogates(body []byte) error {
+	if off, found := visible.LoneSurrogate(body); found {
+		return models.Errorf(models.EInvalidRequest,
+			"the body holds a lone UTF-16 surrogate escape at byte %d (%.6s): send the character's full surrogate pair, or the character itself in UTF-8",
+			off, body[off:])
 	}
 	return nil
 }

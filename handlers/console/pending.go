@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/views/pending"
 	"github.com/countersign/countersign/web/session"
 )
@@ -105,7 +106,6 @@ func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
 		URL:        proposalURL(p.ID),
 		ToolTitle:  h.toolTitle(p.Tool),
 		Tool:       p.Tool,
-		Target:     target(p),
 		Tier:       tierBadge(p.Tier),
 		Requester:  p.AgentName,
 		Created:    h.formatTime(p.CreatedAt),
@@ -113,6 +113,8 @@ func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
 		Expires:    h.countdown(p.ExpiresAt, now),
 	}
 	row.Expires.Compact = true
+	var seen revealer
+	row.Target = seen.show(target(p), visible.Strict)
 	// The key value is the first argument that is not the target itself:
 	// the amount of a refund, the template of an email, the ids of a batch.
 	resourceField := ""
@@ -121,10 +123,17 @@ func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
 	}
 	for _, f := range h.preview(p) {
 		if f.Name != resourceField {
-			row.SummaryLabel, row.Summary = f.Label, f.Display
+			row.SummaryLabel, row.Summary = f.Label, seen.show(f.Display, visible.Strict)
 			break
 		}
 	}
+	// The row shows only part of the proposal: warn when any argument
+	// or the context hides something, not only the part shown.
+	for _, f := range h.preview(p) {
+		seen.show(string(f.Value), visible.Strict)
+	}
+	seen.show(p.Context, visible.FreeText)
+	row.HiddenWarning = visible.Warning(seen.found)
 	return row
 }
 

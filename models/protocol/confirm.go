@@ -22,8 +22,8 @@ const MaxReason = 1000
 // state is unchanged since the preview.
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
-// EArgsMismatch, ESelfApproval, EStepUpRequired, EStateChanged,
-// EAlreadyDecided, EUnavailable.
+// EArgsMismatch, ESelfApproval, EDutyConflict, EStepUpRequired,
+// EStateChanged, EAlreadyDecided, EUnavailable.
 func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
 	p, err := s.approvable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {
@@ -71,7 +71,8 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 // decided it already. It changes nothing; Confirm checks everything again.
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
-// EArgsMismatch, ESelfApproval, EAlreadyDecided, EUnavailable.
+// EArgsMismatch, ESelfApproval, EDutyConflict, EAlreadyDecided,
+// EUnavailable.
 func (s *Service) CheckApprove(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (*models.Proposal, error) {
 	p, err := s.approvable(ctx, reviewer, proposalID, digestSeen)
 	if err != nil {
@@ -88,7 +89,9 @@ func (s *Service) CheckApprove(ctx context.Context, reviewer models.User, propos
 	return p, nil
 }
 
-// approvable is decidable plus the self-approval rule: the requester (the
+// approvable is decidable plus separation of duties (models.DutyConflict;
+// the store checks it again inside the deciding transaction) and the
+// self-approval rule: the requester (the
 // agent's owner) may not approve unless the tier allows it, and never
 // counts toward a quorum of two or more, whatever the tier says — N
 // distinct approvers means N people besides the one who asked.
@@ -97,11 +100,18 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 	if err != nil {
 		return nil, err
 	}
-	if models.SelfApprovalForbidden(p.Tier) {
-		agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
-		if err != nil {
-			return nil, err
+	agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	if adminID, conflict := models.DutyConflict(reviewer, agent); conflict {
+		name := "an administrator"
+		if admin, err := s.store.UserByID(ctx, p.TenantID, adminID); err == nil {
+			name = admin.Name
 		}
+		return nil, models.DutyConflictError(name, agent.Name)
+	}
+	if models.SelfApprovalForbidden(p.Tier) {
 		if agent.OwnerUserID != "" && agent.OwnerUserID == reviewer.ID {
 			if p.Tier.Quorum > 1 {
 				return nil, models.Errorf(models.ESelfApproval,

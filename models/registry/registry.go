@@ -108,6 +108,10 @@ type Tool struct {
 	clarify    []clarifyRule
 	display    map[string]displaySpec
 	risk       []riskRule
+	// rejectInvisible names the arguments whose strings Prepare checks
+	// with visible.Find; all: every argument.
+	rejectInvisible    map[string]bool
+	rejectInvisibleAll bool
 }
 
 // InputSchema returns the tool's argument schema as JSON (draft 2020-12), as
@@ -174,6 +178,9 @@ type toolDoc struct {
 	Clarify       []clarifyDoc          `yaml:"clarify"`
 	Display       map[string]displayDoc `yaml:"display"`
 	Risk          []riskDoc             `yaml:"risk"`
+	// RejectInvisible lists top-level arguments (or "*" for all) whose
+	// strings may hold no hidden code point (models/visible).
+	RejectInvisible []string `yaml:"reject_invisible"`
 }
 
 type adapterDoc struct {
@@ -266,6 +273,13 @@ var (
 //     single-resource tool's resource field: the id and the business
 //     system's label), list (arrays: "3 items: a, b, c") or boolean
 //     ("Yes"/"No"). null_label (optional) is shown for null, "—" otherwise.
+//   - reject_invisible (optional): a list of top-level argument names, or
+//     ["*"] for every argument, whose strings (at any depth) may not hold
+//     a code point a reviewer cannot see or that changes direction or
+//     appearance (package models/visible: Cf, Cc, Zl/Zp, bidi controls,
+//     variation selectors, non-NFC text). Prepare refuses such arguments
+//     with schema_violation at the string's JSON pointer. Without it the
+//     console shows such characters as ⟨U+…⟩ escapes with a warning.
 //   - risk (required): an ordered list of rules; the first whose when holds
 //     picks the tier. Each rule has tier (a name, ^[a-z][a-z0-9_]{0,31}$),
 //     when (optional; see below), confirmation (click or webauthn), quorum
@@ -398,7 +412,22 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 	buildClarify(t, d.Clarify, props, bad)
 	buildDisplay(t, d.Display, props, bad)
 	buildRisk(t, d.Risk, props, bad)
+	buildRejectInvisible(t, d.RejectInvisible, props, bad)
 	return t
+}
+
+func buildRejectInvisible(t *Tool, names []string, props map[string]*propInfo, bad func(string, ...any)) {
+	t.rejectInvisible = map[string]bool{}
+	for _, n := range names {
+		switch {
+		case n == "*":
+			t.rejectInvisibleAll = true
+		case props != nil && props[n] == nil:
+			bad("reject_invisible: %q is not a property of the schema", n)
+		default:
+			t.rejectInvisible[n] = true
+		}
+	}
 }
 
 func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
