@@ -38,6 +38,9 @@ type Config struct {
 	Secure bool
 	// DefaultTenant pre-fills the organization on the sign-in form.
 	DefaultTenant string
+	// Drain, when set, refuses new requests with 503 once started, for a
+	// graceful shutdown (see Drain).
+	Drain *Drain
 }
 
 // Deps are the server's collaborators.
@@ -163,6 +166,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		noSniff,
 		session.SecurityHeaders(cfg.Secure),
 		accessLog(logger),
+		drainMiddleware(cfg.Drain),
 		recoverPanics,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)

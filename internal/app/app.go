@@ -101,7 +101,9 @@ type App struct {
 	Sessions *session.Manager
 	StepUp   *stepup.Service
 	Server   *echo.Echo
-	cfg      Config
+	// Drain refuses new requests with 503 while Serve shuts down.
+	Drain *web.Drain
+	cfg   Config
 }
 
 // Open connects to the database, applies migrations, loads the registry,
@@ -178,8 +180,9 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.Drain = &web.Drain{}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
-		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
+		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, Drain: a.Drain},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
 	return nil
@@ -344,14 +347,16 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 
 	hs := a.Server.Server
 	hs.Handler = a.Server
-	// Requests in flight when shutdown starts get ShutdownGrace to finish;
-	// then their contexts end, which makes long-polls (held up to a minute)
-	// answer with the current state at once. Executions run detached from
-	// the request, so a write that reached the business system is not cut.
+	// Shutdown in two steps. First the server keeps listening but answers
+	// every new request 503 unavailable (nothing of it was looked at, so a
+	// retry is safe), while the requests in flight finish: they get
+	// ShutdownGrace, then their contexts end, which makes long-polls (held
+	// up to a minute) answer with the current state at once. Executions run
+	// detached from the request, so a write that reached the business system
+	// is not cut. Then the listener closes and idle connections with it.
 	reqs, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	hs.BaseContext = func(net.Listener) context.Context { return reqs }
-	hs.RegisterOnShutdown(func() { time.AfterFunc(ShutdownGrace, endRequests) })
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -360,7 +365,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 		return err
 	case <-ctx.Done():
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), ShutdownGrace+10*time.Second)
+	a.Drain.Start()
+	a.cfg.Logger.Info("shutting down: refusing new requests while those in flight finish",
+		"in_flight", a.Drain.InFlight())
+	grace := time.AfterFunc(ShutdownGrace, endRequests)
+	defer grace.Stop()
+	wctx, wcancel := context.WithTimeout(context.Background(), ShutdownGrace+10*time.Second)
+	defer wcancel()
+	_ = a.Drain.Wait(wctx) // on timeout, Shutdown below gives up the same way
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
