@@ -5,6 +5,7 @@ package web
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,6 +42,9 @@ type Config struct {
 	// Drain, when set, refuses new requests with 503 once started, for a
 	// graceful shutdown (see Drain).
 	Drain *Drain
+	// Metrics, when set, is served at GET /metrics; it does its own
+	// authentication.
+	Metrics http.Handler
 }
 
 // Deps are the server's collaborators.
@@ -171,5 +175,8 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
 	routes(e, apiHandlers, con)
+	if cfg.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
+	}
 	return e
 }

@@ -50,6 +50,11 @@ type serveConfig struct {
 	RPID    string
 	RPName  string
 	Origins listFlag
+
+	// Operations.
+	MetricsAddr  string
+	MetricsToken string
+	metricsURL   string // where metrics are served, once listening; "" when nowhere
 }
 
 const serveAbout = `
@@ -118,6 +123,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
+	opsFlags(fs, &cfg)
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -181,6 +187,13 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("cannot listen on --metrics-addr %s: %w", cfg.MetricsAddr, err)
+		}
+		defer metricsLn.Close()
+	}
 	a, err := app.Open(ctx, app.Config{
 		DB:              cfg.DB,
 		ToolsFile:       cfg.Tools,
@@ -199,6 +212,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		RPID:            cfg.RPID,
 		RPName:          cfg.RPName,
 		Origins:         cfg.Origins.values,
+		MetricsToken:    mainServerMetricsToken(cfg),
 	})
 	if err != nil {
 		return err
@@ -213,6 +227,11 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		}
 		creds = &d
 	}
+	if metricsLn != nil {
+		stopMetrics := serveMetrics(ctx, metricsLn, a, cfg.MetricsToken, logger)
+		defer stopMetrics()
+	}
+	cfg.metricsURL = metricsURL(cfg, base, metricsLn)
 	c.printBanner(c.stdout, cfg, base, a, creds)
 	logger.Info("countersign started", "version", buildVersion(), "addr", ln.Addr().String(),
 		"base_url", base, "db", redactDB(cfg.DB), "tools", len(a.Registry.Tools()), "demo", cfg.Demo)
@@ -239,6 +258,9 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	fmt.Fprintf(w, "  API:      %s/api/v1/proposals\n", base)
 	fmt.Fprintf(w, "  JWKS:     %s/.well-known/jwks.json\n", base)
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
+	if cfg.metricsURL != "" {
+		fmt.Fprintf(w, "  Metrics:  %s\n", cfg.metricsURL)
+	}
 	fmt.Fprintf(w, "  Tools:    %s\n", strings.Join(names, ", "))
 	fmt.Fprintf(w, "  Keys:     security keys work at %s (relying party %s)\n", strings.Join(a.StepUp.Origins(), ", "), a.StepUp.RPID())
 	if creds == nil {

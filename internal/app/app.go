@@ -19,6 +19,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
@@ -89,6 +90,12 @@ type Config struct {
 	// Default: BaseURL's origin, or the same at localhost when BaseURL's
 	// host is an IP address (see WebAuthnDefaults).
 	Origins []string
+
+	// MetricsToken, when set, serves Prometheus metrics at /metrics of the
+	// main server to requests with "Authorization: Bearer MetricsToken".
+	// Without it /metrics is not routed; MetricsHandler serves them on a
+	// listener of the caller's choosing.
+	MetricsToken string
 }
 
 // App is the assembled application.
@@ -103,7 +110,10 @@ type App struct {
 	Server   *echo.Echo
 	// Drain refuses new requests with 503 while Serve shuts down.
 	Drain *web.Drain
-	cfg   Config
+	// Metrics are the Prometheus metrics; other parts (notification
+	// queues) may add gauges with Metrics.RegisterGauge.
+	Metrics *metrics.Metrics
+	cfg     Config
 }
 
 // Open connects to the database, applies migrations, loads the registry,
@@ -151,10 +161,15 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.Metrics = metrics.New(metrics.Config{Stats: a.Store, DB: a.Store.DB(), Clock: a.cfg.Clock, Logger: a.cfg.Logger,
+		Waiting: func() int { return a.Protocol.Waiting() }})
+	for name, ad := range adapters {
+		adapters[name] = a.Metrics.Adapter(name, ad)
+	}
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval})
+		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Observer: a.Metrics})
 	if err != nil {
 		return err
 	}
@@ -181,8 +196,13 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 	a.Drain = &web.Drain{}
+	var metricsRoute http.Handler
+	if a.cfg.MetricsToken != "" {
+		metricsRoute = metrics.Protect(a.Metrics.Handler(), a.cfg.MetricsToken)
+	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
-		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, Drain: a.Drain},
+		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, Drain: a.Drain,
+		Metrics: metricsRoute},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
 	return nil
@@ -286,6 +306,10 @@ func (a *App) pruneConsole(ctx context.Context) {
 		}
 	}
 }
+
+// MetricsHandler serves the Prometheus metrics without authentication, for
+// a listen address of their own (countersign serve --metrics-addr).
+func (a *App) MetricsHandler() http.Handler { return a.Metrics.Handler() }
 
 // Close releases the database.
 func (a *App) Close() error { return a.Store.Close() }

@@ -28,7 +28,7 @@ import (
 // ESubjectMismatch, ENotFound, EOperationMismatch, EArgsMismatch,
 // EUnknownToken, ETokenExpired, ERevoked, EAlreadyConsumed, EStateChanged,
 // EIdempotencyKeyReuse, EUnavailable.
-func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
+func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
 	c, err := s.tokens.Verify(ctx, compact)
 	if err != nil {
 		return nil, err
@@ -289,7 +289,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 // request is sent again with the same key (the business system deduplicates
 // on it, so this can never write twice); when it cannot be asked, it stays
 // unknown until the next try.
-func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
+func (s *Service) reconcileOne(ctx context.Context, e models.Execution) error {
 	now := s.clock.Now()
 	ad, err := s.adapter(e.Operation)
 	if err != nil {

@@ -39,6 +39,9 @@ type Config struct {
 	// PollInterval is how often long-polls look for changes made by other
 	// instances. Default 500ms.
 	PollInterval time.Duration
+	// Observer is told the result of every propose, decision, execution
+	// and reconciliation (metrics); nil observes nothing.
+	Observer Observer
 }
 
 // Service implements the protocol. It is safe for concurrent use, and
@@ -54,6 +57,7 @@ type Service struct {
 	lease    time.Duration
 	poll     time.Duration
 	changes  *notifier
+	observer Observer
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -68,7 +72,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
-		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier()}
+		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier(),
+		observer: cfg.Observer}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -121,7 +126,7 @@ const MaxContext = 4000
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
 // stored as rejected; Details carries its id), EUnavailable.
-func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
+func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
 	tool, ok := s.reg.Tool(in.Tool)
 	if !ok {
 		return nil, false, models.Errorf(models.EUnknownTool, "no tool named %q", in.Tool)
