@@ -52,6 +52,10 @@ Usage:
   countersign evidence verify PROPOSAL_ID --tenant T
                                      re-verify each approval's security-key
                                      evidence from the stored data alone
+  countersign backup --to FILE       consistent snapshot of an SQLite database
+                                     (PostgreSQL: prints pg_dump guidance)
+  countersign restore --from FILE --db sqlite://PATH [--force]
+                                     restore a checked backup
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
@@ -108,6 +112,10 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
+	case "backup":
+		return c.backup(ctx, rest)
+	case "restore":
+		return c.restore(ctx, rest)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			return usagef("countersign version", "unexpected argument %q", rest[0])
