@@ -23,6 +23,9 @@ type cli struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// checkOnly makes serve stop after checking its configuration
+	// (countersign config check).
+	checkOnly bool
 }
 
 const topUsage = `countersign puts a human confirmation between AI agents and the writes they
@@ -60,7 +63,9 @@ Usage:
 
 Every flag can also be set through an environment variable named after it:
 --db is COUNTERSIGN_DB, --base-url is COUNTERSIGN_BASE_URL, and so on. A flag
-given on the command line wins over the environment.
+given on the command line wins over the environment. "countersign serve
+--config FILE" reads its flags from a YAML file too (the environment and the
+command line win over it); "countersign config check --config FILE" checks one.
 
 Run 'countersign COMMAND -h' for a command's flags.
 `
@@ -112,6 +117,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
+	case "config":
+		return c.group(ctx, "config", rest, map[string]func(context.Context, []string) error{"check": c.configCheck})
 	case "backup":
 		return c.backup(ctx, rest)
 	case "restore":

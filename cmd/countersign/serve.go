@@ -124,6 +124,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
 	opsFlags(fs, &cfg)
+	configFileFlag(fs)
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -149,6 +150,10 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
+	}
+	if c.checkOnly {
+		_, _, err := cookieKeys(cfg)
+		return err
 	}
 	return c.runServer(ctx, cfg)
 }
