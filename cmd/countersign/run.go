@@ -52,6 +52,9 @@ Usage:
                                      withdraw a confirmation before it is used;
                                      the administrator's password on stdin
   countersign keys rotate            sign new tokens with a new key; prints its kid
+  countersign keys rekey --kek-file NEW [--old-kek-file OLD]
+                                     encrypt the stored keys under a new
+                                     key-encryption key
   countersign evidence verify PROPOSAL_ID --tenant T
                                      re-verify each approval's security-key
                                      evidence from the stored data alone
@@ -114,7 +117,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "revoke":
 		return c.revoke(ctx, rest)
 	case "keys":
-		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
+		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate, "rekey": c.keysRekey})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
 	case "config":

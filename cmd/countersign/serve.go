@@ -54,6 +54,7 @@ type serveConfig struct {
 	// Operations.
 	MetricsAddr  string
 	MetricsToken string
+	KEKFile      string
 	metricsURL   string // where metrics are served, once listening; "" when nowhere
 }
 
@@ -152,6 +153,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		cfg.DefaultTenant = "demo"
 	}
 	if c.checkOnly {
+		if _, err := c.loadKEK(cfg.KEKFile); err != nil {
+			return err
+		}
 		_, _, err := cookieKeys(cfg)
 		return err
 	}
@@ -192,6 +196,10 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	key, err := c.loadKEK(cfg.KEKFile)
+	if err != nil {
+		return err
+	}
 	var metricsLn net.Listener
 	if cfg.MetricsAddr != "" {
 		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
@@ -218,6 +226,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		RPName:          cfg.RPName,
 		Origins:         cfg.Origins.values,
 		MetricsToken:    mainServerMetricsToken(cfg),
+		KEK:             key,
 	})
 	if err != nil {
 		return err
@@ -265,6 +274,9 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
 	if cfg.metricsURL != "" {
 		fmt.Fprintf(w, "  Metrics:  %s\n", cfg.metricsURL)
+	}
+	if warn := keysWarning(a); warn != "" {
+		fmt.Fprintf(w, "  WARNING:  %s\n", warn)
 	}
 	fmt.Fprintf(w, "  Tools:    %s\n", strings.Join(names, ", "))
 	fmt.Fprintf(w, "  Keys:     security keys work at %s (relying party %s)\n", strings.Join(a.StepUp.Origins(), ", "), a.StepUp.RPID())

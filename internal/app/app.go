@@ -19,6 +19,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/internal/kek"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
@@ -96,6 +97,11 @@ type Config struct {
 	// Without it /metrics is not routed; MetricsHandler serves them on a
 	// listener of the caller's choosing.
 	MetricsToken string
+
+	// KEK encrypts the keys the database keeps (token signing keys, cookie
+	// keys); nil stores them unencrypted. Open fails with a
+	// *store.KeyError when stored keys need another KEK.
+	KEK *kek.KEK
 }
 
 // App is the assembled application.
@@ -110,6 +116,9 @@ type App struct {
 	Server   *echo.Echo
 	// Drain refuses new requests with 503 while Serve shuts down.
 	Drain *web.Drain
+	// Keys is what the start-up check of the stored keys found: how many
+	// are encrypted and how many still plain.
+	Keys store.KeyReport
 	// Metrics are the Prometheus metrics; other parts (notification
 	// queues) may add gauges with Metrics.RegisterGauge.
 	Metrics *metrics.Metrics
@@ -141,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 			return nil, fmt.Errorf("tools %s: %w", cfg.ToolsFile, err)
 		}
 	}
-	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock})
+	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock, KEK: cfg.KEK})
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +164,11 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 
 func (a *App) init(ctx context.Context) error {
 	if _, err := a.Store.Migrate(ctx); err != nil {
+		return err
+	}
+	// Every stored key opens with the configured KEK, or nothing starts.
+	var err error
+	if a.Keys, err = a.Store.CheckKeys(ctx); err != nil {
 		return err
 	}
 	adapters, err := buildAdapters(a.Registry, a.Store, a.cfg.Getenv)

@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/countersign/countersign/internal/kek"
 	"github.com/countersign/countersign/migrations"
 	"github.com/countersign/countersign/models"
 )
@@ -40,6 +41,7 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect Dialect
 	clock   models.Clock
+	kek     *kek.KEK
 }
 
 // Options tune Open.
@@ -49,6 +51,10 @@ type Options struct {
 	// Clock stamps creation times; nil means models.SystemClock. Operations
 	// whose outcome depends on time take "now" explicitly instead.
 	Clock models.Clock
+	// KEK, when set, encrypts key material at rest (token signing keys,
+	// cookie keys); see CheckKeys and Rekey. Without it new keys are
+	// stored unencrypted, and encrypted ones cannot be read.
+	KEK *kek.KEK
 }
 
 // Open connects to a database named by url: "sqlite://PATH" (PATH may be
@@ -105,7 +111,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock}, nil
+	return &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, kek: opts.KEK}, nil
 }
 
 func sqliteDSN(path string) string {
