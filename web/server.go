@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/countersign/countersign/handlers/api"
 	"github.com/countersign/countersign/handlers/console"
@@ -45,6 +46,9 @@ type Config struct {
 	// Metrics, when set, is served at GET /metrics; it does its own
 	// authentication.
 	Metrics http.Handler
+	// Tracer, when set, makes a server span for every request (see
+	// serverSpan).
+	Tracer trace.Tracer
 }
 
 // Deps are the server's collaborators.
@@ -167,6 +171,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	// line.
 	e.Use(
 		requestID(),
+		serverSpan(cfg.Tracer),
 		noSniff,
 		session.SecurityHeaders(cfg.Secure),
 		accessLog(logger),

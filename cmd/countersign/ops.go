@@ -21,6 +21,7 @@ import (
 func opsFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this listen `ADDRESS` of their own\n(e.g. 127.0.0.1:9090); without it, metrics are served only with --metrics-token")
 	fs.StringVar(&cfg.KEKFile, "kek-file", "", "encrypt the keys kept in the database (token signing keys, cookie keys) with the\nkey-encryption key in this `FILE` (base64 of 32 bytes: openssl rand -base64 32);\nCOUNTERSIGN_KEK may hold the key itself instead")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "send traces to this OTLP/HTTP collector `URL` (e.g. http://otel-collector:4318);\nwhen empty, the standard OTEL_EXPORTER_OTLP_ENDPOINT decides, and without it tracing is off")
 	fs.StringVar(&cfg.MetricsToken, "metrics-token", "", "serve Prometheus metrics at /metrics to requests with \"Authorization: Bearer `TOKEN`\"\n(on the main address, or on --metrics-addr when given)")
 }
 
@@ -159,4 +160,20 @@ func (c *cli) keysRekey(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "%d keys encrypted under key-encryption key %s\n", n, next.ID())
 	return nil
+}
+
+// flushTraces sends the spans still buffered and stops the exporter.
+func flushTraces(ctx context.Context, stop func(context.Context) error, logger *slog.Logger) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := stop(sctx); err != nil {
+		logger.Warn("flushing traces failed", "err", err)
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

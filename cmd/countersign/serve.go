@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/internal/tracing"
 )
 
 // Defaults shared by several commands.
@@ -55,6 +58,8 @@ type serveConfig struct {
 	MetricsAddr  string
 	MetricsToken string
 	KEKFile      string
+	OTLPEndpoint string
+	tracing      bool   // traces are exported
 	metricsURL   string // where metrics are served, once listening; "" when nowhere
 }
 
@@ -180,7 +185,7 @@ func cookieKeys(cfg serveConfig) (hash, block []byte, err error) {
 }
 
 func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	// Listen first: a taken port fails before anything else happens, and
 	// with port 0 the real address is known before it is printed.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -200,6 +205,12 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, Getenv: c.getenv, ServiceVersion: buildVersion()})
+	if err != nil {
+		return err
+	}
+	defer flushTraces(ctx, stopTracing, logger)
+	_, cfg.tracing = tp.(*sdktrace.TracerProvider)
 	var metricsLn net.Listener
 	if cfg.MetricsAddr != "" {
 		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
@@ -227,6 +238,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		Origins:         cfg.Origins.values,
 		MetricsToken:    mainServerMetricsToken(cfg),
 		KEK:             key,
+		TracerProvider:  tp,
 	})
 	if err != nil {
 		return err
@@ -274,6 +286,9 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
 	if cfg.metricsURL != "" {
 		fmt.Fprintf(w, "  Metrics:  %s\n", cfg.metricsURL)
+	}
+	if cfg.tracing {
+		fmt.Fprintf(w, "  Traces:   OTLP/HTTP to %s\n", orDefault(cfg.OTLPEndpoint, "the OTEL_EXPORTER_OTLP_* endpoint"))
 	}
 	if warn := keysWarning(a); warn != "" {
 		fmt.Fprintf(w, "  WARNING:  %s\n", warn)

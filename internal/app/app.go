@@ -18,10 +18,12 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/countersign/countersign/internal/kek"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
 	"github.com/countersign/countersign/models/auth"
@@ -102,6 +104,10 @@ type Config struct {
 	// keys); nil stores them unencrypted. Open fails with a
 	// *store.KeyError when stored keys need another KEK.
 	KEK *kek.KEK
+
+	// TracerProvider receives spans for requests and protocol calls
+	// (see internal/tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // App is the assembled application.
@@ -183,7 +189,8 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Observer: a.Metrics})
+		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Observer: a.Metrics,
+		Tracer: tracing.Tracer(a.cfg.TracerProvider)})
 	if err != nil {
 		return err
 	}
@@ -216,7 +223,7 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, Drain: a.Drain,
-		Metrics: metricsRoute},
+		Metrics: metricsRoute, Tracer: webTracer(a.cfg.TracerProvider)},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
 	return nil
@@ -319,6 +326,14 @@ func (a *App) pruneConsole(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// webTracer is the tracer for server spans, or nil without a provider.
+func webTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tracing.Tracer(tp)
 }
 
 // MetricsHandler serves the Prometheus metrics without authentication, for

@@ -4,6 +4,10 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/countersign/countersign/models"
 )
 
@@ -58,58 +62,99 @@ func (o Observers) Observe(ctx context.Context, ev Event) {
 	}
 }
 
-// observe tells the observer, if any, about a call that began at start.
-func (s *Service) observe(ctx context.Context, ev Event, start time.Time) {
-	if s.observer == nil {
-		return
+// Span attribute keys.
+const (
+	AttrProposalID  = attribute.Key("countersign.proposal_id")
+	AttrExecutionID = attribute.Key("countersign.execution_id")
+	AttrTool        = attribute.Key("countersign.tool")
+	AttrTenantID    = attribute.Key("countersign.tenant_id")
+	AttrStatus      = attribute.Key("countersign.status")
+	AttrErrorCode   = attribute.Key("countersign.error_code")
+)
+
+// call is one observed protocol call: its span and its start.
+type call struct {
+	s     *Service
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+}
+
+// begin starts the span "countersign.<op>"; the call's work runs in the
+// returned context, so adapters it calls see the span.
+func (s *Service) begin(ctx context.Context, op Op, attrs ...attribute.KeyValue) (context.Context, *call) {
+	ctx, span := s.tracer.Start(ctx, "countersign."+string(op), trace.WithAttributes(attrs...))
+	return ctx, &call{s: s, ctx: ctx, span: span, start: time.Now()}
+}
+
+// end records the result on the span, ends it and tells the observer.
+func (c *call) end(ev Event) {
+	if p := ev.Proposal; p != nil {
+		c.span.SetAttributes(AttrProposalID.String(p.ID), AttrTool.String(p.Tool), AttrTenantID.String(p.TenantID),
+			AttrStatus.String(string(p.Status)))
 	}
-	ev.Start, ev.Duration, ev.Now = start, time.Since(start), s.clock.Now()
-	s.observer.Observe(ctx, ev)
+	if e := ev.Execution; e != nil {
+		c.span.SetAttributes(AttrExecutionID.String(e.ID), AttrProposalID.String(e.ProposalID), AttrTool.String(e.Operation))
+		if ev.Op == OpExecute {
+			c.span.SetAttributes(AttrStatus.String(string(e.Status)))
+		}
+	}
+	if ev.Err != nil {
+		code := models.ErrorCode(ev.Err)
+		c.span.SetAttributes(AttrErrorCode.String(string(code)))
+		c.span.SetStatus(codes.Error, string(code))
+	}
+	c.span.End()
+	if c.s.observer != nil {
+		ev.Start, ev.Duration, ev.Now = c.start, time.Since(c.start), c.s.clock.Now()
+		c.s.observer.Observe(c.ctx, ev)
+	}
 }
 
 // Waiting is how many long-polls in this process wait for a change.
 func (s *Service) Waiting() int { return s.changes.waiting() }
 
-// Propose is propose, observed. See propose for what it guarantees and
-// the errors it returns.
+// Propose is propose, traced and observed. See propose for what it
+// guarantees and the errors it returns.
 func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
-	start := time.Now()
+	ctx, c := s.begin(ctx, OpPropose, AttrTool.String(in.Tool), AttrTenantID.String(agent.TenantID))
 	p, created, err := s.propose(ctx, agent, in)
-	s.observe(ctx, Event{Op: OpPropose, Proposal: p, Created: created, Err: err}, start)
+	c.end(Event{Op: OpPropose, Proposal: p, Created: created, Err: err})
 	return p, created, err
 }
 
-// Confirm is confirm, observed. See confirm for what it checks and the
-// errors it returns.
+// Confirm is confirm, traced and observed. See confirm for what it checks
+// and the errors it returns.
 func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
-	start := time.Now()
+	ctx, c := s.begin(ctx, OpConfirm, AttrProposalID.String(in.ProposalID))
 	p, err := s.confirm(ctx, in)
-	s.observe(ctx, Event{Op: OpConfirm, Proposal: p, Err: err}, start)
+	c.end(Event{Op: OpConfirm, Proposal: p, Err: err})
 	return p, err
 }
 
-// Decline is decline, observed. See decline for what it checks and the
-// errors it returns.
+// Decline is decline, traced and observed. See decline for what it checks
+// and the errors it returns.
 func (s *Service) Decline(ctx context.Context, in DeclineInput) (*models.Proposal, error) {
-	start := time.Now()
+	ctx, c := s.begin(ctx, OpDecline, AttrProposalID.String(in.ProposalID))
 	p, err := s.decline(ctx, in)
-	s.observe(ctx, Event{Op: OpDecline, Proposal: p, Err: err}, start)
+	c.end(Event{Op: OpDecline, Proposal: p, Err: err})
 	return p, err
 }
 
-// Execute is execute, observed. See execute for what it guarantees and
-// the errors it returns.
+// Execute is execute, traced and observed. See execute for what it
+// guarantees and the errors it returns.
 func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
-	start := time.Now()
+	ctx, c := s.begin(ctx, OpExecute, AttrProposalID.String(proposalID), AttrTenantID.String(agent.TenantID))
 	e, err := s.execute(ctx, agent, proposalID, compact)
-	s.observe(ctx, Event{Op: OpExecute, Execution: e, Err: err}, start)
+	c.end(Event{Op: OpExecute, Execution: e, Err: err})
 	return e, err
 }
 
-// reconcile is reconcileOne, observed.
+// reconcile is reconcileOne, traced and observed.
 func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
-	start := time.Now()
+	ctx, c := s.begin(ctx, OpReconcile, AttrProposalID.String(e.ProposalID), AttrExecutionID.String(e.ID),
+		AttrTenantID.String(e.TenantID))
 	err := s.reconcileOne(ctx, e)
-	s.observe(ctx, Event{Op: OpReconcile, Execution: &e, Err: err}, start)
+	c.end(Event{Op: OpReconcile, Execution: &e, Err: err})
 	return err
 }

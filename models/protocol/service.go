@@ -15,6 +15,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
@@ -42,6 +45,9 @@ type Config struct {
 	// Observer is told the result of every propose, decision, execution
 	// and reconciliation (metrics); nil observes nothing.
 	Observer Observer
+	// Tracer makes a span for every propose, decision, execution and
+	// reconciliation; nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // Service implements the protocol. It is safe for concurrent use, and
@@ -58,6 +64,7 @@ type Service struct {
 	poll     time.Duration
 	changes  *notifier
 	observer Observer
+	tracer   trace.Tracer
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -73,7 +80,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
 		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier(),
-		observer: cfg.Observer}
+		observer: cfg.Observer, tracer: cfg.Tracer}
+	if s.tracer == nil {
+		s.tracer = noop.NewTracerProvider().Tracer("")
+	}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
