@@ -123,6 +123,8 @@ func TestConfigCheck(t *testing.T) {
 		{"no value", "addr:\n", []string{"line 1", "addr: no value"}},
 		{"inconsistent", "idle-timeout: 2h\nabsolute-timeout: 1h\n", []string{"--idle-timeout must be positive and no longer than --absolute-timeout"}},
 		{"bad base url", "base-url: ftp://x\n", []string{"--base-url"}},
+		{"bad otlp endpoint", "otlp-endpoint: collector:4318\n", []string{"OTLP endpoint", "http"}},
+		{"missing kek file", "kek-file: /nonexistent/kek\n", []string{"key-encryption key file"}},
 		{"config in config", "config: other.yaml\n", []string{`unknown key "config"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

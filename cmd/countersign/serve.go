@@ -161,6 +161,14 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		if _, err := c.loadKEK(cfg.KEKFile); err != nil {
 			return err
 		}
+		if cfg.OTLPEndpoint != "" {
+			// Builds the exporter, which checks the URL and connects to nothing.
+			_, stop, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint})
+			if err != nil {
+				return err
+			}
+			_ = stop(ctx)
+		}
 		_, _, err := cookieKeys(cfg)
 		return err
 	}
