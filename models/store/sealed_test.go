@@ -234,3 +234,44 @@ func TestRekey(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentRekeys: two rekeys racing (as from two terminals) never
+// lose or garble a key: each either succeeds or is refused as
+// state_changed, and every key ends sealed and unchanged.
+func TestConcurrentRekeys(t *testing.T) {
+	eachDBURL(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		seed, hk, bk := storedKeys(t, openWith(t, url, nil))
+		k := newKEK(t)
+		a, b := openWith(t, url, k), openWith(t, url, k)
+		errs := make(chan error, 2)
+		for _, st := range []*store.Store{a, b} {
+			go func() {
+				_, err := st.Rekey(ctx)
+				errs <- err
+			}()
+		}
+		ok := 0
+		for range 2 {
+			err := <-errs
+			switch {
+			case err == nil:
+				ok++
+			case models.IsCode(err, models.EStateChanged), models.IsCode(err, models.EUnavailable):
+			default:
+				t.Errorf("rekey: %v", err)
+			}
+		}
+		if ok == 0 {
+			t.Fatal("neither rekey succeeded")
+		}
+		if r, err := a.CheckKeys(ctx); err != nil || r.Sealed != 3 || r.Plain != 0 {
+			t.Fatalf("after the race: %+v, %v", r, err)
+		}
+		keys, _ := a.SigningKeys(ctx)
+		hk2, bk2, err := a.ConsoleCookieKeys(ctx, nil, nil, time.Now())
+		if err != nil || !bytes.Equal(keys[0].Private.Seed(), seed) || !bytes.Equal(hk2, hk) || !bytes.Equal(bk2, bk) {
+			t.Errorf("a key changed in the race: %v", err)
+		}
+	})
+}
