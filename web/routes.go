@@ -1,6 +1,8 @@
 package web
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/handlers/api"
@@ -91,4 +93,12 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
+}
+
+// operatorRoutes are the operator's, not the API's or the console's:
+// /metrics exists only when configured (and protects itself).
+func operatorRoutes(e *echo.Echo, metrics http.Handler) {
+	if metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(metrics))
+	}
 }

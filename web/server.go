@@ -180,8 +180,6 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
 	routes(e, apiHandlers, con)
-	if cfg.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
-	}
+	operatorRoutes(e, cfg.Metrics)
 	return e
 }

@@ -62,6 +62,8 @@ Usage:
                                      (PostgreSQL: prints pg_dump guidance)
   countersign restore --from FILE --db sqlite://PATH [--force]
                                      restore a checked backup
+  countersign config check --config FILE
+                                     check a serve configuration file
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
