@@ -24,6 +24,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	v1.GET("/proposals/:id", a.GetProposal, agent...)
 	v1.POST("/proposals/:id/cancel", a.CancelProposal, agent...)
 	v1.POST("/executions", a.Execute, agent...)
+	v1.GET("/tools", a.ListTools, agent...)
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {

@@ -46,6 +46,9 @@ type Deps struct {
 	Protocol api.Protocol
 	// Clock is the server's clock; models.SystemClock when nil.
 	Clock models.Clock
+	// Tools is the tool registry agents list at /api/v1/tools
+	// (*registry.Registry); nil answers not_found there.
+	Tools api.ToolExporter
 
 	// The console (SPEC section 8) is served when Auth and Sessions are
 	// set; without them the server is the agent API alone.
@@ -113,6 +116,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		Clock:        clock,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		BaseURL:      cfg.BaseURL,
+		Tools:        deps.Tools,
 	})
 
 	var con *consoleHandlers

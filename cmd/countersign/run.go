@@ -52,6 +52,9 @@ Usage:
   countersign evidence verify PROPOSAL_ID --tenant T
                                      re-verify each approval's security-key
                                      evidence from the stored data alone
+  countersign tools export [--format countersign|openai|anthropic]
+                                     print the tool registry for agent
+                                     frameworks, as GET /api/v1/tools does
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
@@ -106,6 +109,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.revoke(ctx, rest)
 	case "keys":
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
+	case "tools":
+		return c.group(ctx, "tools", rest, map[string]func(context.Context, []string) error{"export": c.toolsExport})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
 	case "version":

@@ -56,6 +56,8 @@ type Options struct {
 	// BaseURL, when set (e.g. "https://countersign.example.com"), makes
 	// Location headers absolute; otherwise they are absolute paths.
 	BaseURL string
+	// Tools serves GET /api/v1/tools; the listing answers not_found when nil.
+	Tools ToolExporter
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -64,6 +66,7 @@ type Handlers struct {
 	clock   models.Clock
 	maxBody int64
 	baseURL string
+	tools   ToolExporter
 }
 
 // New returns the API handlers over p.
@@ -73,6 +76,7 @@ func New(p Protocol, opts Options) *Handlers {
 		clock:   opts.Clock,
 		maxBody: opts.MaxBodyBytes,
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
+		tools:   opts.Tools,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}

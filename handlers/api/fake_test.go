@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/handlers/api"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/web"
 )
 
@@ -196,7 +197,7 @@ func newServer(t *testing.T, f *fakeProtocol) *httptest.Server {
 	t.Helper()
 	e := web.NewServer(web.Config{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, web.Deps{Protocol: f, Clock: models.NewFixedClock(testNow)})
+	}, web.Deps{Protocol: f, Clock: models.NewFixedClock(testNow), Tools: registry.Demo()})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return srv

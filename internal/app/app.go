@@ -180,7 +180,7 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
-		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
+		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Tools: a.Registry, Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
 	return nil
 }
