@@ -25,6 +25,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	v1.POST("/proposals/:id/cancel", a.CancelProposal, agent...)
 	v1.POST("/executions", a.Execute, agent...)
 	v1.GET("/tools", a.ListTools, agent...)
+	v1.GET("/openapi.json", a.OpenAPI)
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/handlers/api"
+	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
@@ -242,7 +243,7 @@ func do(t *testing.T, srv *httptest.Server, r request) response {
 
 func send(t *testing.T, req *http.Request) response {
 	t.Helper()
-	res, err := http.DefaultClient.Do(req)
+	res, err := apitest.Client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

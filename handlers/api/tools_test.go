@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/countersign/countersign/handlers/api"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -36,4 +37,18 @@ func TestListTools(t *testing.T) {
 	}
 	r := do(t, srv, request{method: "GET", path: "/api/v1/tools?format=yaml", key: "key-a"})
 	wantError(t, r, http.StatusBadRequest, models.EInvalidRequest, "format")
+}
+
+func TestOpenAPIDocumentIsServed(t *testing.T) {
+	srv := newServer(t, newFake())
+	r := do(t, srv, request{method: "GET", path: "/api/v1/openapi.json"})
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", r.StatusCode)
+	}
+	if !bytes.Equal(r.body, api.OpenAPIDocument()) {
+		t.Error("the served document is not the checked-in one")
+	}
+	if !bytes.Contains(r.body, []byte(`"openapi": "3.1.0"`)) {
+		t.Error("not an OpenAPI 3.1 document")
+	}
 }
