@@ -1,6 +1,8 @@
 package web
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/handlers/api"
@@ -8,7 +10,7 @@ import (
 
 // routes is the one route table: every route the server answers is here.
 // con is nil when the console is off.
-func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
+func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandlers) {
 	// Public.
 	e.GET("/healthz", a.Healthz)
 	e.GET("/.well-known/jwks.json", a.JWKS)
@@ -26,6 +28,15 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	v1.POST("/executions", a.Execute, agent...)
 	v1.GET("/tools", a.ListTools, agent...)
 	v1.GET("/openapi.json", a.OpenAPI)
+
+	// MCP (streamable HTTP): the same agent key, checked on every request
+	// by the handler itself, which binds each MCP session to its agent.
+	if mcp != nil {
+		h := echo.WrapHandler(mcp)
+		e.POST("/mcp", h, api.NoStore)
+		e.GET("/mcp", h, api.NoStore)
+		e.DELETE("/mcp", h, api.NoStore)
+	}
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {

@@ -5,6 +5,7 @@ package web
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -49,6 +50,9 @@ type Deps struct {
 	// Tools is the tool registry agents list at /api/v1/tools
 	// (*registry.Registry); nil answers not_found there.
 	Tools api.ToolExporter
+	// MCP serves the MCP endpoint at /mcp (*mcpserver.Handler); nil leaves
+	// it out.
+	MCP http.Handler
 
 	// The console (SPEC section 8) is served when Auth and Sessions are
 	// set; without them the server is the agent API alone.
@@ -170,6 +174,6 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		recoverPanics,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
-	routes(e, apiHandlers, con)
+	routes(e, apiHandlers, deps.MCP, con)
 	return e
 }

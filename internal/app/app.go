@@ -19,6 +19,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/handlers/mcpserver"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
@@ -180,7 +181,9 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
-		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Tools: a.Registry, Auth: a.Auth, Sessions: a.Sessions,
+		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Tools: a.Registry,
+			MCP:  mcpserver.New(a.Protocol, mcpserver.Config{Registry: a.Registry, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger}),
+			Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
 	return nil
 }
