@@ -18,19 +18,23 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/internal/pgtest"
 )
 
 // serve starts countersign as the binary does, with demo data, on a free
 // loopback port.
-func serve(t *testing.T) (string, app.DemoCredentials) {
+func serve(t *testing.T, db string) (string, app.DemoCredentials) {
 	t.Helper()
+	if db == "" {
+		db = "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), Addr: ln.Addr().String(),
+	a, err := app.Open(ctx, app.Config{DB: db, Addr: ln.Addr().String(),
 		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -157,8 +161,15 @@ func runAgent(t *testing.T, base, key string, args ...string) (*syncBuffer, stri
 	}
 }
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 func TestExampleAgentRefundsAfterApproval(t *testing.T) {
-	base, creds := serve(t)
+	t.Run("sqlite", func(t *testing.T) { refundAfterApproval(t, "") })
+	t.Run("postgres", func(t *testing.T) { refundAfterApproval(t, pgtest.DSN(t)) })
+}
+
+func refundAfterApproval(t *testing.T, db string) {
+	base, creds := serve(t, db)
 	out, link, done := runAgent(t, base, creds.AgentKey)
 	if !strings.HasPrefix(link, base+"/proposals/prop_") {
 		t.Fatalf("console link %q", link)
@@ -191,7 +202,7 @@ func TestExampleAgentRefundsAfterApproval(t *testing.T) {
 }
 
 func TestExampleAgentReportsADecline(t *testing.T) {
-	base, creds := serve(t)
+	base, creds := serve(t, "")
 	out, link, done := runAgent(t, base, creds.AgentKey, "--order", "ord_1002")
 	decide(t, base, creds, link, "decline", "customer already refunded by phone")
 	err := <-done

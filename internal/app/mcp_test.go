@@ -571,3 +571,108 @@ func TestMCPSessionIsBoundToItsAgent(t *testing.T) {
 		t.Errorf("owner: %s", code)
 	}
 }
+
+// Many sessions executing the same confirmed proposal at once: exactly one
+// executes, every other call is refused, and one receipt exists.
+func TestMCPConcurrentExecuteRunsOnce(t *testing.T) {
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	p := a.refund("ord_1008", 100)
+	c.approve(p.ProposalID)
+	const n = 8
+	sessions := make([]*mcpAgent, n)
+	for i := range sessions {
+		sessions[i] = c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true, version: []string{"", "2025-11-25"}[i%2]})
+	}
+	type outcome struct {
+		executed bool
+		code     models.Code
+		err      error
+	}
+	results := make(chan outcome, n)
+	start := make(chan struct{})
+	for _, s := range sessions {
+		go func() {
+			<-start
+			res, err := s.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_confirmed",
+				Arguments: map[string]any{"proposal_id": p.ProposalID}})
+			if err != nil {
+				results <- outcome{err: err}
+				return
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			if res.IsError {
+				var e mcpserver.ToolError
+				json.Unmarshal(b, &e)
+				results <- outcome{code: e.Error.Code}
+				return
+			}
+			var out mcpserver.ProposalResult
+			json.Unmarshal(b, &out)
+			results <- outcome{executed: out.Executed != nil && *out.Executed}
+		}()
+	}
+	close(start)
+	executed := 0
+	for range n {
+		o := <-results
+		switch {
+		case o.err != nil:
+			t.Errorf("protocol error: %v", o.err)
+		case o.executed:
+			executed++
+		case o.code != models.EAlreadyConsumed && o.code != models.EInvalidState:
+			t.Errorf("refused with %q", o.code)
+		}
+	}
+	if executed != 1 {
+		t.Fatalf("%d executions, want exactly 1", executed)
+	}
+	if got := c.reloadProposal(p.ProposalID); got.Execution == nil || got.Status != models.StatusSucceeded {
+		t.Errorf("proposal %s, execution %v", got.Status, got.Execution)
+	}
+}
+
+// A revoked key stops working on an open session at its next request.
+func TestMCPRevokedKeyIsRefused(t *testing.T) {
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25", noElicit: true})
+	agent, err := c.app.Protocol.AuthenticateAgent(context.Background(), c.creds.AgentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.app.Store.RevokeAgent(context.Background(), agent.TenantID, agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "request_refund_order",
+		Arguments: map[string]any{"order_id": "ord_1010", "amount_minor": 100, "currency": "CNY", "reason": "x"}})
+	if err == nil {
+		t.Fatal("a revoked key was served")
+	}
+	if page, _ := c.app.Protocol.List(context.Background(), agent.TenantID, protocol.ListQuery{}); len(page.Items) != 0 {
+		t.Errorf("a revoked key created %d proposals", len(page.Items))
+	}
+}
+
+// A decline ends the URL elicitation too.
+func TestMCPLegacyElicitationCompletesOnDecline(t *testing.T) {
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25"})
+	p := a.refund("ord_1011", 100)
+	el := a.elicitations()
+	if len(el) != 1 {
+		t.Fatalf("%d elicitations", len(el))
+	}
+	c.decline(p.ProposalID, "wrong order")
+	select {
+	case id := <-a.completed:
+		if id != el[0].ElicitationID {
+			t.Errorf("completion for %q", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no completion after the decline")
+	}
+	if got := a.get(p.ProposalID, 0); got.Status != models.StatusDeclined || got.Reason != "wrong order" {
+		t.Errorf("%+v", got)
+	}
+}
