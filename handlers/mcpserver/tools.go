@@ -158,9 +158,6 @@ func (h *Handler) getProposal(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if !ok {
 		return nil, errors.New("unauthenticated request")
 	}
-	if req.Params.RequestState != "" {
-		return h.afterInput(ctx, req, agent, "")
-	}
 	var in struct {
 		ProposalID  string `json:"proposal_id"`
 		WaitSeconds *int   `json:"wait_seconds"`
@@ -208,8 +205,12 @@ func (h *Handler) executeConfirmed(ctx context.Context, req *mcp.CallToolRequest
 	if err != nil {
 		return h.toolError(ctx, err)
 	}
-	if p.Token == nil || p.Token.Compact == "" {
-		// Nothing to redeem: say where the proposal stands instead.
+	switch {
+	case p.Status.Pending(), p.Status == models.StatusDeclined, p.Status == models.StatusCancelled,
+		p.Status == models.StatusExpired, p.Status == models.StatusRevoked, p.Status == models.StatusRejected,
+		p.Token == nil, p.Token.Compact == "":
+		// Nothing to redeem: an outcome to report, not an error to retry.
+		// Whatever else Execute is asked, the protocol decides.
 		return h.notExecuted(p), nil
 	}
 	e, err := h.p.Execute(ctx, agent, p.ID, p.Token.Compact)

@@ -676,3 +676,29 @@ func TestMCPLegacyElicitationCompletesOnDecline(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+// A confirmation that runs out before execute_confirmed is an outcome the
+// model reads, not an error it retries; a millisecond earlier it executes.
+func TestMCPExecuteAtTheTokenExpiry(t *testing.T) {
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	late := a.refund("ord_1012", 100)
+	c.approve(late.ProposalID)
+	tok := c.reloadProposal(late.ProposalID).Token
+	if tok == nil {
+		t.Fatal("no token after the approval")
+	}
+	c.clock.Set(tok.ExpiresAt)
+	var out mcpserver.ProposalResult
+	res := a.call("execute_confirmed", map[string]any{"proposal_id": late.ProposalID}, &out)
+	if res.IsError || out.Executed == nil || *out.Executed || out.Status != models.StatusExpired {
+		t.Errorf("execute at the token expiry: %s", text(res))
+	}
+
+	c.clock.Set(consoleStart)
+	early := a.refund("ord_1013", 100)
+	c.approve(early.ProposalID)
+	c.clock.Set(c.reloadProposal(early.ProposalID).Token.ExpiresAt.Add(-time.Millisecond))
+	c.executeAndReplay(a, early.ProposalID)
+	c.clock.Set(consoleStart)
+}
