@@ -81,11 +81,12 @@ var getProposalSchema = json.RawMessage(`{
 func (h *Handler) addTools() {
 	for _, t := range h.reg.Tools() {
 		h.server.AddTool(&mcp.Tool{
-			Name:        RequestToolName(t.Name),
-			Title:       t.Title,
-			Description: t.AgentDescription() + "\n\nThe result carries the proposal id and console_url, the page where a person decides; then call get_proposal and, once confirmed, execute_confirmed.",
-			InputSchema: t.InputSchema(),
-			Annotations: Annotations(t),
+			Name:         RequestToolName(t.Name),
+			Title:        t.Title,
+			Description:  t.AgentDescription() + "\n\nThe result carries the proposal id and console_url, the page where a person decides; then call get_proposal and, once confirmed, execute_confirmed.",
+			InputSchema:  t.InputSchema(),
+			OutputSchema: resultSchema,
+			Annotations:  Annotations(t),
 		}, h.requestTool(t))
 	}
 	no, yes := false, true
@@ -96,7 +97,8 @@ func (h *Handler) addTools() {
 			"person it waits up to wait_seconds for a change. Statuses: awaiting_confirmation (a person has not " +
 			"decided yet), confirmed (call execute_confirmed), declined (the reason says why; do not retry it " +
 			"unchanged), expired, cancelled, executing, succeeded, failed_terminal, unknown.",
-		InputSchema: getProposalSchema,
+		InputSchema:  getProposalSchema,
+		OutputSchema: resultSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "Read a proposal", ReadOnlyHint: true, IdempotentHint: true,
 			DestructiveHint: &no, OpenWorldHint: &no},
 	}, h.getProposal)
@@ -106,15 +108,17 @@ func (h *Handler) addTools() {
 		Description: "Carries out exactly the write a person confirmed, once, and returns its receipt. The server " +
 			"redeems the one-time confirmation token itself. Before confirmation it executes nothing and says " +
 			"why; a second call answers already_consumed.",
-		InputSchema: proposalIDSchema,
+		InputSchema:  proposalIDSchema,
+		OutputSchema: resultSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "Execute a confirmed proposal", DestructiveHint: &yes,
 			IdempotentHint: true, OpenWorldHint: &yes},
 	}, h.executeConfirmed)
 	h.server.AddTool(&mcp.Tool{
-		Name:        "cancel_proposal",
-		Title:       "Withdraw a proposal",
-		Description: "Withdraws one of your proposals while it still awaits a person. Nothing is written.",
-		InputSchema: proposalIDSchema,
+		Name:         "cancel_proposal",
+		Title:        "Withdraw a proposal",
+		Description:  "Withdraws one of your proposals while it still awaits a person. Nothing is written.",
+		InputSchema:  proposalIDSchema,
+		OutputSchema: resultSchema,
 		Annotations: &mcp.ToolAnnotations{Title: "Withdraw a proposal", DestructiveHint: &no, IdempotentHint: true,
 			OpenWorldHint: &no},
 	}, h.cancelProposal)

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/countersign/countersign/handlers/mcpserver"
 	"github.com/countersign/countersign/internal/app"
@@ -80,6 +82,7 @@ type mcpAgent struct {
 	mu        sync.Mutex
 	elicits   []*mcp.ElicitParams
 	completed chan string
+	outputs   map[string]*jsonschema.Schema // each tool's output schema
 }
 
 type mcpOptions struct {
@@ -121,7 +124,38 @@ func (c *console) mcpClient(key string, o mcpOptions) *mcpAgent {
 	}
 	c.t.Cleanup(func() { s.Close() })
 	a.session = s
+	a.outputs = outputSchemas(c.t, s)
 	return a
+}
+
+// outputSchemas compiles the output schema each tool declares.
+func outputSchemas(t *testing.T, s *mcp.ClientSession) map[string]*jsonschema.Schema {
+	t.Helper()
+	res, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*jsonschema.Schema{}
+	for _, tl := range res.Tools {
+		if tl.OutputSchema == nil {
+			t.Fatalf("%s declares no output schema", tl.Name)
+		}
+		b, _ := json.Marshal(tl.OutputSchema)
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		url := "https://countersign.invalid/mcp/" + tl.Name + ".json"
+		if err := c.AddResource(url, doc); err != nil {
+			t.Fatal(err)
+		}
+		if out[tl.Name], err = c.Compile(url); err != nil {
+			t.Fatalf("%s output schema: %v", tl.Name, err)
+		}
+	}
+	return out
 }
 
 func (a *mcpAgent) elicitations() []*mcp.ElicitParams {
@@ -136,6 +170,17 @@ func (a *mcpAgent) call(name string, args any, v any) *mcp.CallToolResult {
 	res, err := a.session.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		a.t.Fatalf("%s: protocol error %v", name, err)
+	}
+	if !res.IsError {
+		// Every successful result conforms to the tool's output schema.
+		b, _ := json.Marshal(res.StructuredContent)
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			a.t.Fatalf("%s: structured content %s: %v", name, b, err)
+		}
+		if err := a.outputs[name].Validate(doc); err != nil {
+			a.t.Errorf("%s: structured content outside its output schema: %v\n%s", name, err, b)
+		}
 	}
 	if v != nil && res.StructuredContent != nil {
 		b, _ := json.Marshal(res.StructuredContent)
