@@ -111,8 +111,15 @@ func New(p Protocol, cfg Config) *Handler {
 	// handler, and the older revisions' server-to-client requests (URL
 	// elicitation) only on a stateful one: requests go to one or the other
 	// by the protocol version they announce.
-	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: h.log, SessionTimeout: timeout})
-	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: h.log, Stateless: true})
+	//
+	// The SDK's DNS-rebinding guard (a loopback listener refuses other Host
+	// names) is off: countersign often listens on loopback behind a
+	// reverse proxy that keeps the public Host, and every request here
+	// must carry an agent key, which a rebinding page does not have.
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: h.log,
+		SessionTimeout: timeout, DisableLocalhostProtection: true})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: h.log,
+		Stateless: true, DisableLocalhostProtection: true})
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= multiRoundTripVersion {
 			stateless.ServeHTTP(w, r)

@@ -747,3 +747,37 @@ func TestMCPExecuteAtTheTokenExpiry(t *testing.T) {
 	c.executeAndReplay(a, early.ProposalID)
 	c.clock.Set(consoleStart)
 }
+
+// Behind a reverse proxy on the same machine the Host is the public name;
+// the agent key, not the Host, decides.
+func TestMCPBehindAProxyWithItsHost(t *testing.T) {
+	c := openMCP(t)
+	for _, version := range []string{"", "2025-11-25"} {
+		client := mcp.NewClient(&mcp.Implementation{Name: "proxied", Version: "1"}, nil)
+		tr := &mcp.StreamableClientTransport{Endpoint: c.srv.URL + "/mcp", HTTPClient: &http.Client{
+			Transport: hostTransport{host: "countersign.example.com", next: bearer{key: c.creds.AgentKey, next: http.DefaultTransport}}}}
+		var opts *mcp.ClientSessionOptions
+		if version != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+		}
+		s, err := client.Connect(context.Background(), tr, opts)
+		if err != nil {
+			t.Fatalf("%q: %v", version, err)
+		}
+		if _, err := s.ListTools(context.Background(), nil); err != nil {
+			t.Errorf("%q: %v", version, err)
+		}
+		s.Close()
+	}
+}
+
+type hostTransport struct {
+	host string
+	next http.RoundTripper
+}
+
+func (h hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return h.next.RoundTrip(r)
+}
