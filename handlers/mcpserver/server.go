@@ -121,6 +121,7 @@ func New(p Protocol, cfg Config) *Handler {
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: h.log,
 		Stateless: true, DisableLocalhostProtection: true})
 	route := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		extendDeadlines(w, r)
 		if r.Header.Get("Mcp-Protocol-Version") >= multiRoundTripVersion {
 			stateless.ServeHTTP(w, r)
 			return
@@ -138,6 +139,25 @@ const instructions = `countersign puts a person between you and every write. Cal
 	`creates a confirmation request (a proposal); nothing is written yet. Show the user the console_url, ` +
 	`then call get_proposal until the status is confirmed (or declined, expired, cancelled), then call ` +
 	`execute_confirmed once to carry out exactly the approved write. Never retry a declined proposal unchanged.`
+
+// callDeadline bounds one authenticated MCP call (POST): a get_proposal
+// waits up to a minute, and a URL elicitation waits for the person at the
+// client to answer it.
+const callDeadline = 10 * time.Minute
+
+// extendDeadlines lifts the server-wide write timeout, which fits the
+// API's requests, for authenticated MCP streams: the standalone stream
+// (GET) carries notifications, such as an elicitation's completion, for as
+// long as the session lives, and a call (POST) may wait on a person.
+func extendDeadlines(w http.ResponseWriter, r *http.Request) {
+	var until time.Time // none for the standalone stream
+	if r.Method != http.MethodGet {
+		until = time.Now().Add(callDeadline)
+	}
+	// An error means the writer cannot change its deadline; the server's
+	// timeout then stays in force.
+	_ = http.NewResponseController(w).SetWriteDeadline(until)
+}
 
 // ServeHTTP serves /mcp.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.http.ServeHTTP(w, r) }

@@ -33,7 +33,7 @@ import (
 
 // openMCP is openConsole with a known public URL, so that console links
 // are absolute.
-func openMCP(t *testing.T) *console {
+func openMCP(t *testing.T, server ...func(*http.Server)) *console {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,6 +50,9 @@ func openMCP(t *testing.T) *console {
 	c.srv = httptest.NewUnstartedServer(a.Server)
 	c.srv.Listener.Close()
 	c.srv.Listener = ln
+	for _, f := range server {
+		f(c.srv.Config)
+	}
 	c.srv.Start()
 	t.Cleanup(func() {
 		c.srv.Close()
@@ -235,10 +238,12 @@ func toolErrorCode(t *testing.T, res *mcp.CallToolResult) models.Code {
 }
 
 // approve approves p as alice through the console's form.
-func (c *console) approve(id string) {
+func (c *console) approve(id string) { c.approveAs(c.alice(), id) }
+
+// approveAs approves p through the console in b's session.
+func (c *console) approveAs(b *browser, id string) {
 	c.t.Helper()
 	p := c.reloadProposal(id)
-	b := c.alice()
 	b.get("/proposals/" + id)
 	wantStatus(c.t, "approve", b.postForm("/proposals/"+id+"/approve", url.Values{"digest": {p.ArgsDigest}}), http.StatusSeeOther)
 }
@@ -780,4 +785,46 @@ func (h hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Host = h.host
 	return h.next.RoundTrip(r)
+}
+
+// The server's write timeout (90 s in production, 3 s here) does not cut
+// the standalone stream, so a decision long after the request still
+// completes the elicitation, nor a call that waits longer than it.
+func TestMCPStreamsOutliveTheWriteTimeout(t *testing.T) {
+	const writeTimeout = 3 * time.Second
+	c := openMCP(t, func(s *http.Server) {
+		s.WriteTimeout = writeTimeout
+	})
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25"})
+	alice := c.alice() // signed in before: the checks below do not wait on a password hash
+	p := a.refund("ord_1014", 100)
+	if len(a.elicitations()) != 1 {
+		t.Fatal("no elicitation")
+	}
+	time.Sleep(writeTimeout + 500*time.Millisecond)
+	c.approveAs(alice, p.ProposalID)
+	select {
+	case <-a.completed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completion was lost with the stream")
+	}
+	q := a.refund("ord_1015", 100)
+	got := make(chan models.Status, 1)
+	go func() {
+		res, err := a.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_proposal",
+			Arguments: map[string]any{"proposal_id": q.ProposalID, "wait_seconds": 10}})
+		if err != nil || res.IsError {
+			got <- ""
+			return
+		}
+		var out mcpserver.ProposalResult
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+		got <- out.Status
+	}()
+	time.Sleep(writeTimeout + 500*time.Millisecond)
+	c.approveAs(alice, q.ProposalID)
+	if st := <-got; st != models.StatusConfirmed {
+		t.Errorf("the waiting call returned %q", st)
+	}
 }
