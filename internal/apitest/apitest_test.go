@@ -40,6 +40,8 @@ func TestCheckRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"unknown route answered 200", httptest.NewRequest("GET", "/api/v1/unlisted", nil), 200, `{}`, false},
 		{"unknown route refused", httptest.NewRequest("GET", "/api/v1/unlisted", nil), 404, `{"error":{"code":"not_found","message":"no such route"}}`, true},
 		{"console page", httptest.NewRequest("GET", "/history", nil), 200, `<html>`, true},
+		{"HEAD of a documented GET", httptest.NewRequest("HEAD", "/api/v1/proposals/prop_1", nil), 200, ``, true},
+		{"HEAD with a status GET lacks", httptest.NewRequest("HEAD", "/api/v1/proposals/prop_1", nil), 410, ``, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &recorder{TB: t}
