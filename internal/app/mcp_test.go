@@ -828,3 +828,35 @@ func TestMCPStreamsOutliveTheWriteTimeout(t *testing.T) {
 		t.Errorf("the waiting call returned %q", st)
 	}
 }
+
+// A request key in _meta makes a retried request_* call return the same
+// proposal; the same key with other arguments is refused.
+func TestMCPRequestKeyMakesRetriesIdempotent(t *testing.T) {
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	args := map[string]any{"order_id": "ord_1016", "amount_minor": 100, "currency": "CNY", "reason": "damaged"}
+	call := func(args map[string]any) (*mcp.CallToolResult, mcpserver.ProposalResult) {
+		var out mcpserver.ProposalResult
+		res, err := a.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "request_refund_order", Arguments: args,
+			Meta: mcp.Meta{mcpserver.MetaRequestKey: "ticket-4711", mcpserver.MetaContext: "customer called twice"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+		return res, out
+	}
+	_, first := call(args)
+	_, again := call(args)
+	if first.ProposalID == "" || again.ProposalID != first.ProposalID {
+		t.Fatalf("retry made %q, first %q", again.ProposalID, first.ProposalID)
+	}
+	if p := c.reloadProposal(first.ProposalID); p.RequestKey != "ticket-4711" || p.Context != "customer called twice" {
+		t.Errorf("request key %q, context %q", p.RequestKey, p.Context)
+	}
+	args["amount_minor"] = 200
+	res, _ := call(args)
+	if code := toolErrorCode(t, res); code != models.EIdempotencyKeyReuse {
+		t.Errorf("other arguments under the same key: %s", code)
+	}
+}
