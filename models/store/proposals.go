@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/countersign/countersign/models"
 )
@@ -118,11 +119,11 @@ func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existin
 	}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := insertOnce(tx, &row)
-		if err != nil {
+		if err != nil || !ok {
 			return err
 		}
-		inserted = ok
-		return nil
+		inserted = true
+		return appendAudit(tx, p.TenantID, p.CreatedAt, proposalCreatedEvent(p))
 	})
 	if err != nil {
 		return nil, false, err
@@ -313,8 +314,11 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
 			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			return appendAudit(tx, tenantID, now, proposalEvent(models.AuditProposalCancelled, agentID, id, nil))
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
@@ -348,7 +352,11 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 	n := 0
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		n = 0
-		q := tx.Model(&proposalRow{}).
+		var events pendingAudit
+		// RETURNING names the rows this very UPDATE moved (both databases
+		// support it), so each gets its audit entry.
+		var expired []proposalRow
+		q := tx.Model(&expired).Clauses(clause.Returning{Columns: []clause.Column{{Name: "id"}, {Name: "tenant_id"}}}).
 			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
 		if proposalID != "" {
 			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
@@ -359,6 +367,9 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 			return res.Error
 		}
 		n += int(res.RowsAffected)
+		for _, d := range expired {
+			events.add(d.TenantID, proposalEvent(models.AuditProposalExpired, models.ActorSystem, d.ID, nil))
+		}
 
 		// Tokens first, then the proposals whose token this statement moved:
 		// a token consumed concurrently is no longer 'issued' and is left
@@ -381,6 +392,7 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 			if res.RowsAffected == 0 {
 				continue
 			}
+			events.add(t.TenantID, proposalEvent(models.AuditTokenExpired, models.ActorSystem, t.ProposalID, map[string]any{"jti": t.JTI}))
 			ok, err := transition(tx, t.TenantID, t.ProposalID, models.StatusExpired, now, "status = ?", string(models.StatusConfirmed))
 			if err != nil {
 				return err
@@ -389,7 +401,7 @@ func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now 
 				n++
 			}
 		}
-		return nil
+		return events.flush(tx, now)
 	})
 	return n, err
 }
