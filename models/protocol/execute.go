@@ -242,7 +242,20 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 // finish records an attempt's outcome and turns a state conflict into the
 // caller's EStateChanged.
 func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execution, o store.Outcome) (*models.Execution, error) {
-	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, s.clock.Now())
+	// Milliseconds, as stored, so that the receipt signed now and one
+	// rebuilt from the database later state the same times.
+	now := time.UnixMilli(s.clock.Now().UnixMilli()).UTC()
+	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+		// The receipt is signed before the outcome is stored and written by
+		// the same UPDATE. Failing to sign must not lose the outcome: the
+		// receipt is then made on first request (Receipt).
+		var err error
+		if o.Receipt, err = s.signReceipt(ctx, p, settledAs(e, o, now)); err != nil {
+			s.log.Warn("receipt not signed", "execution", e.ID, "err", err)
+			o.Receipt = ""
+		}
+	}
+	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, now)
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +347,7 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var checkpointed time.Time
 	for {
 		if n, err := s.Sweep(ctx); err != nil {
 			s.log.Warn("sweep", "err", err)
@@ -347,6 +361,13 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 		// Pick up signing keys rotated by another process (or the CLI).
 		if err := s.tokens.EnsureKey(ctx); err != nil {
 			s.log.Warn("signing keys", "err", err)
+		}
+		if now := s.clock.Now(); now.Sub(checkpointed) >= s.checkpointEvery {
+			if _, err := s.Checkpoint(ctx); err != nil {
+				s.log.Warn("audit checkpoints", "err", err)
+			} else {
+				checkpointed = now
+			}
 		}
 		select {
 		case <-ctx.Done():

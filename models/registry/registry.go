@@ -96,6 +96,9 @@ type Tool struct {
 	ResourceField string
 	// Batch reports whether ResourceField holds a list of ids.
 	Batch bool
+	// ReceiptDigestOnly keeps the arguments out of signed receipts (only
+	// their digest binds them): `receipt_arguments: digest` in the file.
+	ReceiptDigestOnly bool
 
 	schema     *jsonschema.Schema
 	schemaJSON json.RawMessage
@@ -170,6 +173,8 @@ type toolDoc struct {
 	Clarify       []clarifyDoc          `yaml:"clarify"`
 	Display       map[string]displayDoc `yaml:"display"`
 	Risk          []riskDoc             `yaml:"risk"`
+	// ReceiptArguments is "full" (the default) or "digest".
+	ReceiptArguments string `yaml:"receipt_arguments"`
 }
 
 type adapterDoc struct {
@@ -382,6 +387,13 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 	}
 	if t.PolicyVersion == "" {
 		bad("policy_version is required")
+	}
+	switch d.ReceiptArguments {
+	case "", "full":
+	case "digest":
+		t.ReceiptDigestOnly = true
+	default:
+		bad("receipt_arguments %q must be full or digest", d.ReceiptArguments)
 	}
 	t.Adapter = buildAdapter(d.Adapter, bad)
 

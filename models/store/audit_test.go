@@ -181,7 +181,7 @@ func newProposal(d store.DemoResult, now time.Time) *models.Proposal {
 	digest, _ := models.Digest(args)
 	return &models.Proposal{ID: models.NewID("prop"), TenantID: d.Tenant.ID, AgentID: d.Agent.ID, Tool: "refund_order",
 		Arguments: args, ArgsDigest: digest, Preview: []models.PreviewField{}, Resource: "ord_1001",
-		Tier: models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Minute},
+		Tier:          models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Minute},
 		PolicyVersion: "p1", RequestKey: "rk-" + models.NewID("r"), Status: models.StatusAwaitingConfirmation, Revision: 1,
 		CreatedAt: now, ExpiresAt: now.Add(time.Minute), UpdatedAt: now}
 }
