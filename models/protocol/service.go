@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/checkpoint"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
@@ -39,6 +40,9 @@ type Config struct {
 	// PollInterval is how often long-polls look for changes made by other
 	// instances. Default 500ms.
 	PollInterval time.Duration
+	// CheckpointInterval is how often RunBackground signs a checkpoint of
+	// each audit chain that grew. Default 1m.
+	CheckpointInterval time.Duration
 }
 
 // Service implements the protocol. It is safe for concurrent use, and
@@ -54,6 +58,9 @@ type Service struct {
 	lease    time.Duration
 	poll     time.Duration
 	changes  *notifier
+
+	checkpoints     checkpoint.Checkpointer
+	checkpointEvery time.Duration
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -80,6 +87,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	if s.poll <= 0 {
 		s.poll = 500 * time.Millisecond
+	}
+	s.checkpoints = checkpoint.Checkpointer{Store: cfg.Store, Tokens: cfg.Tokens}
+	s.checkpointEvery = cfg.CheckpointInterval
+	if s.checkpointEvery <= 0 {
+		s.checkpointEvery = time.Minute
 	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.
