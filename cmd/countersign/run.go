@@ -52,6 +52,14 @@ Usage:
   countersign evidence verify PROPOSAL_ID --tenant T
                                      re-verify each approval's security-key
                                      evidence from the stored data alone
+  countersign audit export --tenant T [--since WHEN]
+                                     write the audit log, checkpoints and keys
+                                     as JSON Lines
+  countersign audit key --tenant T --name N
+                                     create an audit reader API key; prints it once
+  countersign verify [--receipt FILE] --export FILE
+                                     prove a receipt offline: signature, digests,
+                                     security-key assertions, unbroken audit chain
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
@@ -108,6 +116,10 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
+	case "audit":
+		return c.group(ctx, "audit", rest, map[string]func(context.Context, []string) error{"export": c.auditExport, "key": c.auditKeyCreate})
+	case "verify":
+		return c.verify(ctx, rest)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			return usagef("countersign version", "unexpected argument %q", rest[0])
