@@ -24,6 +24,12 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	v1.GET("/proposals/:id", a.GetProposal, agent...)
 	v1.POST("/proposals/:id/cancel", a.CancelProposal, agent...)
 	v1.POST("/executions", a.Execute, agent...)
+	if a.ServesAudit() {
+		// Receipts for the tenant's agents and audit readers; the audit
+		// log for audit readers only (see countersign audit key).
+		v1.GET("/executions/:id/receipt", a.Receipt, api.NoStore, a.RequireReader(true))
+		v1.GET("/audit", a.AuditLog, api.NoStore, a.RequireReader(false))
+	}
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {
@@ -79,6 +85,13 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.POST("/settings/keys/:id/rename", k.Rename, form...)
 		e.POST("/settings/keys/:id/remove/begin", k.RemoveBegin, form...)
 		e.POST("/settings/keys/:id/remove/finish", k.RemoveFinish, form...)
+	}
+
+	// Receipts and the audit log.
+	if au := con.audit; au != nil {
+		e.GET("/executions/:id/receipt.jws", au.DownloadReceipt, page...)
+		e.GET("/proposals/:id/audit", au.ProposalAudit, page...)
+		e.GET("/audit", au.TenantAudit, adminPage...)
 	}
 
 	// Administration: agents and reviewers of the admin's own tenant.

@@ -63,6 +63,15 @@ type Deps struct {
 	// sign-in (*stepup.Service); nil leaves them out, and tiers that need
 	// a security key cannot be approved in the console.
 	StepUp StepUp
+	// Audit serves signed receipts and the audit log to the API and the
+	// console (*protocol.Service); nil leaves them out.
+	Audit Audit
+}
+
+// Audit is what receipts and the audit pages need.
+type Audit interface {
+	api.AuditProtocol
+	console.AuditProtocol
 }
 
 // StepUp is what the console needs for security keys.
@@ -76,6 +85,7 @@ var (
 	_ api.Protocol          = (*protocol.Service)(nil)
 	_ console.PagesProtocol = (*protocol.Service)(nil)
 	_ StepUp                = (*stepup.Service)(nil)
+	_ Audit                 = (*protocol.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -84,9 +94,10 @@ type consoleHandlers struct {
 	sessions *session.Manager
 	auth     *console.AuthHandlers
 	admin    *console.AdminHandlers
-	pages    *console.Pages    // nil without Deps.Pages
-	keys     *console.Keys     // nil without Deps.StepUp
-	passkeys *console.Passkeys // nil without Deps.StepUp
+	pages    *console.Pages      // nil without Deps.Pages
+	keys     *console.Keys       // nil without Deps.StepUp
+	passkeys *console.Passkeys   // nil without Deps.StepUp
+	audit    *console.AuditPages // nil without Deps.Audit
 	assets   *static.Assets
 }
 
@@ -113,6 +124,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		Clock:        clock,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		BaseURL:      cfg.BaseURL,
+		Audit:        deps.Audit,
 	})
 
 	var con *consoleHandlers
@@ -130,6 +142,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Pages != nil {
 			con.pages = console.NewPages(deps.Pages, assets, clock, deps.StepUp)
+		}
+		if deps.Audit != nil {
+			con.audit = console.NewAuditPages(deps.Audit, assets)
 		}
 		if deps.StepUp != nil {
 			con.keys = console.NewKeys(deps.StepUp, assets)

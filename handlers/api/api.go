@@ -56,6 +56,8 @@ type Options struct {
 	// BaseURL, when set (e.g. "https://countersign.example.com"), makes
 	// Location headers absolute; otherwise they are absolute paths.
 	BaseURL string
+	// Audit serves receipts and the audit log; nil leaves them out.
+	Audit AuditProtocol
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -64,6 +66,7 @@ type Handlers struct {
 	clock   models.Clock
 	maxBody int64
 	baseURL string
+	audit   AuditProtocol
 }
 
 // New returns the API handlers over p.
@@ -73,6 +76,7 @@ func New(p Protocol, opts Options) *Handlers {
 		clock:   opts.Clock,
 		maxBody: opts.MaxBodyBytes,
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
+		audit:   opts.Audit,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}
@@ -86,6 +90,9 @@ func New(p Protocol, opts Options) *Handlers {
 // MaxBodyBytes reports the body limit in force, so that the server's
 // transport-level limit agrees with the decoder's.
 func (h *Handlers) MaxBodyBytes() int64 { return h.maxBody }
+
+// ServesAudit reports whether receipts and the audit log are served.
+func (h *Handlers) ServesAudit() bool { return h.audit != nil }
 
 // NoStore marks every response of the wrapped routes as not cacheable:
 // proposals, tokens and errors are per-caller and change over time. It sets

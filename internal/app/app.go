@@ -181,7 +181,7 @@ func (a *App) init(ctx context.Context) error {
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
+			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Audit: a.Protocol})
 	return nil
 }
 
