@@ -114,3 +114,29 @@ func (p pendingAudit) flush(tx *gorm.DB, at time.Time) error {
 	}
 	return nil
 }
+
+func userData(r userRow) map[string]any {
+	return map[string]any{"user_id": r.ID, "name": r.Name, "role": r.Role}
+}
+
+func agentData(r agentRow) map[string]any {
+	owner := ""
+	if r.OwnerUserID != nil {
+		owner = *r.OwnerUserID
+	}
+	return map[string]any{"agent_id": r.ID, "name": r.Name, "owner_user_id": owner}
+}
+
+// userChange names what an administrator changed; a password hash itself
+// never enters the log.
+func userChange(userID string, set map[string]any) map[string]any {
+	data := map[string]any{"user_id": userID}
+	for k, v := range set {
+		if k == "password_hash" {
+			data["password_reset"] = true
+			continue
+		}
+		data[k] = v
+	}
+	return data
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,4 +185,48 @@ func newProposal(d store.DemoResult, now time.Time) *models.Proposal {
 		Tier:          models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Minute},
 		PolicyVersion: "p1", RequestKey: "rk-" + models.NewID("r"), Status: models.StatusAwaitingConfirmation, Revision: 1,
 		CreatedAt: now, ExpiresAt: now.Add(time.Minute), UpdatedAt: now}
+}
+
+// TestAdminActionsAndSignInsAreAudited: users, agents, sign-ins and
+// administrators' changes land in the right tenant's chain; a password
+// hash never does.
+func TestAdminActionsAndSignInsAreAudited(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		f := consoleSetup(t, st)
+		a, err := st.AdminCreateAgent(ctx, f.admin, "helper", "", "sha256:helper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AdminRevokeAgent(ctx, f.admin, a.ID, consoleNow); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AdminRevokeAgent(ctx, f.admin, a.ID, consoleNow); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AdminSetPassword(ctx, f.admin, f.reviewer.ID, "h-secret-new", consoleNow); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := st.AuditEntries(ctx, f.tenant.ID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkChain(t, f.tenant.ID, entries, len(entries))
+		var kinds []string
+		for _, e := range entries {
+			kinds = append(kinds, e.Kind)
+			if strings.Contains(e.Body, "h-secret-new") || strings.Contains(e.Body, "h-alice") {
+				t.Fatalf("a password hash entered the log: %s", e.Body)
+			}
+		}
+		want := []string{models.AuditUserCreated, models.AuditUserCreated, models.AuditSignIn, models.AuditSignIn,
+			models.AuditAgentCreated, models.AuditAgentRevoked, models.AuditUserChanged}
+		if fmt.Sprint(kinds) != fmt.Sprint(want) {
+			t.Fatalf("kinds %v, want %v (a second revoke records nothing)", kinds, want)
+		}
+		other, err := st.AuditEntries(ctx, f.other.ID, 0, 100)
+		if err != nil || len(other) != 2 {
+			t.Fatalf("the other tenant's chain has %d entries (%v), want its user and agent", len(other), err)
+		}
+	})
 }
