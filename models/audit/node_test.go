@@ -51,7 +51,9 @@ func TestNodeVerifier(t *testing.T) {
 		t.Fatalf("one receipt: %v\n%s", err, out)
 	}
 
-	decisionEntry := func(l string) bool { return strings.Contains(l, `"type":"entry"`) && strings.Contains(l, "decision.approved") }
+	decisionEntry := func(l string) bool {
+		return strings.Contains(l, `"type":"entry"`) && strings.Contains(l, "decision.approved")
+	}
 	for name, tt := range map[string]struct {
 		export []byte
 		want   string
