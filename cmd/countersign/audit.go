@@ -282,6 +282,11 @@ func printReport(w io.Writer, r *audit.Report) {
 		}
 		who = append(who, fmt.Sprintf("%s (%s)", name, strings.ReplaceAll(a.Method, "_", " ")))
 	}
+	if !r.ChainChecked {
+		fmt.Fprintf(w, "VERDICT: RECEIPT VALID — signed, digests agree, %d %s verified; the audit chain was not checked (give --export)\n\n",
+			len(rc.Approvers), plural(len(rc.Approvers), "approval", "approvals"))
+		return
+	}
 	fmt.Fprintf(w, "VERDICT: PROVEN — this %s with digest %s was requested by %s, approved by %s under policy %s, and executed once (%s).\n\n",
 		rc.Tool, rc.RequestedDigest, rc.Agent, strings.Join(who, ", "), rc.PolicyVersion, rc.Status)
 }

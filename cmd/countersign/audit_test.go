@@ -36,12 +36,26 @@ func TestAuditExportAndVerify(t *testing.T) {
 	mustExec(t, nil, "", "audit", "export", "--db", f.db, "--tenant", "demo", "--since", "1h", "--out", export)
 
 	r := mustExec(t, nil, "", "verify", "--receipt", receipt, "--export", export)
+	t.Log(r.stdout)
 	if !strings.Contains(r.stdout, "VERDICT: PROVEN") || !strings.Contains(r.stdout, "alice (password)") {
 		t.Fatalf("verify output:\n%s", r.stdout)
 	}
 	// The API's JSON answer on stdin, and every receipt of the export.
 	mustExec(t, nil, `{"execution_id":"`+e.ID+`","receipt":"`+e.ReceiptJWS+`"}`, "verify", "--receipt", "-", "--export", export)
 	mustExec(t, nil, "", "verify", "--export", export)
+	// With only the published keys: signature, digests and assertions.
+	jwks, err := f.a.Protocol.JWKS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksFile := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = mustExec(t, nil, "", "verify", "--receipt", receipt, "--jwks", jwksFile)
+	if !strings.Contains(r.stdout, "not checked: no export given") || !strings.Contains(r.stdout, "VERDICT: RECEIPT VALID") {
+		t.Fatalf("verify with a JWKS only:\n%s", r.stdout)
+	}
 
 	data, err := os.ReadFile(export)
 	if err != nil {

@@ -26,6 +26,9 @@ type Report struct {
 	// Receipt is the verified receipt's claims (zero when its signature
 	// failed).
 	Receipt models.SignedReceipt
+	// ChainChecked reports whether the receipt was checked against an
+	// audit chain (not when only a JWKS and evidence were given).
+	ChainChecked bool
 }
 
 func (r *Report) ok(element, format string, args ...any) {
@@ -210,6 +213,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 		}
 		return r
 	}
+	r.ChainChecked = true
 	x.story(r, rc, compact, bySeq, anchored)
 	return r
 }
