@@ -206,7 +206,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 		r.fail("receipt", "it is for tenant %s, the export is of %s", rc.Tenant, x.Tenant)
 	}
 	x.digests(r, rc)
-	x.approvals(r, rc)
+	x.approvals(r, rc, bySeq)
 	if len(bySeq) == 0 {
 		if len(x.Entries) == 0 {
 			r.ok("audit chain", "not checked: no export given")
@@ -247,7 +247,7 @@ func (x *Export) digests(r *Report, rc models.SignedReceipt) {
 	r.ok("digests", "requested = approved = executed = %s", d)
 }
 
-func (x *Export) approvals(r *Report, rc models.SignedReceipt) {
+func (x *Export) approvals(r *Report, rc models.SignedReceipt, bySeq map[int64]decoded) {
 	if len(rc.Approvers) < max(rc.Quorum, 1) {
 		r.fail("approvals", "%d approvers, the %s tier needs %d", len(rc.Approvers), rc.RiskTier, rc.Quorum)
 	}
@@ -288,6 +288,14 @@ func (x *Export) approvals(r *Report, rc models.SignedReceipt) {
 		case cred.PublicKey != ev.PublicKey:
 			r.fail(ename, "the assertion's public key is not the registered key of credential %s", ev.CredentialID)
 			continue
+		}
+		if reg, found := registration(bySeq, ev.CredentialID); found {
+			// The chain recorded the key when it was registered: the
+			// strongest statement of whose key it is.
+			if reg.UserID != a.UserID || reg.PublicKey != ev.PublicKey {
+				r.fail(ename, "the chain registered credential %s to %s with another public key", ev.CredentialID, reg.UserID)
+				continue
+			}
 		}
 		r.ok(ename, "security key %q signed challenge %s (proposal, digest, nonce); user verified", cred.Name, ev.Challenge)
 	}
@@ -372,6 +380,21 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 	r.ok("proposal story", "entries %d to %d record creation, %d %s, token, execution and outcome, as the receipt says",
 		created, outcome, len(decisions), plural(len(decisions), "approval", "approvals"))
 	r.ok("anchor", "checkpoint %d covers the chain from creation to outcome", anchored)
+}
+
+// registration finds the chain's record of a security key's registration.
+func registration(bySeq map[int64]decoded, credentialID string) (Line, bool) {
+	for _, d := range bySeq {
+		if d.body.Kind != models.AuditKeyRegistered {
+			continue
+		}
+		if id, _ := d.data["credential_id"].(string); id == credentialID {
+			user, _ := d.data["user_id"].(string)
+			pub, _ := d.data["public_key"].(string)
+			return Line{UserID: user, PublicKey: pub, CredentialID: id}, true
+		}
+	}
+	return Line{}, false
 }
 
 func plural(n int, one, many string) string {
