@@ -63,12 +63,21 @@ const maxAppendTries = 1000
 // cannot move under it at all. Call it as the last statement of a
 // transaction, so that a transaction waiting here holds no lock another one
 // needs before it can commit.
-func appendAudit(tx *gorm.DB, tenantID string, at time.Time, ev models.AuditEvent) error {
-	data := []byte("{}")
-	if ev.Data != nil {
-		var err error
-		if data, err = json.Marshal(ev.Data); err != nil {
-			return models.Wrap(models.EInternal, err, "audit data cannot be encoded")
+//
+// Several events of one transaction and tenant are appended with one head
+// read: once the first of them holds position seq+1, no other transaction
+// can take seq+2 before this one commits (it would have to see seq+1
+// first), so the rest follow without conflict; a conflict there would be a
+// broken invariant and fails the transaction instead of linking wrongly.
+func appendAudit(tx *gorm.DB, tenantID string, at time.Time, evs ...models.AuditEvent) error {
+	data := make([][]byte, len(evs))
+	for i, ev := range evs {
+		data[i] = []byte("{}")
+		if ev.Data != nil {
+			var err error
+			if data[i], err = json.Marshal(ev.Data); err != nil {
+				return models.Wrap(models.EInternal, err, "audit data cannot be encoded")
+			}
 		}
 	}
 	for range maxAppendTries {
@@ -80,20 +89,31 @@ func appendAudit(tx *gorm.DB, tenantID string, at time.Time, ev models.AuditEven
 			Scan(&head).Error; err != nil {
 			return err
 		}
-		body := models.AuditBody{Tenant: tenantID, Seq: head.Seq + 1, Prev: head.Hash, At: ms(at), Kind: ev.Kind,
-			Actor: ev.Actor, ProposalID: ev.ProposalID, Data: data}
-		raw, hash, err := body.Encode()
-		if err != nil {
-			return err
+		inserted := 0
+		for i, ev := range evs {
+			body := models.AuditBody{Tenant: tenantID, Seq: head.Seq + 1, Prev: head.Hash, At: ms(at), Kind: ev.Kind,
+				Actor: ev.Actor, ProposalID: ev.ProposalID, Data: data[i]}
+			raw, hash, err := body.Encode()
+			if err != nil {
+				return err
+			}
+			res := tx.Exec("INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at) "+
+				"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+				tenantID, body.Seq, body.Prev, hash, ev.Kind, ev.ProposalID, string(raw), body.At)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				break
+			}
+			inserted++
+			head.Seq, head.Hash = body.Seq, hash
 		}
-		res := tx.Exec("INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-			tenantID, body.Seq, body.Prev, hash, ev.Kind, ev.ProposalID, string(raw), body.At)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 1 {
+		switch {
+		case inserted == len(evs):
 			return nil
+		case inserted > 0:
+			return models.Errorf(models.EInternal, "audit position %d was taken while this transaction held %d", head.Seq+1, head.Seq)
 		}
 	}
 	return models.Errorf(models.EUnavailable, "the audit log is too busy; try again")

@@ -106,11 +106,19 @@ func (p *pendingAudit) add(tenantID string, ev models.AuditEvent) {
 	}{tenantID, ev})
 }
 
+// flush appends the events in order, a run of one tenant's events with a
+// single head read.
 func (p pendingAudit) flush(tx *gorm.DB, at time.Time) error {
-	for _, e := range p {
-		if err := appendAudit(tx, e.tenantID, at, e.ev); err != nil {
+	for i := 0; i < len(p); {
+		j := i
+		var run []models.AuditEvent
+		for ; j < len(p) && p[j].tenantID == p[i].tenantID; j++ {
+			run = append(run, p[j].ev)
+		}
+		if err := appendAudit(tx, p[i].tenantID, at, run...); err != nil {
 			return err
 		}
+		i = j
 	}
 	return nil
 }
