@@ -191,7 +191,7 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 		return nil, err
 	}
 	return nil, &models.Error{Code: models.EAlreadyConsumed, Message: "this confirmation was already redeemed",
-		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt(), "signed_receipt": e.ReceiptJWS}}
 }
 
 // attempt calls the adapter for an execution this process owns (its lease)
@@ -270,7 +270,7 @@ func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execu
 	if done.ErrorCode == string(models.EStateChanged) {
 		return &done, &models.Error{Code: models.EStateChanged,
 			Message: "the target changed after the confirmation; nothing was written and a new proposal is needed",
-			Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt()}}
+			Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt(), "signed_receipt": done.ReceiptJWS}}
 	}
 	return &done, nil
 }
