@@ -75,8 +75,15 @@ type Exporter struct {
 // evidence, the registered credentials that evidence names and the signed
 // receipts. It returns the number of entries written.
 func (x Exporter) Export(ctx context.Context, w io.Writer, tenant models.Tenant, since, now time.Time) (int, error) {
-	if _, _, err := x.CheckpointTenant(ctx, tenant.ID, now); err != nil {
+	// The export ends at this checkpoint: entries appended meanwhile (the
+	// server keeps running) wait for the next export.
+	cp, ok, err := x.CheckpointTenant(ctx, tenant.ID, now)
+	if err != nil {
 		return 0, err
+	}
+	last := int64(0)
+	if ok {
+		last = cp.Seq
 	}
 	jwks, err := x.Tokens.JWKS(ctx)
 	if err != nil {
@@ -103,6 +110,10 @@ func (x Exporter) Export(ctx context.Context, w io.Writer, tenant models.Tenant,
 	first := int64(0)
 	for len(entries) > 0 {
 		for _, e := range entries {
+			if e.Seq > last {
+				entries = nil
+				break
+			}
 			if first == 0 {
 				first = e.Seq
 			}
@@ -115,6 +126,9 @@ func (x Exporter) Export(ctx context.Context, w io.Writer, tenant models.Tenant,
 				proposals = append(proposals, e.ProposalID)
 			}
 		}
+		if len(entries) == 0 {
+			break
+		}
 		if entries, err = x.Store.AuditEntries(ctx, tenant.ID, entries[len(entries)-1].Seq, 1000); err != nil {
 			return n, err
 		}
@@ -125,6 +139,9 @@ func (x Exporter) Export(ctx context.Context, w io.Writer, tenant models.Tenant,
 			return n, err
 		}
 		for _, c := range cps {
+			if c.Seq > last {
+				break
+			}
 			if err := put(Line{Type: "checkpoint", Seq: c.Seq, Hash: c.Hash, JWS: c.JWS}); err != nil {
 				return n, err
 			}
