@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -169,4 +171,51 @@ func EvidenceDigest(evidence json.RawMessage) string {
 		return ""
 	}
 	return AuditHash(evidence)
+}
+
+// AuditTemplate is an entry's canonical body with its two chain fields left
+// open: Body(prev, seq) = Prefix + prev + Middle + decimal(seq) + Suffix is
+// byte for byte the canonical JSON of the complete entry. It lets the
+// database fill in the chain head inside the very statement that appends
+// (hash strings and integers need no JSON escaping).
+type AuditTemplate struct {
+	Prefix, Middle, Suffix string
+}
+
+// prevMark stands for the previous hash while the template is made.
+const prevMark = "countersign-prev-hash"
+
+// Template returns the body's template (Prev and Seq are ignored).
+func (b AuditBody) Template() (AuditTemplate, error) {
+	b.Prev, b.Seq = prevMark, 0
+	canon, _, err := b.Encode()
+	if err != nil {
+		return AuditTemplate{}, err
+	}
+	raw, err := json.Marshal(b.Tenant)
+	if err != nil {
+		return AuditTemplate{}, Wrap(EInternal, err, "audit entry cannot be encoded")
+	}
+	tenant, err := Canonical(raw)
+	if err != nil {
+		return AuditTemplate{}, Wrap(EInternal, err, "audit entry cannot be encoded")
+	}
+	s := string(canon)
+	// The top-level members sort as actor, at, data, kind, prev,
+	// proposal_id, seq, tenant: "prev" is the last of its kind before two
+	// plain members, so its last occurrence is the top-level one.
+	mark := `,"prev":"` + prevMark + `","proposal_id":`
+	i := strings.LastIndex(s, mark)
+	suffix := `,"tenant":` + string(tenant) + `}`
+	tail := `,"seq":0` + suffix
+	if i < 0 || !strings.HasSuffix(s, tail) {
+		return AuditTemplate{}, Errorf(EInternal, "audit entry template cannot be made")
+	}
+	t := AuditTemplate{Prefix: s[:i+len(`,"prev":"`)], Middle: s[i+len(`,"prev":"`+prevMark) : len(s)-len(`0`+suffix)], Suffix: suffix}
+	return t, nil
+}
+
+// Body returns the complete body for a position.
+func (t AuditTemplate) Body(prev string, seq int64) string {
+	return t.Prefix + prev + t.Middle + strconv.FormatInt(seq, 10) + t.Suffix
 }

@@ -51,69 +51,83 @@ func (r auditCheckpointRow) model() models.Checkpoint {
 // into an error instead of a spin.
 const maxAppendTries = 1000
 
-// appendAudit appends one event to the tenant's chain inside tx, the
-// transaction that makes the change the event records: both commit or
-// neither does. It reads the head (the highest seq of the tenant, by the
-// primary key) and inserts seq+1 linked to it with ON CONFLICT DO NOTHING.
-// Two statements per event, and no read-then-write race: the primary key
-// (tenant_id, seq) admits one entry per position, so of two transactions
-// that read the same head one inserts and the other — on PostgreSQL after
-// waiting for the first to commit — inserts nothing, reads the new head and
-// tries again. On SQLite every transaction is BEGIN IMMEDIATE, so the head
-// cannot move under it at all. Call it as the last statement of a
-// transaction, so that a transaction waiting here holds no lock another one
-// needs before it can commit.
+// appendAudit appends events to the tenant's chain inside tx, the
+// transaction that makes the change they record: both commit or neither
+// does. Call it as the last statement of a transaction, so that a
+// transaction waiting here holds no lock another one needs to commit.
 //
-// Several events of one transaction and tenant are appended with one head
-// read: once the first of them holds position seq+1, no other transaction
-// can take seq+2 before this one commits (it would have to see seq+1
-// first), so the rest follow without conflict; a conflict there would be a
-// broken invariant and fails the transaction instead of linking wrongly.
+// Each event takes the position after the chain's head, linked to the
+// head's hash, by an INSERT with ON CONFLICT DO NOTHING on the primary key
+// (tenant_id, seq): of two transactions that saw the same head one inserts
+// and the other — on PostgreSQL after waiting for the first to commit —
+// inserts nothing and tries again on the new head. No fork, no gap, and no
+// read-then-write race.
+//
+// On PostgreSQL that is one statement per event: INSERT … SELECT reads the
+// head and the database computes the entry's hash (sha256) over the body it
+// assembles from the entry's canonical template, so the bytes are those Go
+// would produce. On SQLite, which has no SHA-256 in SQL, the head is read
+// first (a second, in-process statement); every SQLite transaction is BEGIN
+// IMMEDIATE, so the head cannot move in between.
 func appendAudit(tx *gorm.DB, tenantID string, at time.Time, evs ...models.AuditEvent) error {
-	data := make([][]byte, len(evs))
-	for i, ev := range evs {
-		data[i] = []byte("{}")
+	for _, ev := range evs {
+		data := []byte("{}")
 		if ev.Data != nil {
 			var err error
-			if data[i], err = json.Marshal(ev.Data); err != nil {
+			if data, err = json.Marshal(ev.Data); err != nil {
 				return models.Wrap(models.EInternal, err, "audit data cannot be encoded")
 			}
 		}
-	}
-	for range maxAppendTries {
-		var head struct {
-			Seq  int64
-			Hash string
-		}
-		if err := tx.Raw("SELECT seq, hash FROM audit_entries WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1", tenantID).
-			Scan(&head).Error; err != nil {
+		tpl, err := models.AuditBody{Tenant: tenantID, At: ms(at), Kind: ev.Kind, Actor: ev.Actor,
+			ProposalID: ev.ProposalID, Data: data}.Template()
+		if err != nil {
 			return err
 		}
-		inserted := 0
-		for i, ev := range evs {
-			body := models.AuditBody{Tenant: tenantID, Seq: head.Seq + 1, Prev: head.Hash, At: ms(at), Kind: ev.Kind,
-				Actor: ev.Actor, ProposalID: ev.ProposalID, Data: data[i]}
-			raw, hash, err := body.Encode()
-			if err != nil {
+		if err := appendOne(tx, tenantID, at, ev, tpl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pgAppend is the PostgreSQL append: head, link, hash and insert in one
+// statement. h is the head ((0, "") for an empty chain).
+const pgAppend = `INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
+SELECT @tenant, h.seq + 1, h.hash,
+       'sha256:' || encode(sha256(convert_to(CAST(@prefix AS text) || h.hash || CAST(@middle AS text) || (h.seq + 1)::text || CAST(@suffix AS text), 'UTF8')), 'hex'),
+       @kind, @proposal, CAST(@prefix AS text) || h.hash || CAST(@middle AS text) || (h.seq + 1)::text || CAST(@suffix AS text), @at
+FROM (SELECT seq, hash FROM (
+        SELECT seq, hash FROM audit_entries WHERE tenant_id = @tenant
+        UNION ALL SELECT 0::bigint, ''::text
+      ) AS c ORDER BY seq DESC LIMIT 1) AS h
+ON CONFLICT DO NOTHING`
+
+func appendOne(tx *gorm.DB, tenantID string, at time.Time, ev models.AuditEvent, tpl models.AuditTemplate) error {
+	postgres := tx.Dialector.Name() == "postgres"
+	for range maxAppendTries {
+		var res *gorm.DB
+		if postgres {
+			res = tx.Exec(pgAppend, map[string]any{"tenant": tenantID, "prefix": tpl.Prefix, "middle": tpl.Middle,
+				"suffix": tpl.Suffix, "kind": ev.Kind, "proposal": ev.ProposalID, "at": ms(at)})
+		} else {
+			var head struct {
+				Seq  int64
+				Hash string
+			}
+			if err := tx.Raw("SELECT seq, hash FROM audit_entries WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1", tenantID).
+				Scan(&head).Error; err != nil {
 				return err
 			}
-			res := tx.Exec("INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at) "+
+			body := tpl.Body(head.Hash, head.Seq+1)
+			res = tx.Exec("INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at) "+
 				"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-				tenantID, body.Seq, body.Prev, hash, ev.Kind, ev.ProposalID, string(raw), body.At)
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				break
-			}
-			inserted++
-			head.Seq, head.Hash = body.Seq, hash
+				tenantID, head.Seq+1, head.Hash, models.AuditHash([]byte(body)), ev.Kind, ev.ProposalID, body, ms(at))
 		}
-		switch {
-		case inserted == len(evs):
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 1 {
 			return nil
-		case inserted > 0:
-			return models.Errorf(models.EInternal, "audit position %d was taken while this transaction held %d", head.Seq+1, head.Seq)
 		}
 	}
 	return models.Errorf(models.EUnavailable, "the audit log is too busy; try again")

@@ -38,6 +38,11 @@ func checkChain(t *testing.T, tenantID string, entries []models.AuditEntry, n in
 		case b.Tenant != tenantID:
 			t.Fatalf("entry %d belongs to tenant %s", e.Seq, b.Tenant)
 		}
+		// The body, assembled by the database on PostgreSQL, is exactly
+		// the canonical JSON of the entry.
+		if canon, err := models.Canonical([]byte(e.Body)); err != nil || string(canon) != e.Body {
+			t.Fatalf("entry %d body is not canonical JSON: %s", e.Seq, e.Body)
+		}
 		prev = e.Hash
 	}
 }
