@@ -106,8 +106,7 @@ func (p *pendingAudit) add(tenantID string, ev models.AuditEvent) {
 	}{tenantID, ev})
 }
 
-// flush appends the events in order, a run of one tenant's events with a
-// single head read.
+// flush appends the events in order, at the end of the transaction.
 func (p pendingAudit) flush(tx *gorm.DB, at time.Time) error {
 	for i := 0; i < len(p); {
 		j := i
