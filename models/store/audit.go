@@ -97,7 +97,7 @@ SELECT @tenant, h.seq + 1, h.hash,
        'sha256:' || encode(sha256(convert_to(CAST(@prefix AS text) || h.hash || CAST(@middle AS text) || (h.seq + 1)::text || CAST(@suffix AS text), 'UTF8')), 'hex'),
        @kind, @proposal, CAST(@prefix AS text) || h.hash || CAST(@middle AS text) || (h.seq + 1)::text || CAST(@suffix AS text), @at
 FROM (SELECT seq, hash FROM (
-        SELECT seq, hash FROM audit_entries WHERE tenant_id = @tenant
+        (SELECT seq, hash FROM audit_entries WHERE tenant_id = @tenant ORDER BY seq DESC LIMIT 1)
         UNION ALL SELECT 0::bigint, ''::text
       ) AS c ORDER BY seq DESC LIMIT 1) AS h
 ON CONFLICT DO NOTHING`
