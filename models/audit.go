@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Audit event kinds. Every change of state that matters to an auditor
@@ -182,37 +184,68 @@ type AuditTemplate struct {
 	Prefix, Middle, Suffix string
 }
 
-// prevMark stands for the previous hash while the template is made.
-const prevMark = "countersign-prev-hash"
-
-// Template returns the body's template (Prev and Seq are ignored).
+// Template returns the body's template (Prev and Seq are ignored). Only
+// the data is canonicalized (RFC 8785); the fixed members are written in
+// their canonical order and form directly, which Encode's full
+// canonicalization agrees with byte for byte.
 func (b AuditBody) Template() (AuditTemplate, error) {
-	b.Prev, b.Seq = prevMark, 0
-	canon, _, err := b.Encode()
-	if err != nil {
-		return AuditTemplate{}, err
+	data := []byte("{}")
+	if len(b.Data) > 0 {
+		var err error
+		if data, err = Canonical(b.Data); err != nil {
+			return AuditTemplate{}, Wrap(EInternal, err, "audit data cannot be canonicalized")
+		}
 	}
-	raw, err := json.Marshal(b.Tenant)
-	if err != nil {
-		return AuditTemplate{}, Wrap(EInternal, err, "audit entry cannot be encoded")
+	actor, err1 := jcsString(b.Actor)
+	kind, err2 := jcsString(b.Kind)
+	proposal, err3 := jcsString(b.ProposalID)
+	tenant, err4 := jcsString(b.Tenant)
+	for _, err := range []error{err1, err2, err3, err4} {
+		if err != nil {
+			return AuditTemplate{}, err
+		}
 	}
-	tenant, err := Canonical(raw)
-	if err != nil {
-		return AuditTemplate{}, Wrap(EInternal, err, "audit entry cannot be encoded")
+	return AuditTemplate{
+		Prefix: `{"actor":` + actor + `,"at":` + strconv.FormatInt(b.At, 10) + `,"data":` + string(data) +
+			`,"kind":` + kind + `,"prev":"`,
+		Middle: `","proposal_id":` + proposal + `,"seq":`,
+		Suffix: `,"tenant":` + tenant + `}`,
+	}, nil
+}
+
+// jcsString is a string in RFC 8785 form: quotes and backslashes escaped,
+// control characters as \b \t \n \f \r or \u00xx, everything else as is.
+func jcsString(v string) (string, error) {
+	if !utf8.ValidString(v) {
+		return "", Errorf(EInternal, "audit entry holds a string that is not valid UTF-8")
 	}
-	s := string(canon)
-	// The top-level members sort as actor, at, data, kind, prev,
-	// proposal_id, seq, tenant: "prev" is the last of its kind before two
-	// plain members, so its last occurrence is the top-level one.
-	mark := `,"prev":"` + prevMark + `","proposal_id":`
-	i := strings.LastIndex(s, mark)
-	suffix := `,"tenant":` + string(tenant) + `}`
-	tail := `,"seq":0` + suffix
-	if i < 0 || !strings.HasSuffix(s, tail) {
-		return AuditTemplate{}, Errorf(EInternal, "audit entry template cannot be made")
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '"':
+			sb.WriteString(`\"`)
+		case c == '\\':
+			sb.WriteString(`\\`)
+		case c == '\b':
+			sb.WriteString(`\b`)
+		case c == '\t':
+			sb.WriteString(`\t`)
+		case c == '\n':
+			sb.WriteString(`\n`)
+		case c == '\f':
+			sb.WriteString(`\f`)
+		case c == '\r':
+			sb.WriteString(`\r`)
+		case c < 0x20:
+			fmt.Fprintf(&sb, `\u%04x`, c)
+		default:
+			sb.WriteByte(c)
+		}
 	}
-	t := AuditTemplate{Prefix: s[:i+len(`,"prev":"`)], Middle: s[i+len(`,"prev":"`+prevMark) : len(s)-len(`0`+suffix)], Suffix: suffix}
-	return t, nil
+	sb.WriteByte('"')
+	return sb.String(), nil
 }
 
 // Body returns the complete body for a position.

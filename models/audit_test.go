@@ -13,7 +13,7 @@ import (
 func TestAuditTemplate(t *testing.T) {
 	for _, data := range []string{`{}`, `{"prev":"countersign-prev-hash","proposal_id":"x","seq":0,"tenant":"ten_1"}`,
 		`{"é":"\u00e9","n":1e3,"list":[3,2,1]}`} {
-		b := models.AuditBody{Tenant: "ten_\"<1>&", At: 1796004847000, Kind: "decision.approved", Actor: "usr_1",
+		b := models.AuditBody{Tenant: "ten_\"<1>&", At: 1796004847000, Kind: "decision.approved", Actor: "usr_1\n\x01\x7fé\"\\\u2028\b\f\r\t",
 			ProposalID: "prop_1", Data: json.RawMessage(data)}
 		tpl, err := b.Template()
 		if err != nil {
