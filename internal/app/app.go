@@ -119,6 +119,10 @@ type Config struct {
 	// DispatchInterval is how often webhooks and notifications that are due
 	// are looked for; 1s when zero.
 	DispatchInterval time.Duration
+
+	// OnStatement, when set, sees the SQL of every statement the store runs
+	// (store.Options.OnStatement); countersign-bench counts them.
+	OnStatement func(sql string)
 }
 
 // App is the assembled application.
@@ -163,7 +167,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock,
-		Notify: events.NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL)})
+		Notify: events.NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL), OnStatement: cfg.OnStatement})
 	if err != nil {
 		return nil, err
 	}

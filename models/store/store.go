@@ -247,6 +247,11 @@ type connector struct {
 func (c connector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
 func (c connector) Driver() driver.Driver                        { return c.d }
 
+// SQLiteDSN is the data source name the store's writer opens a SQLite file
+// with: its journal mode, synchronous level, busy timeout, foreign keys
+// and immediate transactions. countersign-bench opens its floor with it.
+func SQLiteDSN(path string) string { return sqliteDSN(path) }
+
 func sqliteDSN(path string) string {
 	if path == ":memory:" {
 		return "file::memory:?_pragma=foreign_keys(1)&_txlock=immediate"
