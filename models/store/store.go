@@ -97,15 +97,7 @@ func (h statementHook) Trace(_ context.Context, _ time.Time, fc func() (string, 
 // ":memory:" only for single-connection use), "sqlite:PATH", or
 // "postgres://…" / "postgresql://…". It does not migrate; call Migrate.
 func Open(url string, opts Options) (*Store, error) {
-	cfg := &gorm.Config{
-		TranslateError:         true,
-		SkipDefaultTransaction: true,
-		Logger:                 logger.Discard,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
-	}
-	if opts.OnStatement != nil {
-		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
-	}
+	cfg := gormConfig(opts, false)
 	var (
 		dial    gorm.Dialector
 		dialect Dialect
@@ -129,6 +121,7 @@ func Open(url string, opts Options) (*Store, error) {
 			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
 		}
 		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
+		cfg = gormConfig(opts, true)
 		if opts.WrapDriver != nil {
 			conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.WrapDriver)
 			if err != nil {
@@ -170,12 +163,37 @@ func Open(url string, opts Options) (*Store, error) {
 	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
-		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {
+		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(opts, true)); err != nil {
 			_ = sqlDB.Close()
 			return nil, err
 		}
 	}
 	return st, nil
+}
+
+// gormConfig is the GORM configuration of one connection pool (each pool
+// needs its own: GORM keeps the pool in it).
+//
+// On SQLite, prepare reuses each statement's compiled form: compiling SQL
+// is a good part of what a statement costs there. The cache is bounded,
+// as statements with IN lists vary in text. PostgreSQL needs no help:
+// pgx keeps its own cache of prepared statements per connection.
+func gormConfig(opts Options, prepare bool) *gorm.Config {
+	cfg := &gorm.Config{
+		TranslateError:         true,
+		SkipDefaultTransaction: true,
+		Logger:                 logger.Discard,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	}
+	if opts.OnStatement != nil {
+		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
+	}
+	if prepare {
+		cfg.PrepareStmt = true
+		cfg.PrepareStmtMaxSize = 256
+		cfg.PrepareStmtTTL = time.Hour
+	}
+	return cfg
 }
 
 // createPrivate creates the SQLite database file, when it does not exist
