@@ -335,3 +335,31 @@ func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]
 	}
 	return out, nil
 }
+
+// Redemption returns what a presented token is checked against before it
+// is consumed: the stored proposal's snapshot (without its decisions, token
+// or execution, and without the agent's name) and the token recorded under
+// jti, nil when there is none. Nothing is locked: these reads only choose
+// the answer, and ConsumeToken's conditional UPDATE decides. On SQLite they
+// run on the reader pool, so they never queue behind the writer.
+func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
+	db := s.read.WithContext(ctx)
+	var row proposalRow
+	if err := db.Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
+		return nil, nil, notFound(err, "no proposal %q", proposalID)
+	}
+	p, err := row.model("")
+	if err != nil {
+		return nil, nil, err
+	}
+	var tok tokenRow
+	err = db.Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&tok).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return p, nil, nil
+	}
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	t := tok.model()
+	return p, &t, nil
+}
