@@ -97,7 +97,7 @@ func (h statementHook) Trace(_ context.Context, _ time.Time, fc func() (string, 
 // ":memory:" only for single-connection use), "sqlite:PATH", or
 // "postgres://…" / "postgresql://…". It does not migrate; call Migrate.
 func Open(url string, opts Options) (*Store, error) {
-	cfg := gormConfig(opts, false)
+	cfg := gormConfig(opts)
 	var (
 		dial    gorm.Dialector
 		dialect Dialect
@@ -121,7 +121,6 @@ func Open(url string, opts Options) (*Store, error) {
 			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
 		}
 		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
-		cfg = gormConfig(opts, true)
 		if opts.WrapDriver != nil {
 			conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.WrapDriver)
 			if err != nil {
@@ -163,7 +162,7 @@ func Open(url string, opts Options) (*Store, error) {
 	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
-		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(opts, true)); err != nil {
+		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(opts)); err != nil {
 			_ = sqlDB.Close()
 			return nil, err
 		}
@@ -174,11 +173,11 @@ func Open(url string, opts Options) (*Store, error) {
 // gormConfig is the GORM configuration of one connection pool (each pool
 // needs its own: GORM keeps the pool in it).
 //
-// On SQLite, prepare reuses each statement's compiled form: compiling SQL
-// is a good part of what a statement costs there. The cache is bounded,
-// as statements with IN lists vary in text. PostgreSQL needs no help:
-// pgx keeps its own cache of prepared statements per connection.
-func gormConfig(opts Options, prepare bool) *gorm.Config {
+// GORM's prepared-statement cache is not used: the SQLite driver compiles
+// a statement's SQL again at every execution even when it was prepared,
+// so the cache would only add bookkeeping, and on PostgreSQL pgx already
+// keeps prepared statements per connection.
+func gormConfig(opts Options) *gorm.Config {
 	cfg := &gorm.Config{
 		TranslateError:         true,
 		SkipDefaultTransaction: true,
@@ -187,11 +186,6 @@ func gormConfig(opts Options, prepare bool) *gorm.Config {
 	}
 	if opts.OnStatement != nil {
 		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
-	}
-	if prepare {
-		cfg.PrepareStmt = true
-		cfg.PrepareStmtMaxSize = 256
-		cfg.PrepareStmtTTL = time.Hour
 	}
 	return cfg
 }
