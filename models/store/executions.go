@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/countersign/countersign/models"
 )
@@ -161,16 +162,12 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
 		lapsed, args := s.lapsed(now)
-		res := tx.Model(&executionRow{}).
+		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(from)).
-			Where(lapsed, args...).
-			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+			Where(lapsed, args...),
+			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
@@ -211,18 +208,14 @@ func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseU
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		res := tx.Model(&executionRow{}).
+		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
 				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
 			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").
-				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))).
-			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))),
+			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
@@ -272,14 +265,10 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		res := tx.Model(&executionRow{}).
-			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt).
-			Updates(updates)
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		row, found, err := updateExecution(tx.
+			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt),
+			updates)
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
@@ -289,6 +278,20 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 		return nil
 	})
 	return out, ok, err
+}
+
+// updateExecution applies updates to the execution q matches (at most one:
+// q names its id) and returns the row as updated, in the same statement
+// (RETURNING). found=false means nothing matched.
+func updateExecution(q *gorm.DB, updates map[string]any) (row executionRow, found bool, err error) {
+	var rows []executionRow
+	if err := q.Model(&rows).Clauses(clause.Returning{}).Updates(updates).Error; err != nil {
+		return executionRow{}, false, err
+	}
+	if len(rows) == 0 {
+		return executionRow{}, false, nil
+	}
+	return rows[0], true, nil
 }
 
 // mirror copies an execution's status onto its proposal and records the
