@@ -52,7 +52,7 @@ type server struct {
 	client   *http.Client
 	stmts    atomic.Int64
 	trace    atomic.Pointer[func(string)] // sees each statement's SQL when set
-	raw      *sql.DB // countersign's database, for bulk loads
+	raw      *sql.DB                      // countersign's database, for bulk loads
 	stop     func()
 }
 
