@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -87,6 +88,14 @@ func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]ti
 		}
 		errMu.Unlock()
 	}
+	var auths atomic.Int64
+	count := func(q string) {
+		if strings.Contains(q, "key_hash") {
+			auths.Add(1)
+		}
+	}
+	srv.trace.Store(&count)
+	defer srv.trace.Store(nil)
 	if parked != nil {
 		runtime.GC()
 		debug.FreeOSMemory()
@@ -125,8 +134,9 @@ func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]ti
 		})
 	}
 	ready.Wait()
-	// Let the server read every request and park it.
-	time.Sleep(500*time.Millisecond + time.Duration(n)*100*time.Microsecond)
+	if err := settle(ctx, srv, n, &auths); err != nil {
+		return nil, err
+	}
 	if parked != nil {
 		if err := parked(); err != nil {
 			return nil, err
@@ -149,6 +159,22 @@ func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]ti
 		lat[i] = answered[i].Sub(approved[i%k])
 	}
 	return lat, nil
+}
+
+// settle waits until the server has authenticated all n requests (one
+// agent lookup each), then a moment for each to load its proposal and
+// park. The server's background work (dispatch, sweeps, heartbeats) keeps
+// running statements, so quiet alone cannot tell.
+func settle(ctx context.Context, srv *server, n int, auths *atomic.Int64) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for auths.Load() < int64(n) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("only %d of %d long-polls reached the server", auths.Load(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return nil
 }
 
 // idle measures, with n waiters parked, the RSS they added per waiter
