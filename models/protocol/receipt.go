@@ -14,6 +14,13 @@ import (
 
 // signReceipt signs the receipt of execution e of proposal p.
 func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.Execution) (string, error) {
+	// The receipt names the approvers and the token: read the proposal
+	// whole, whatever the caller loaded (execute reads only what redeeming
+	// needs).
+	p, err := s.store.GetProposal(ctx, p.TenantID, p.ID)
+	if err != nil {
+		return "", err
+	}
 	digestOnly := false
 	if t, ok := s.reg.Tool(p.Tool); ok {
 		digestOnly = t.ReceiptDigestOnly
