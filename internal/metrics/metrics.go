@@ -212,6 +212,16 @@ type timedAdapter struct {
 	next models.Adapter
 }
 
+// Timeout passes the wrapped adapter's own bound through: the protocol
+// derives each tool's execution lease from it, so a wrapper that hid it
+// would shorten the lease below a slow business system's answer time.
+func (t *timedAdapter) Timeout() time.Duration {
+	if ta, ok := t.next.(models.TimedAdapter); ok {
+		return ta.Timeout()
+	}
+	return 0
+}
+
 func (t *timedAdapter) record(call string, start time.Time, err error) {
 	t.m.adapterDuration.WithLabelValues(t.tool, call).Observe(time.Since(start).Seconds())
 	if err == nil || errors.Is(err, models.ErrNeverArrived) {

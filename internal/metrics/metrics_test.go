@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -79,5 +80,22 @@ func TestRegisterGaugeNames(t *testing.T) {
 	}
 	if err := m.RegisterGauge("ok_name", "x", nil); err == nil {
 		t.Error("a gauge without a value function was accepted")
+	}
+}
+
+type slowAdapter struct{ *scriptedAdapter }
+
+func (slowAdapter) Timeout() time.Duration { return 90 * time.Second }
+
+// TestAdapterKeepsItsTimeout: the lease of a tool is derived from its
+// adapter's timeout, so the metrics wrapper must not hide it.
+func TestAdapterKeepsItsTimeout(t *testing.T) {
+	m := New(Config{})
+	wrapped, ok := m.Adapter("t", slowAdapter{&scriptedAdapter{}}).(models.TimedAdapter)
+	if !ok || wrapped.Timeout() != 90*time.Second {
+		t.Fatalf("wrapped adapter timeout: %v (TimedAdapter %v), want 90s", wrapped, ok)
+	}
+	if got := m.Adapter("t", &scriptedAdapter{}).(models.TimedAdapter).Timeout(); got != 0 {
+		t.Errorf("an adapter without a timeout reports %v through the wrapper", got)
 	}
 }
