@@ -111,6 +111,12 @@ type Proposal struct {
 	Decisions []Decision
 	Token     *Token     // set once confirmed
 	Execution *Execution // set once execution started
+
+	// Supersedes is set when a reviewer made this proposal by editing
+	// another version; SupersededBy when this one was edited and ended
+	// superseded. Both describe the same edit from either side.
+	Supersedes   *Counter
+	SupersededBy *Counter
 }
 
 // Batch reports whether the proposal targets a fixed resource set.

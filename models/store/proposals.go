@@ -236,6 +236,9 @@ func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
 		e := ex.model()
 		p.Execution = &e
 	}
+	if err := loadCounters(tx, p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
