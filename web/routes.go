@@ -77,6 +77,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.Match(getHead, "/proposals/:id", p.Proposal, page...)
 		e.POST("/proposals/:id/approve", p.Approve, form...)
 		e.POST("/proposals/:id/decline", p.Decline, form...)
+		e.POST("/proposals/:id/edit", p.Counter, form...)
 		e.POST("/proposals/:id/revoke", p.Revoke, form...)
 		e.Match(getHead, "/history", p.History, page...)
 		if con.keys != nil {

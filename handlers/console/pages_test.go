@@ -107,6 +107,7 @@ func newEnv(t *testing.T) *env {
 	ech.POST("/proposals/:id/approve", pages.Approve)
 	ech.POST("/proposals/:id/decline", pages.Decline)
 	ech.POST("/proposals/:id/revoke", pages.Revoke)
+	ech.POST("/proposals/:id/edit", pages.Counter)
 	ech.GET("/history", pages.History)
 	e.echo = ech
 	return e
