@@ -40,6 +40,9 @@ type proposalJSON struct {
 	Execution            *executionJSON        `json:"execution"`
 	Receipt              *models.Receipt       `json:"receipt"`
 	Problems             []fieldJSON           `json:"problems,omitempty"`
+	// Supersedes and SupersededBy link versions a reviewer's edit made.
+	Supersedes   *editJSON `json:"supersedes,omitempty"`
+	SupersededBy *editJSON `json:"superseded_by,omitempty"`
 }
 
 type confirmationJSON struct {
@@ -198,6 +201,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		r := receipt(p.Execution)
 		out.Receipt = &r
 	}
+	out.Supersedes, out.SupersededBy = newEditJSON(p.Supersedes), newEditJSON(p.SupersededBy)
 	if p.Status == models.StatusRejected {
 		out.Problems = make([]fieldJSON, 0, len(p.Problems))
 		for _, fp := range p.Problems {
