@@ -77,6 +77,10 @@ type Tier struct {
 	Quorum            int // distinct approvers needed; at least 1
 	TTL               time.Duration
 	AllowSelfApproval bool
+	// Require lists the approver-group factors the tier needs on top of
+	// its quorum, all of them (see ApprovalsMet); none means the quorum
+	// alone decides.
+	Require []Factor
 }
 
 // Proposal is an immutable snapshot of one proposed write plus its lifecycle
@@ -141,8 +145,9 @@ func (p *Proposal) Approvals() []Decision {
 	return out
 }
 
-// QuorumMet reports whether enough distinct reviewers approved for the tier.
-func (p *Proposal) QuorumMet() bool { return len(p.Approvals()) >= max(p.Tier.Quorum, 1) }
+// QuorumMet reports whether enough distinct reviewers approved for the
+// tier, not counting its group factors (ApprovalsMet decides those).
+func (p *Proposal) QuorumMet() bool { return len(p.Approvals()) >= p.Tier.Approvers() }
 
 // Redeemable reports whether p holds a token that may still be redeemed at
 // now: confirmed, the token issued and unused, and now before its expiry

@@ -88,6 +88,9 @@ func (s *Store) SupersedeProposal(ctx context.Context, originalID, digestSeen st
 		if err := tx.Create(&link).Error; err != nil {
 			return err
 		}
+		if err := insertFactors(tx, revised); err != nil {
+			return err
+		}
 		if err := s.recordEvent(tx, tenantID, originalID, models.StatusEvent(models.StatusSuperseded), now,
 			map[string]any{"superseded_by": revised.ID, "editor_id": c.EditorID, "reason": c.Reason}); err != nil {
 			return err
