@@ -3,10 +3,13 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
 )
 
 // A reviewer edits a proposal from its page: the browser goes to the new
@@ -76,4 +79,46 @@ func TestEditRefusedKeepsTheForm(t *testing.T) {
 		"reason": {"stale"}, "arguments": {string(refundArgs("ord_1001", 4000))}})
 	wantStatus(t, r, http.StatusForbidden)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "Nothing was edited")
+}
+
+// The proposal page shows, per reviewer group the tier requires, how many
+// approved and who.
+func TestProposalPageShowsGroupProgress(t *testing.T) {
+	src, err := os.ReadFile("../../models/registry/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := "      - tier: low\n        confirmation: click\n"
+	if !strings.Contains(string(src), old) {
+		t.Fatal("demo registry changed; update the test")
+	}
+	reg, err := registry.Parse([]byte(strings.Replace(string(src), old,
+		old+"        require: [{group: finance, count: 1}, {group: security, count: 1}]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvRegistry(t, reg)
+	cli := store.GroupActor{TenantID: e.alice.TenantID}
+	for g, member := range map[string]string{"finance": "alice", "security": "bob"} {
+		if _, err := e.store.CreateGroup(e.ctx, cli, g, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.SetGroupMember(e.ctx, cli, g, member, true, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.refund("ord_1001", 5000)
+	e.confirm(p, e.alice)
+	r := e.get("/proposals/"+p.ID, "bob")
+	wantStatus(t, r, http.StatusOK)
+	wantContains(t, "quorum", text(one(t, r.doc, "quorum")), "1 of 2 approvals")
+	rows := all(r.doc, "factor")
+	if len(rows) != 2 {
+		t.Fatalf("%d factor rows", len(rows))
+	}
+	wantContains(t, "finance", text(rows[0]), "1 of 1 from group finance", "alice")
+	wantContains(t, "security", text(rows[1]), "0 of 1 from group security")
+	if !hasAttr(rows[0], "data-met") || hasAttr(rows[1], "data-met") {
+		t.Error("data-met marks the wrong factors")
+	}
 }

@@ -246,7 +246,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Problems = append(page.Problems, pr.Message)
 	}
 
-	need := max(p.Tier.Quorum, 1)
+	need := p.Tier.Approvers()
 	have := len(p.Approvals())
 	page.Quorum = proposals.Quorum{Have: have, Need: need, Text: fmt.Sprintf("%d of %d %s", have, need, plural(need, "approval", "approvals"))}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
@@ -254,6 +254,9 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	if have >= need {
 		page.Quorum.Text += " — complete"
+	}
+	if err := h.factors(ctx, p, &page); err != nil {
+		return page, err
 	}
 
 	decided := false
