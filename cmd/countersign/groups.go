@@ -41,7 +41,9 @@ members with "countersign group add".
 	})
 }
 
-func (c *cli) groupAdd(ctx context.Context, args []string) error { return c.groupMember(ctx, args, true) }
+func (c *cli) groupAdd(ctx context.Context, args []string) error {
+	return c.groupMember(ctx, args, true)
+}
 
 func (c *cli) groupRemove(ctx context.Context, args []string) error {
 	return c.groupMember(ctx, args, false)
