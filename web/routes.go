@@ -109,6 +109,11 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
+	if gr := con.groups; gr != nil {
+		e.Match(getHead, "/admin/groups", gr.Page, adminPage...)
+		e.POST("/admin/groups", gr.Create, adminForm...)
+		e.POST("/admin/groups/members", gr.Member, adminForm...)
+	}
 	if wh := con.webhooks; wh != nil {
 		e.Match(getHead, "/admin/webhooks", wh.Page, adminPage...)
 		e.POST("/admin/webhooks", wh.Create, adminForm...)

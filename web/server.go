@@ -78,6 +78,9 @@ type Deps struct {
 	// Pages is the reviewer pages' domain (*protocol.Service); nil leaves
 	// the pending list, proposal pages and history out.
 	Pages console.PagesProtocol
+	// Groups runs the reviewer-group admin page (*protocol.Service); nil
+	// leaves it out.
+	Groups console.GroupService
 	// Assets are the console's static files; static.New() when nil.
 	Assets *static.Assets
 	// StepUp runs security keys, security-key approvals and passkey
@@ -119,6 +122,7 @@ type consoleHandlers struct {
 	keys     *console.Keys     // nil without Deps.StepUp
 	passkeys *console.Passkeys // nil without Deps.StepUp
 	webhooks *console.Webhooks // nil without Deps.Events
+	groups   *console.Groups   // nil without Deps.Groups
 	assets   *static.Assets
 }
 
@@ -166,6 +170,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Events != nil {
 			con.webhooks = console.NewWebhooks(deps.Events, deps.Auth, assets)
+		}
+		if deps.Groups != nil {
+			con.groups = console.NewGroups(deps.Groups, deps.Auth, assets)
 		}
 		if deps.StepUp != nil {
 			con.keys = console.NewKeys(deps.StepUp, assets)

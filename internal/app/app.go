@@ -267,7 +267,7 @@ func (a *App) init(ctx context.Context) error {
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies,
 		Metrics: metricsRoute, Tracer: webTracer(a.cfg.TracerProvider)},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
+			Pages: a.Protocol, Groups: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
 	return nil
 }
 
