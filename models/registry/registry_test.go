@@ -699,3 +699,35 @@ func anyUnsigned(r *Registry) bool {
 	}
 	return false
 }
+
+// The README's example of a tier requiring approver groups parses as a
+// tier of the base tool.
+func TestReadmeTierRequireSnippet(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- snippet: tier-require -->\n```yaml\n"
+	i := strings.Index(string(b), marker)
+	if i < 0 {
+		t.Fatal("README has no tier-require snippet")
+	}
+	rest := string(b)[i+len(marker):]
+	snippet := rest[:strings.Index(rest, "```")]
+	old := "      - tier: high\n        when: amount_minor > 20000\n        confirmation: webauthn\n        ttl: 120s\n"
+	if !strings.Contains(baseYAML, old) {
+		t.Fatal("base document changed")
+	}
+	r, err := Parse([]byte(strings.Replace(baseYAML, old, snippet, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Tool("refund_order")
+	tier, err := tool.Tier(json.RawMessage(`{"order_id":"o","amount_minor":30000,"currency":"CNY"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tier.Require) != 2 || tier.Require[1] != (models.Factor{Group: "security", Count: 1}) {
+		t.Fatalf("tier %+v", tier)
+	}
+}
