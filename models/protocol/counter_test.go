@@ -67,6 +67,8 @@ func TestCounterRaisesTierToSecurityKey(t *testing.T) {
 		if out := e.confirm(rev); out.Token == nil {
 			t.Fatal("no token")
 		}
+		wantEvents(t, e.eventTypes(t, orig.ID), "proposal.created", "proposal.awaiting_confirmation", "proposal.superseded")
+		wantEvents(t, e.eventTypes(t, rev.ID), "proposal.created", "proposal.awaiting_confirmation", "proposal.decision", "proposal.confirmed")
 	})
 }
 
