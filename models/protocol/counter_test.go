@@ -191,10 +191,12 @@ func TestCounterRefusals(t *testing.T) {
 
 // An edit racing an approval of the same original: exactly one wins. When
 // the approval wins the original is confirmed and no edit exists; when the
-// edit wins the original is superseded and has no token.
+// edit wins the original is superseded and has no token. The edit runs on
+// a second server instance over the same database.
 func TestCounterRacesApproval(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
+		other := secondInstance(t, e)
 		wins := map[string]int{}
 		for i := range 6 {
 			orig := e.propose("ord_1010", int64(100+i))
@@ -207,7 +209,8 @@ func TestCounterRacesApproval(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				_, eerr = e.counter(bob, orig, refundArgs("ord_1010", 50), "less")
+				_, eerr = other.Counter(e.ctx, protocol.CounterInput{Reviewer: bob, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest,
+					Arguments: refundArgs("ord_1010", 50), Reason: "less"})
 			}()
 			wg.Wait()
 			if (cerr == nil) == (eerr == nil) {

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -182,12 +183,15 @@ func TestGroupFactorsKeepDuties(t *testing.T) {
 	}
 }
 
-// Two approvals racing to complete different factors: both are recorded,
-// the proposal is confirmed once, with one token naming both approvers.
+// Two approvals racing to complete different factors, on two server
+// instances: both are recorded, the proposal is confirmed once, with one
+// token naming both approvers.
 func TestGroupFactorsRace(t *testing.T) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			e, u := groupEnv(t, kind)
+			// Each approval runs on its own server instance.
+			svcs := []*protocol.Service{e.svc, secondInstance(t, e)}
 			for i := range 5 {
 				p := e.propose(fmt.Sprintf("ord_20%02d", i+1), 30000)
 				var wg sync.WaitGroup
@@ -196,7 +200,8 @@ func TestGroupFactorsRace(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						_, errs[j] = e.stepUpConfirm(u[name], p)
+						_, errs[j] = svcs[j].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u[name], ProposalID: p.ID,
+							DigestSeen: p.ArgsDigest, AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
 					}()
 				}
 				wg.Wait()
