@@ -121,6 +121,10 @@ type Proposal struct {
 	// superseded. Both describe the same edit from either side.
 	Supersedes   *Counter
 	SupersededBy *Counter
+	// Progress is where each approver-group factor of the tier stands
+	// (ApprovalsMet), with memberships as stored when the proposal was
+	// read; nil when the tier has no factors or the proposal was listed.
+	Progress []FactorProgress
 }
 
 // Batch reports whether the proposal targets a fixed resource set.

@@ -39,3 +39,32 @@ func newEditJSON(c *models.Counter) *editJSON {
 	}
 	return out
 }
+
+// factorJSON is one approver-group factor of the tier: count approvals
+// needed from group, the reviewers counted toward it so far, and met.
+type factorJSON struct {
+	Group     string          `json:"group"`
+	Count     int             `json:"count"`
+	Have      int             `json:"have"`
+	Met       bool            `json:"met"`
+	Approvers []principalJSON `json:"approvers"`
+}
+
+func newFactorsJSON(p *models.Proposal) []factorJSON {
+	if len(p.Progress) == 0 {
+		return nil
+	}
+	names := map[string]string{}
+	for _, d := range p.Decisions {
+		names[d.UserID] = d.UserName
+	}
+	out := make([]factorJSON, 0, len(p.Progress))
+	for _, f := range p.Progress {
+		fj := factorJSON{Group: f.Group, Count: f.Count, Have: len(f.Approvers), Met: f.Met(), Approvers: []principalJSON{}}
+		for _, id := range f.Approvers {
+			fj.Approvers = append(fj.Approvers, principalJSON{ID: id, Name: names[id]})
+		}
+		out = append(out, fj)
+	}
+	return out
+}

@@ -55,3 +55,26 @@ func TestProposalJSONShowsTheEdit(t *testing.T) {
 		}
 	}
 }
+
+// A tier with approver groups shows the agent each group's progress.
+func TestProposalJSONShowsGroupProgress(t *testing.T) {
+	f := newFake()
+	p := sampleProposal("prop_1")
+	p.Tier.Require = []models.Factor{{Group: "finance", Count: 1}, {Group: "security", Count: 1}}
+	p.Decisions = []models.Decision{{ID: "dec_1", ProposalID: "prop_1", UserID: "usr_f", UserName: "fay", Kind: models.DecisionApprove, CreatedAt: testNow}}
+	p.Progress = []models.FactorProgress{{Factor: p.Tier.Require[0], Approvers: []string{"usr_f"}}, {Factor: p.Tier.Require[1]}}
+	f.add(p)
+	srv := newServer(t, f)
+	r := do(t, srv, request{method: "GET", path: "/api/v1/proposals/prop_1", key: keyA})
+	var m struct {
+		Approvals json.RawMessage `json:"approvals"`
+	}
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"have":1,"need":2,"factors":[{"group":"finance","count":1,"have":1,"met":true,"approvers":[{"id":"usr_f","name":"fay"}]},` +
+		`{"group":"security","count":1,"have":0,"met":false,"approvers":[]}]}`
+	if string(m.Approvals) != want {
+		t.Fatalf("approvals\n got %s\nwant %s", m.Approvals, want)
+	}
+}

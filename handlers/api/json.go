@@ -75,6 +75,8 @@ type decisionJSON struct {
 type approvalsJSON struct {
 	Have int `json:"have"`
 	Need int `json:"need"`
+	// Factors is the progress per approver group the tier requires.
+	Factors []factorJSON `json:"factors,omitempty"`
 }
 
 // tokenJSON tells everyone in the tenant that a token exists and its state;
@@ -160,7 +162,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		ExpiresAt:     optionalTimestamp(p.ExpiresAt),
 		UpdatedAt:     timestamp(p.UpdatedAt),
 		Decisions:     make([]decisionJSON, 0, len(p.Decisions)),
-		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Approvers()},
+		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Approvers(), Factors: newFactorsJSON(p)},
 	}
 	if out.Preview == nil {
 		out.Preview = []models.PreviewField{}

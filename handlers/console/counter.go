@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -108,21 +107,16 @@ func jsonOrNone(v json.RawMessage) string {
 
 // factors fills the page's per-group progress of p's tier: how many of
 // each group approved, by name, and whether the group's count is met.
-func (h *Pages) factors(ctx context.Context, p *models.Proposal, page *proposals.Page) error {
-	progress, err := h.p.Progress(ctx, p)
-	if err != nil {
-		return err
-	}
+func factors(p *models.Proposal, page *proposals.Page) {
 	names := map[string]string{}
 	for _, d := range p.Decisions {
 		names[d.UserID] = d.UserName
 	}
-	for _, f := range progress {
+	for _, f := range p.Progress {
 		row := proposals.FactorRow{Group: f.Group, Have: len(f.Approvers), Need: f.Count, Met: f.Met()}
 		for _, id := range f.Approvers {
 			row.Approvers = append(row.Approvers, names[id])
 		}
 		page.Factors = append(page.Factors, row)
 	}
-	return nil
 }

@@ -47,8 +47,6 @@ type PagesProtocol interface {
 	// Counter turns a reviewer's edit into a new version that supersedes
 	// the proposal.
 	Counter(ctx context.Context, in protocol.CounterInput) (*models.Proposal, error)
-	// Progress tells where each approver-group factor of a proposal stands.
-	Progress(ctx context.Context, p *models.Proposal) ([]models.FactorProgress, error)
 	// Registry is the tool registry, for titles and display re-rendering.
 	Registry() *registry.Registry
 }

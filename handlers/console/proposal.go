@@ -255,9 +255,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	if have >= need {
 		page.Quorum.Text += " — complete"
 	}
-	if err := h.factors(ctx, p, &page); err != nil {
-		return page, err
-	}
+	factors(p, &page)
 
 	decided := false
 	for _, d := range p.Decisions {

@@ -207,7 +207,9 @@ func insertFactors(tx *gorm.DB, p *models.Proposal) error {
 	return nil
 }
 
-// loadFactors sets p.Tier.Require from the stored factors.
+// loadFactors sets p.Tier.Require from the stored factors and p.Progress
+// from the approvals and memberships as they stand in tx (p.Decisions must
+// be loaded).
 func loadFactors(tx *gorm.DB, p *models.Proposal) error {
 	var rows []factorRow
 	if err := tx.Where("proposal_id = ?", p.ID).Order("position").Find(&rows).Error; err != nil {
@@ -216,5 +218,17 @@ func loadFactors(tx *gorm.DB, p *models.Proposal) error {
 	for _, r := range rows {
 		p.Tier.Require = append(p.Tier.Require, models.Factor{Group: r.GroupName, Count: r.Count})
 	}
+	if len(rows) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, d := range p.Approvals() {
+		ids = append(ids, d.UserID)
+	}
+	groups, err := groupsOf(tx, p.TenantID, ids)
+	if err != nil {
+		return err
+	}
+	_, p.Progress = models.ApprovalsMet(p, groups)
 	return nil
 }
