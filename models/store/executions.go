@@ -33,6 +33,7 @@ type executionRow struct {
 	CreatedAt     int64 `gorm:"autoCreateTime:false"`
 	UpdatedAt     int64 `gorm:"autoUpdateTime:false"`
 	CompletedAt   *int64
+	Receipt       string
 }
 
 func (executionRow) TableName() string { return "executions" }
@@ -42,7 +43,8 @@ func (r executionRow) model() models.Execution {
 		RequestKey: r.RequestKey, DownstreamKey: r.DownstreamKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
 		Status: models.Status(r.Status), Attempts: r.Attempts, ProviderRef: r.ProviderRef,
 		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, LeaseUntil: fromMS(r.LeaseUntil),
-		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt)}
+		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt),
+		ReceiptJWS: r.Receipt}
 	if r.Result != "" {
 		e.Result = json.RawMessage(r.Result)
 	}
@@ -114,7 +116,7 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 			return err
 		}
 		consumed = true
-		return nil
+		return appendAudit(tx, c.TenantID, c.Now, executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil))
 	})
 	if commitUncertain(err) {
 		return s.consumedAfterAll(ctx, c, row, err)
@@ -229,7 +231,7 @@ func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseU
 			return err
 		}
 		out, ok = row.model(), true
-		return nil
+		return appendAudit(tx, tenantID, now, executionEvent(models.AuditExecutionAttempt, models.ActorSystem, row, nil))
 	})
 	return out, ok, err
 }
@@ -244,6 +246,9 @@ type Outcome struct {
 	// RetryAt, for unknown, is when the reconciler may ask again (the
 	// execution's lease runs until then).
 	RetryAt time.Time
+	// Receipt, for a settled outcome, is the signed receipt (compact JWS),
+	// stored by the same UPDATE.
+	Receipt string
 }
 
 // FinishExecution records the outcome of the attempt numbered attempt. It
@@ -265,6 +270,9 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	}
 	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
 		updates["completed_at"] = ms(now)
+		if o.Receipt != "" {
+			updates["receipt"] = o.Receipt
+		}
 	}
 	var (
 		out models.Execution
@@ -286,9 +294,25 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 			return err
 		}
 		out, ok = row.model(), true
-		return nil
+		return appendAudit(tx, tenantID, now, outcomeEvent(row))
 	})
 	return out, ok, err
+}
+
+// SetReceipt stores the signed receipt of a settled execution that has
+// none yet (settled before receipts were signed). The first one stored
+// stays; ok reports whether this one was.
+func (s *Store) SetReceipt(ctx context.Context, tenantID, id, receipt string) (bool, error) {
+	var ok bool
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&executionRow{}).
+			Where("tenant_id = ? AND id = ? AND receipt = '' AND status IN ?", tenantID, id,
+				[]string{string(models.StatusSucceeded), string(models.StatusFailedTerminal)}).
+			Update("receipt", receipt)
+		ok = res.RowsAffected == 1
+		return res.Error
+	})
+	return ok, err
 }
 
 // mirror copies an execution's status onto its proposal and records the

@@ -296,6 +296,9 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	for _, r := range res {
 		applied = append(applied, r.Source.Version)
 	}
+	if err := s.appendOnly(ctx); err != nil {
+		return applied, err
+	}
 	return applied, nil
 }
 
