@@ -68,6 +68,23 @@ func TestCounterRaisesTierToSecurityKey(t *testing.T) {
 			t.Fatal("no token")
 		}
 		wantEvents(t, e.eventTypes(t, orig.ID), "proposal.created", "proposal.awaiting_confirmation", "proposal.superseded")
+		// The audit chain names the edit on the original and the editor as
+		// the new version's creator.
+		entries, err := e.store.ProposalAudit(e.ctx, e.tenant, orig.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := entries[len(entries)-1].Kind; k != models.AuditProposalSuperseded {
+			t.Fatalf("last audit entry of the original %q", k)
+		}
+		entries, err = e.store.ProposalAudit(e.ctx, e.tenant, rev.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := entries[0].Decode()
+		if err != nil || entries[0].Kind != models.AuditProposalCreated || body.Actor != bob.ID {
+			t.Fatalf("first audit entry of the edit %+v (%v)", entries[0], err)
+		}
 		wantEvents(t, e.eventTypes(t, rev.ID), "proposal.created", "proposal.awaiting_confirmation", "proposal.decision", "proposal.confirmed")
 	})
 }

@@ -103,6 +103,17 @@ func (s *Store) SupersedeProposal(ctx context.Context, originalID, digestSeen st
 		if err := s.recordEvent(tx, tenantID, revised.ID, models.StatusEvent(revised.Status), now, data); err != nil {
 			return err
 		}
+		created := proposalCreatedEvent(revised)
+		created.Actor = c.EditorID
+		if data, ok := created.Data.(map[string]any); ok {
+			data["supersedes"] = originalID
+		}
+		if err := appendAudit(tx, tenantID, now,
+			proposalEvent(models.AuditProposalSuperseded, c.EditorID, originalID,
+				map[string]any{"superseded_by": revised.ID, "reason": c.Reason, "changes": c.Changes}),
+			created); err != nil {
+			return err
+		}
 		out, err = loadProposal(tx, tenantID, revised.ID)
 		return err
 	})

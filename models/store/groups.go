@@ -57,6 +57,15 @@ func (a GroupActor) check(tx *gorm.DB) error {
 	return requireAdmin(tx, *a.Admin)
 }
 
+// actor is the audit log's actor: the administrator, or the system for
+// the command line.
+func (a GroupActor) actor() string {
+	if a.Admin == nil {
+		return models.ActorSystem
+	}
+	return a.Admin.ID
+}
+
 func (a GroupActor) by() string {
 	if a.Admin == nil {
 		return models.EnrolledByCLI
@@ -83,7 +92,8 @@ func (s *Store) CreateGroup(ctx context.Context, a GroupActor, name string, now 
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "group %q already exists", name)
 		}
-		return nil
+		return appendAudit(tx, a.TenantID, now, adminEvent(models.AuditGroupChanged, a.actor(),
+			map[string]any{"group": name, "change": "created"}))
 	})
 	if err != nil {
 		return models.ReviewerGroup{}, err
@@ -110,11 +120,31 @@ func (s *Store) SetGroupMember(ctx context.Context, a GroupActor, group, userNam
 		if err := tx.Where("tenant_id = ? AND name = ?", a.TenantID, userName).Take(&u).Error; err != nil {
 			return notFound(err, "no user %q", userName)
 		}
-		if !member {
-			return tx.Where("group_id = ? AND user_id = ?", g.ID, u.ID).Delete(&groupMemberRow{}).Error
+		var changed int64
+		if member {
+			ok, err := insertOnce(tx, &groupMemberRow{GroupID: g.ID, UserID: u.ID, TenantID: a.TenantID, AddedBy: a.by(), AddedAt: ms(now)})
+			if err != nil {
+				return err
+			}
+			if ok {
+				changed = 1
+			}
+		} else {
+			res := tx.Where("group_id = ? AND user_id = ?", g.ID, u.ID).Delete(&groupMemberRow{})
+			if res.Error != nil {
+				return res.Error
+			}
+			changed = res.RowsAffected
 		}
-		_, err := insertOnce(tx, &groupMemberRow{GroupID: g.ID, UserID: u.ID, TenantID: a.TenantID, AddedBy: a.by(), AddedAt: ms(now)})
-		return err
+		if changed == 0 {
+			return nil
+		}
+		change := "member_added"
+		if !member {
+			change = "member_removed"
+		}
+		return appendAudit(tx, a.TenantID, now, adminEvent(models.AuditGroupChanged, a.actor(),
+			map[string]any{"group": group, "change": change, "user_id": u.ID}))
 	})
 }
 

@@ -70,6 +70,20 @@ func TestReviewerGroupsAdmin(t *testing.T) {
 		if groups, _ = st.ListGroups(ctx, tenant); len(groups[0].Members) != 0 {
 			t.Fatalf("after removal %+v", groups)
 		}
+		// Each change (not the no-op second add) left one audit entry.
+		entries, err := st.AuditEntries(ctx, tenant, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			if e.Kind == models.AuditGroupChanged {
+				n++
+			}
+		}
+		if n != 3 {
+			t.Fatalf("%d group audit entries, want 3 (created, added, removed)", n)
+		}
 	})
 }
 
