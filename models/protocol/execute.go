@@ -50,17 +50,19 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 	case c.Subject != agent.ID:
 		return nil, models.Errorf(models.ESubjectMismatch, "the token was issued to another agent")
 	}
-	p, err := s.store.GetProposal(ctx, agent.TenantID, proposalID)
+	// The proposal's snapshot and the token's record, read in one go
+	// (their decisions and execution are not needed to decide).
+	p, rec, err := s.store.Redemption(ctx, agent.TenantID, proposalID, c.ID)
 	if err != nil {
 		return nil, err
 	}
 	if err := bindsTo(c, p); err != nil {
 		return nil, err
 	}
-	tok, err := s.store.TokenByJTI(ctx, agent.TenantID, c.ID)
-	if err != nil {
-		return nil, err
+	if rec == nil {
+		return nil, models.Errorf(models.EUnknownToken, "no such token")
 	}
+	tok := *rec
 	if tok.ProposalID != p.ID || tok.AgentID != agent.ID {
 		return nil, models.Errorf(models.EArgsMismatch, "the token confirms another proposal")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/countersign/countersign/models"
 )
@@ -163,23 +164,19 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
 		lapsed, args := s.lapsed(now)
-		res := tx.Model(&executionRow{}).
+		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(from)).
-			Where(lapsed, args...).
-			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+			Where(lapsed, args...),
+			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
-		return nil
+		return appendAudit(tx, tenantID, now, executionEvent(models.AuditExecutionAttempt, models.ActorSystem, row, nil))
 	})
 	return out, ok, err
 }
@@ -213,18 +210,14 @@ func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseU
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		res := tx.Model(&executionRow{}).
+		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
 				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
 			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").
-				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))).
-			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))),
+			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
@@ -280,14 +273,10 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		res := tx.Model(&executionRow{}).
-			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt).
-			Updates(updates)
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		row, found, err := updateExecution(tx.
+			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt),
+			updates)
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
@@ -313,6 +302,20 @@ func (s *Store) SetReceipt(ctx context.Context, tenantID, id, receipt string) (b
 		return res.Error
 	})
 	return ok, err
+}
+
+// updateExecution applies updates to the execution q matches (at most one:
+// q names its id) and returns the row as updated, in the same statement
+// (RETURNING). found=false means nothing matched.
+func updateExecution(q *gorm.DB, updates map[string]any) (row executionRow, found bool, err error) {
+	var rows []executionRow
+	if err := q.Model(&rows).Clauses(clause.Returning{}).Updates(updates).Error; err != nil {
+		return executionRow{}, false, err
+	}
+	if len(rows) == 0 {
+		return executionRow{}, false, nil
+	}
+	return rows[0], true, nil
 }
 
 // mirror copies an execution's status onto its proposal and records the
@@ -358,4 +361,32 @@ func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]
 		out[i] = r.model()
 	}
 	return out, nil
+}
+
+// Redemption returns what a presented token is checked against before it
+// is consumed: the stored proposal's snapshot (without its decisions, token
+// or execution, and without the agent's name) and the token recorded under
+// jti, nil when there is none. Nothing is locked: these reads only choose
+// the answer, and ConsumeToken's conditional UPDATE decides. On SQLite they
+// run on the reader pool, so they never queue behind the writer.
+func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
+	db := s.read.WithContext(ctx)
+	var row proposalRow
+	if err := db.Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
+		return nil, nil, notFound(err, "no proposal %q", proposalID)
+	}
+	p, err := row.model("")
+	if err != nil {
+		return nil, nil, err
+	}
+	var tok tokenRow
+	err = db.Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&tok).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return p, nil, nil
+	}
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	t := tok.model()
+	return p, &t, nil
 }
