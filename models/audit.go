@@ -37,6 +37,12 @@ const (
 	AuditSignIn            = "session.signed_in"
 	AuditStepUpFailed      = "stepup.failed"
 	AuditReaderCreated     = "admin.audit_reader_created"
+	// AuditProposalSuperseded: a reviewer edited the proposal into a new
+	// version (whose proposal.created entry names the editor as actor).
+	AuditProposalSuperseded = "proposal.superseded"
+	// AuditGroupChanged: a reviewer group was created or a member added
+	// or removed.
+	AuditGroupChanged = "admin.group_changed"
 )
 
 // ActorSystem is the actor of entries no person or agent caused directly

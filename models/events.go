@@ -115,8 +115,9 @@ type DeliveryAttempt struct {
 
 // SelfApprovalForbidden reports whether the requester (the agent's owner)
 // is barred from approving a proposal of tier t: unless the tier allows it,
-// and always for a quorum of two or more.
-func SelfApprovalForbidden(t Tier) bool { return !t.AllowSelfApproval || t.Quorum > 1 }
+// and always when the tier needs two or more approvers (a quorum, or
+// approver-group factors that add up to two or more; Tier.Approvers).
+func SelfApprovalForbidden(t Tier) bool { return !t.AllowSelfApproval || t.Approvers() > 1 }
 
 // Summary is the one-line description of a proposal that notifications
 // carry: the action, the reviewer-facing values of its arguments (amount,

@@ -19,12 +19,16 @@ const (
 	StatusFailedRetryable      Status = "failed_retryable"
 	StatusFailedTerminal       Status = "failed_terminal"
 	StatusUnknown              Status = "unknown"
+	// StatusSuperseded ends a proposal that a reviewer edited instead of
+	// declining: a new version (a counter-proposal) replaced it, and no
+	// token is ever issued for it.
+	StatusSuperseded Status = "superseded"
 )
 
 // transitions is the whole state machine: from → allowed targets.
 var transitions = map[Status][]Status{
 	StatusProposed:             {StatusRejected, StatusAwaitingConfirmation},
-	StatusAwaitingConfirmation: {StatusDeclined, StatusCancelled, StatusExpired, StatusConfirmed},
+	StatusAwaitingConfirmation: {StatusDeclined, StatusCancelled, StatusExpired, StatusConfirmed, StatusSuperseded},
 	StatusConfirmed:            {StatusRevoked, StatusExecuting, StatusExpired},
 	StatusExecuting:            {StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown},
 	StatusFailedRetryable:      {StatusExecuting, StatusRevoked, StatusExpired},
@@ -35,7 +39,7 @@ var transitions = map[Status][]Status{
 var AllStatuses = []Status{
 	StatusProposed, StatusRejected, StatusAwaitingConfirmation, StatusDeclined,
 	StatusCancelled, StatusExpired, StatusConfirmed, StatusRevoked, StatusExecuting,
-	StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown,
+	StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown, StatusSuperseded,
 }
 
 // Valid reports whether s is one of the defined states.

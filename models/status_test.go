@@ -10,6 +10,7 @@ func TestStateMachine(t *testing.T) {
 		{StatusAwaitingConfirmation, StatusDeclined},
 		{StatusAwaitingConfirmation, StatusCancelled},
 		{StatusAwaitingConfirmation, StatusExpired},
+		{StatusAwaitingConfirmation, StatusSuperseded},
 		{StatusConfirmed, StatusExecuting},
 		{StatusConfirmed, StatusRevoked},
 		{StatusConfirmed, StatusExpired},
@@ -32,13 +33,15 @@ func TestStateMachine(t *testing.T) {
 		{StatusRevoked, StatusConfirmed},
 		{StatusExpired, StatusConfirmed},
 		{StatusConfirmed, StatusSucceeded},
+		{StatusSuperseded, StatusConfirmed}, // an edited original never gets a token
+		{StatusConfirmed, StatusSuperseded}, // nor is a confirmed write edited
 	}
 	for _, c := range forbidden {
 		if CanTransition(c.from, c.to) {
 			t.Errorf("%s → %s must be forbidden", c.from, c.to)
 		}
 	}
-	for _, s := range []Status{StatusSucceeded, StatusDeclined, StatusCancelled, StatusExpired, StatusRevoked, StatusRejected, StatusFailedTerminal} {
+	for _, s := range []Status{StatusSucceeded, StatusDeclined, StatusCancelled, StatusExpired, StatusRevoked, StatusRejected, StatusFailedTerminal, StatusSuperseded} {
 		if !s.Terminal() {
 			t.Errorf("%s should be terminal", s)
 		}

@@ -77,6 +77,10 @@ type Tier struct {
 	Quorum            int // distinct approvers needed; at least 1
 	TTL               time.Duration
 	AllowSelfApproval bool
+	// Require lists the approver-group factors the tier needs on top of
+	// its quorum, all of them (see ApprovalsMet); none means the quorum
+	// alone decides.
+	Require []Factor
 }
 
 // Proposal is an immutable snapshot of one proposed write plus its lifecycle
@@ -111,6 +115,16 @@ type Proposal struct {
 	Decisions []Decision
 	Token     *Token     // set once confirmed
 	Execution *Execution // set once execution started
+
+	// Supersedes is set when a reviewer made this proposal by editing
+	// another version; SupersededBy when this one was edited and ended
+	// superseded. Both describe the same edit from either side.
+	Supersedes   *Counter
+	SupersededBy *Counter
+	// Progress is where each approver-group factor of the tier stands
+	// (ApprovalsMet), with memberships as stored when the proposal was
+	// read; nil when the tier has no factors or the proposal was listed.
+	Progress []FactorProgress
 }
 
 // Batch reports whether the proposal targets a fixed resource set.
@@ -135,8 +149,9 @@ func (p *Proposal) Approvals() []Decision {
 	return out
 }
 
-// QuorumMet reports whether enough distinct reviewers approved for the tier.
-func (p *Proposal) QuorumMet() bool { return len(p.Approvals()) >= max(p.Tier.Quorum, 1) }
+// QuorumMet reports whether enough distinct reviewers approved for the
+// tier, not counting its group factors (ApprovalsMet decides those).
+func (p *Proposal) QuorumMet() bool { return len(p.Approvals()) >= p.Tier.Approvers() }
 
 // Redeemable reports whether p holds a token that may still be redeemed at
 // now: confirmed, the token issued and unused, and now before its expiry

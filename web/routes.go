@@ -94,6 +94,7 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 		e.Match(getHead, "/proposals/:id", p.Proposal, page...)
 		e.POST("/proposals/:id/approve", p.Approve, form...)
 		e.POST("/proposals/:id/decline", p.Decline, form...)
+		e.POST("/proposals/:id/edit", p.Counter, form...)
 		e.POST("/proposals/:id/revoke", p.Revoke, form...)
 		e.Match(getHead, "/history", p.History, page...)
 		if con.keys != nil {
@@ -132,6 +133,11 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
+	if gr := con.groups; gr != nil {
+		e.Match(getHead, "/admin/groups", gr.Page, adminPage...)
+		e.POST("/admin/groups", gr.Create, adminForm...)
+		e.POST("/admin/groups/members", gr.Member, adminForm...)
+	}
 	if wh := con.webhooks; wh != nil {
 		e.Match(getHead, "/admin/webhooks", wh.Page, adminPage...)
 		e.POST("/admin/webhooks", wh.Create, adminForm...)

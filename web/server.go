@@ -84,6 +84,9 @@ type Deps struct {
 	// Pages is the reviewer pages' domain (*protocol.Service); nil leaves
 	// the pending list, proposal pages and history out.
 	Pages console.PagesProtocol
+	// Groups runs the reviewer-group admin page (*protocol.Service); nil
+	// leaves it out.
+	Groups console.GroupService
 	// Assets are the console's static files; static.New() when nil.
 	Assets *static.Assets
 	// StepUp runs security keys, security-key approvals and passkey
@@ -136,6 +139,7 @@ type consoleHandlers struct {
 	passkeys *console.Passkeys   // nil without Deps.StepUp
 	webhooks *console.Webhooks   // nil without Deps.Events
 	audit    *console.AuditPages // nil without Deps.Audit
+	groups   *console.Groups     // nil without Deps.Groups
 	assets   *static.Assets
 }
 
@@ -188,6 +192,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Audit != nil {
 			con.audit = console.NewAuditPages(deps.Audit, assets)
+		}
+		if deps.Groups != nil {
+			con.groups = console.NewGroups(deps.Groups, deps.Auth, assets)
 		}
 		if deps.StepUp != nil {
 			con.keys = console.NewKeys(deps.StepUp, assets)

@@ -46,6 +46,10 @@ Usage:
   countersign agent limits --tenant T --agent A [--open-proposals N] ...
                                      show or set per-agent limits for a
                                      tenant's agents or one agent
+  countersign group create|list --tenant T [--name GROUP]
+  countersign group add|remove --tenant T --group GROUP --user USER
+                                     manage reviewer groups that risk tiers
+                                     require approvers from
   countersign agent create --tenant T --name N [--owner USER] [--read-all]
                                      create an agent; prints its API key, once
   countersign agent read-all --tenant T --name N [--withdraw]
@@ -135,6 +139,9 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "agent":
 		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{
 			"create": c.agentCreate, "limits": c.agentLimits, "read-all": c.agentReadAll})
+	case "group":
+		return c.group(ctx, "group", rest, map[string]func(context.Context, []string) error{
+			"create": c.groupCreate, "add": c.groupAdd, "remove": c.groupRemove, "list": c.groupList})
 	case "review":
 		return c.group(ctx, "review", rest, map[string]func(context.Context, []string) error{
 			"list": c.reviewList, "show": c.reviewShow, "approve": c.reviewApprove, "decline": c.reviewDecline})

@@ -40,6 +40,9 @@ type proposalJSON struct {
 	Execution            *executionJSON        `json:"execution"`
 	Receipt              *models.Receipt       `json:"receipt"`
 	Problems             []fieldJSON           `json:"problems,omitempty"`
+	// Supersedes and SupersededBy link versions a reviewer's edit made.
+	Supersedes   *editJSON `json:"supersedes,omitempty"`
+	SupersededBy *editJSON `json:"superseded_by,omitempty"`
 }
 
 type confirmationJSON struct {
@@ -72,6 +75,8 @@ type decisionJSON struct {
 type approvalsJSON struct {
 	Have int `json:"have"`
 	Need int `json:"need"`
+	// Factors is the progress per approver group the tier requires.
+	Factors []factorJSON `json:"factors,omitempty"`
 }
 
 // tokenJSON tells everyone in the tenant that a token exists and its state;
@@ -160,7 +165,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		ExpiresAt:     optionalTimestamp(p.ExpiresAt),
 		UpdatedAt:     timestamp(p.UpdatedAt),
 		Decisions:     make([]decisionJSON, 0, len(p.Decisions)),
-		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Quorum},
+		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Approvers(), Factors: newFactorsJSON(p)},
 	}
 	if out.Preview == nil {
 		out.Preview = []models.PreviewField{}
@@ -201,6 +206,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		r := receipt(p.Execution)
 		out.Receipt = &r
 	}
+	out.Supersedes, out.SupersededBy = newEditJSON(p.Supersedes), newEditJSON(p.SupersededBy)
 	if p.Status == models.StatusRejected {
 		out.Problems = make([]fieldJSON, 0, len(p.Problems))
 		for _, fp := range p.Problems {

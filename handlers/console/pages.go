@@ -44,6 +44,9 @@ type PagesProtocol interface {
 	Decline(ctx context.Context, in protocol.DeclineInput) (*models.Proposal, error)
 	// Revoke withdraws a confirmed, unused token (administrators only).
 	Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error)
+	// Counter turns a reviewer's edit into a new version that supersedes
+	// the proposal.
+	Counter(ctx context.Context, in protocol.CounterInput) (*models.Proposal, error)
 	// Registry is the tool registry, for titles and display re-rendering.
 	Registry() *registry.Registry
 }
@@ -193,6 +196,7 @@ var statusBadges = map[models.Status]ui.Badge{
 	models.StatusFailedRetryable:      {Text: "Failed, will be retried", Symbol: "↻", Tone: "warn"},
 	models.StatusFailedTerminal:       {Text: "Failed", Symbol: "✗", Tone: "bad"},
 	models.StatusUnknown:              {Text: "Outcome unknown, being checked", Symbol: "?", Tone: "warn"},
+	models.StatusSuperseded:           {Text: "Edited by a reviewer, replaced", Symbol: "↦", Tone: "neutral"},
 }
 
 func statusBadge(s models.Status) ui.Badge {
@@ -207,7 +211,7 @@ func statusBadge(s models.Status) ui.Badge {
 var historyStatuses = []models.Status{
 	models.StatusDeclined, models.StatusCancelled, models.StatusExpired, models.StatusConfirmed,
 	models.StatusRevoked, models.StatusExecuting, models.StatusSucceeded, models.StatusFailedRetryable,
-	models.StatusFailedTerminal, models.StatusUnknown, models.StatusRejected,
+	models.StatusFailedTerminal, models.StatusUnknown, models.StatusRejected, models.StatusSuperseded,
 }
 
 // tierBadge names the tier and what it needs, with a shape that grows with

@@ -48,6 +48,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvRegistry(t, registry.Demo())
+}
+
+// newEnvRegistry is newEnv with another tool registry.
+func newEnvRegistry(t *testing.T, reg *registry.Registry) *env {
+	t.Helper()
 	e := &env{t: t, ctx: context.Background(), clock: models.NewFixedClock(start), sessions: map[string]*session.Session{}}
 	st, err := store.Open("sqlite://"+filepath.Join(t.TempDir(), "countersign.db"), store.Options{Clock: e.clock})
 	if err != nil {
@@ -65,7 +71,6 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.agent, e.alice, e.admin = demo.Agent, demo.Reviewer, demo.Admin
-	reg := registry.Demo()
 	adapters := map[string]models.Adapter{}
 	for _, tool := range reg.Tools() {
 		adapters[tool.Name] = st.DemoLedger()
@@ -107,6 +112,7 @@ func newEnv(t *testing.T) *env {
 	ech.POST("/proposals/:id/approve", pages.Approve)
 	ech.POST("/proposals/:id/decline", pages.Decline)
 	ech.POST("/proposals/:id/revoke", pages.Revoke)
+	ech.POST("/proposals/:id/edit", pages.Counter)
 	ech.GET("/history", pages.History)
 	e.echo = ech
 	return e

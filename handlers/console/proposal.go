@@ -23,6 +23,8 @@ type outcome struct {
 	alert         string
 	declineReason string
 	declineError  string
+	// A refused edit keeps what was typed and says why.
+	editArguments, editReason, editError string
 }
 
 // Proposal serves GET /proposals/:id: the preview a reviewer decides on.
@@ -244,7 +246,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Problems = append(page.Problems, pr.Message)
 	}
 
-	need := max(p.Tier.Quorum, 1)
+	need := p.Tier.Approvers()
 	have := len(p.Approvals())
 	page.Quorum = proposals.Quorum{Have: have, Need: need, Text: fmt.Sprintf("%d of %d %s", have, need, plural(need, "approval", "approvals"))}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
@@ -253,6 +255,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	if have >= need {
 		page.Quorum.Text += " — complete"
 	}
+	factors(p, &page)
 
 	decided := false
 	for _, d := range p.Decisions {
@@ -296,6 +299,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.DecidedNote = h.settledNote(p, expired)
 	}
 	page.CanRevoke = canRevoke(p, s.User, now)
+	page.Counter = h.counterView(s, p, awaiting, o)
 	return page, nil
 }
 
@@ -343,6 +347,8 @@ func (h *Pages) settledNote(p *models.Proposal, expired bool) string {
 		return "Confirmed; the execution failed and will be retried with the same request key."
 	case p.Status == models.StatusFailedTerminal:
 		return "Confirmed; the execution failed for good. See the receipt below."
+	case p.Status == models.StatusSuperseded:
+		return "A reviewer edited this proposal into a new version (linked above); this version will never be executed."
 	case p.Status == models.StatusUnknown:
 		return "Confirmed; whether the business system applied the write is not known yet. It is being checked, never re-sent."
 	default:

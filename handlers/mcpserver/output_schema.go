@@ -10,7 +10,7 @@ var resultSchema = json.RawMessage(`{
     "proposal_id": {"type": "string"},
     "tool": {"type": "string", "description": "The registry tool the proposal is for."},
     "status": {"type": "string", "enum": ["proposed", "rejected", "awaiting_confirmation", "declined", "cancelled",
-      "expired", "confirmed", "revoked", "executing", "succeeded", "failed_retryable", "failed_terminal", "unknown"]},
+      "expired", "confirmed", "revoked", "executing", "succeeded", "failed_retryable", "failed_terminal", "unknown", "superseded"]},
     "preview": {
       "type": "object",
       "properties": {
@@ -49,9 +49,31 @@ var resultSchema = json.RawMessage(`{
       "required": ["execution_id", "status", "receipt"],
       "additionalProperties": false
     },
+    "supersedes": {"$ref": "#/$defs/edit"},
+    "superseded_by": {"$ref": "#/$defs/edit"},
     "next": {"type": "string", "description": "What the status means and what to do next."}
   },
   "required": ["proposal_id", "tool", "status", "preview", "risk_tier", "confirmation", "approvals",
     "expires_at", "console_url", "revision", "next"],
-  "additionalProperties": false
+  "additionalProperties": false,
+  "$defs": {
+    "edit": {
+      "type": "object",
+      "description": "A reviewer edited the arguments instead of declining: the original is superseded, the new version (revised_id) is the one to wait on and execute.",
+      "properties": {
+        "original_id": {"type": "string"},
+        "revised_id": {"type": "string"},
+        "editor": {"type": "string", "description": "The reviewer who edited."},
+        "reason": {"type": "string"},
+        "changes": {"type": "array", "items": {
+          "type": "object",
+          "properties": {"pointer": {"type": "string"}, "before": {"description": "null when added"}, "after": {"description": "null when removed"}},
+          "required": ["pointer", "before", "after"],
+          "additionalProperties": false
+        }}
+      },
+      "required": ["original_id", "revised_id", "editor", "reason", "changes"],
+      "additionalProperties": false
+    }
+  }
 }`)

@@ -30,7 +30,37 @@ type ProposalResult struct {
 	Reason       string         `json:"reason,omitempty"`
 	Executed     *bool          `json:"executed,omitempty"`
 	Execution    *ExecutionInfo `json:"execution,omitempty"`
-	Next         string         `json:"next"`
+	// Supersedes and SupersededBy link versions a reviewer's edit made.
+	Supersedes   *EditInfo `json:"supersedes,omitempty"`
+	SupersededBy *EditInfo `json:"superseded_by,omitempty"`
+	Next         string    `json:"next"`
+}
+
+// EditInfo is a reviewer's edit between two versions of the request.
+type EditInfo struct {
+	OriginalID string             `json:"original_id"`
+	RevisedID  string             `json:"revised_id"`
+	Editor     string             `json:"editor"`
+	Reason     string             `json:"reason"`
+	Changes    []models.ArgChange `json:"changes"`
+}
+
+func editInfo(c *models.Counter) *EditInfo {
+	if c == nil {
+		return nil
+	}
+	e := &EditInfo{OriginalID: c.OriginalID, RevisedID: c.RevisedID, Editor: c.EditorName, Reason: c.Reason,
+		Changes: make([]models.ArgChange, 0, len(c.Changes))}
+	for _, ch := range c.Changes {
+		if ch.Before == nil {
+			ch.Before = json.RawMessage("null")
+		}
+		if ch.After == nil {
+			ch.After = json.RawMessage("null")
+		}
+		e.Changes = append(e.Changes, ch)
+	}
+	return e
 }
 
 // Preview is what the reviewer sees: the normalized arguments (machine) and
@@ -65,7 +95,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 	out := ProposalResult{
 		ProposalID: p.ID, Tool: p.Tool, Status: p.Status, RiskTier: p.Tier.Name,
 		Confirmation: string(p.Tier.Confirmation),
-		Approvals:    Approvals{Have: len(p.Approvals()), Need: p.Tier.Quorum},
+		Approvals:    Approvals{Have: len(p.Approvals()), Need: p.Tier.Approvers()},
 		ConsoleURL:   h.ConsoleURL(p.ID), Revision: p.Revision,
 		Preview: Preview{Machine: p.Arguments, Display: make([]DisplayField, 0, len(p.Preview))},
 	}
@@ -87,6 +117,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 		out.Execution = &ExecutionInfo{ExecutionID: p.Execution.ID, Status: p.Execution.Status,
 			Result: p.Execution.Result, Receipt: p.Execution.Receipt()}
 	}
+	out.Supersedes, out.SupersededBy = editInfo(p.Supersedes), editInfo(p.SupersededBy)
 	out.Next = h.next(p, out.Reason)
 	return out
 }
@@ -111,6 +142,12 @@ func (h *Handler) next(p *models.Proposal, reason string) string {
 		return "An administrator revoked the confirmation before it was used. Nothing was written."
 	case models.StatusRejected:
 		return "The business system refused these arguments. Nothing was written."
+	case models.StatusSuperseded:
+		if p.SupersededBy != nil {
+			return fmt.Sprintf("A reviewer edited this request instead of declining it (superseded_by: reason and changes). Nothing was written for this version. "+
+				"Call get_proposal with proposal_id %s, the edited version, and execute that one once it is confirmed.", p.SupersededBy.RevisedID)
+		}
+		return "A reviewer edited this request into a new version. Nothing was written for this version."
 	case models.StatusExecuting, models.StatusUnknown, models.StatusFailedRetryable:
 		return "The write is being carried out or its outcome is being reconciled. Call get_proposal later; do not request it again."
 	case models.StatusSucceeded:

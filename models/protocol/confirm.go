@@ -91,7 +91,8 @@ func (s *Service) CheckApprove(ctx context.Context, reviewer models.User, propos
 
 // approvable is decidable plus separation of duties (models.DutyConflict;
 // the store checks it again inside the deciding transaction) and the
-// self-approval rule: the requester (the
+// self-approval rules: the reviewer who edited the proposal may not approve
+// it (models.EditorMayApprove); the requester (the
 // agent's owner) may not approve unless the tier allows it, and never
 // counts toward a quorum of two or more, whatever the tier says — N
 // distinct approvers means N people besides the one who asked.
@@ -110,6 +111,9 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 			name = admin.Name
 		}
 		return nil, models.DutyConflictError(name, agent.Name)
+	}
+	if !models.EditorMayApprove(p, reviewer.ID) {
+		return nil, models.Errorf(models.ESelfApproval, "you edited this proposal, so it is your request: another reviewer must approve it")
 	}
 	if models.SelfApprovalForbidden(p.Tier) {
 		if agent.OwnerUserID != "" && agent.OwnerUserID == reviewer.ID {

@@ -217,6 +217,14 @@ type riskDoc struct {
 	Quorum            *int   `yaml:"quorum"`
 	TTL               string `yaml:"ttl"`
 	AllowSelfApproval bool   `yaml:"allow_self_approval"`
+	// Require: approver-group factors, e.g.
+	// [{group: finance, count: 1}, {group: security, count: 1}].
+	Require []factorDoc `yaml:"require"`
+}
+
+type factorDoc struct {
+	Group string `yaml:"group"`
+	Count int    `yaml:"count"`
 }
 
 var (
@@ -292,7 +300,10 @@ var (
 //     duration from 10s to 24h) and
 //     allow_self_approval (default false: the requester's principal may not
 //     approve its own proposal; in a quorum of two or more it never counts,
-//     whatever this says). The last rule must have no when, so that
+//     whatever this says), and require (optional): approver-group factors
+//     that must all be met, [{group: NAME, count: N}, …], each approver
+//     counting toward one factor at most (models.ApprovalsMet); groups are
+//     managed per tenant by administrators. The last rule must have no when, so that
 //     every argument set gets a tier, and only the last.
 //
 // A when expression is comparisons FIELD OP LITERAL joined by and / or (and
@@ -768,6 +779,12 @@ func buildRisk(t *Tool, d []riskDoc, props map[string]*propInfo, bad func(string
 				bad("%s: quorum must be at least 1", where)
 			}
 			rule.tier.Quorum = *rd.Quorum
+		}
+		for _, f := range rd.Require {
+			rule.tier.Require = append(rule.tier.Require, models.Factor{Group: f.Group, Count: f.Count})
+		}
+		if err := models.CheckFactors(rule.tier.Require); err != nil {
+			bad("%s: %v", where, err)
 		}
 		ttl, err := time.ParseDuration(rd.TTL)
 		switch {

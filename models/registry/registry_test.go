@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -169,6 +170,26 @@ func TestBaseYAMLParses(t *testing.T) {
 	}
 }
 
+// A tier may require approvers from reviewer groups; the tier carries the
+// factors in order.
+func TestTierRequiresGroups(t *testing.T) {
+	doc := strings.Replace(baseYAML, "        confirmation: webauthn\n",
+		"        confirmation: webauthn\n        require: [{group: finance, count: 1}, {group: security, count: 2}]\n", 1)
+	r, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Tool("refund_order")
+	tier, err := tool.Tier(json.RawMessage(`{"order_id":"o","amount_minor":30000,"currency":"CNY"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []models.Factor{{Group: "finance", Count: 1}, {Group: "security", Count: 2}}
+	if !reflect.DeepEqual(tier.Require, want) || tier.Approvers() != 3 {
+		t.Fatalf("tier %+v, approvers %d", tier, tier.Approvers())
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	const tool = `tool "refund_order": `
 	nested := strings.NewReplacer(
@@ -221,6 +242,13 @@ func TestParseRejects(t *testing.T) {
 			want: tool + `risk[1]: confirmation "sms" must be click or webauthn`},
 		{name: "quorum zero", old: "        confirmation: webauthn\n", new: "        confirmation: webauthn\n        quorum: 0\n",
 			want: tool + "risk[0]: quorum must be at least 1"},
+		{name: "factor count zero", old: "        confirmation: webauthn\n", new: "        confirmation: webauthn\n        require: [{group: finance, count: 0}]\n",
+			want: tool + "risk[0]: require[0]: count must be at least 1"},
+		{name: "factor group twice", old: "        confirmation: webauthn\n",
+			new:  "        confirmation: webauthn\n        require: [{group: finance, count: 1}, {group: finance, count: 1}]\n",
+			want: tool + `risk[0]: require[1]: group "finance" is named twice`},
+		{name: "factor bad group", old: "        confirmation: webauthn\n", new: "        confirmation: webauthn\n        require: [{group: Finance Team, count: 1}]\n",
+			want: tool + `risk[0]: require[0]: group "Finance Team" must match`},
 		{name: "bad tier name", old: "tier: low", new: "tier: Low Risk",
 			want: tool + `risk[1]: tier "Low Risk" must match`},
 		{name: "duplicate names", yaml: baseYAML + strings.TrimPrefix(baseYAML, "tools:\n"),
@@ -583,7 +611,7 @@ func TestTierBoundaries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := c.want; got != want {
+			if want := c.want; !reflect.DeepEqual(got, want) {
 				t.Errorf("tier = %+v, want %+v", got, want)
 			}
 		})
@@ -670,4 +698,36 @@ func anyUnsigned(r *Registry) bool {
 		}
 	}
 	return false
+}
+
+// The README's example of a tier requiring approver groups parses as a
+// tier of the base tool.
+func TestReadmeTierRequireSnippet(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- snippet: tier-require -->\n```yaml\n"
+	i := strings.Index(string(b), marker)
+	if i < 0 {
+		t.Fatal("README has no tier-require snippet")
+	}
+	rest := string(b)[i+len(marker):]
+	snippet := rest[:strings.Index(rest, "```")]
+	old := "      - tier: high\n        when: amount_minor > 20000\n        confirmation: webauthn\n        ttl: 120s\n"
+	if !strings.Contains(baseYAML, old) {
+		t.Fatal("base document changed")
+	}
+	r, err := Parse([]byte(strings.Replace(baseYAML, old, snippet, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Tool("refund_order")
+	tier, err := tool.Tier(json.RawMessage(`{"order_id":"o","amount_minor":30000,"currency":"CNY"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tier.Require) != 2 || tier.Require[1] != (models.Factor{Group: "security", Count: 1}) {
+		t.Fatalf("tier %+v", tier)
+	}
 }

@@ -109,8 +109,10 @@ func nameOf(id string, name *string) string {
 type IssueFunc func(p *models.Proposal) (models.Token, error)
 
 // RecordDecision stores one reviewer's decision on an awaiting proposal and,
-// when it completes the quorum, confirms the proposal and stores the token
-// that issue builds, all in one transaction. The proposal row is updated
+// when it completes what the tier requires (models.ApprovalsMet: the quorum
+// and every approver-group factor, with memberships read in this
+// transaction), confirms the proposal and stores the token that issue
+// builds, all in one transaction. The proposal row is updated
 // first, which serializes concurrent deciders on it (a row lock on
 // PostgreSQL, the single writer on SQLite), so the approval count is exact.
 //
@@ -172,6 +174,10 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		if err != nil {
 			return err
 		}
+		met, err := approvalsMet(tx, tenantID, p)
+		if err != nil {
+			return err
+		}
 		events := pendingAudit{}
 		events.add(tenantID, decisionEvent(d))
 		switch {
@@ -186,7 +192,7 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 					return err
 				}
 			}
-		case p.QuorumMet():
+		case met:
 			tok, err := issue(p)
 			if err != nil {
 				return err

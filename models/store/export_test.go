@@ -3,13 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"strings"
 
-	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
-
-	"github.com/countersign/countersign/migrations"
 )
 
 // ExplainList returns the database's plan for ListProposals(f), one line
@@ -81,15 +77,7 @@ func (s *Store) ReaderExec(ctx context.Context, stmt string) error {
 // MigrateTo applies migrations up to and including version, so that a test
 // can write data in an older schema and then upgrade it.
 func (s *Store) MigrateTo(ctx context.Context, version int64) error {
-	dialect := goose.DialectSQLite3
-	if s.dialect == Postgres {
-		dialect = goose.DialectPostgres
-	}
-	sub, err := fs.Sub(migrations.FS, ".")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(dialect, s.sqlDB, sub)
+	p, err := s.migrations()
 	if err != nil {
 		return err
 	}

@@ -146,6 +146,9 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 			return err
 		}
 		inserted = true
+		if err := insertFactors(tx, p); err != nil {
+			return err
+		}
 		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
 		if err := s.recordEvent(tx, p.TenantID, p.ID, models.EventCreated, p.CreatedAt, data); err != nil {
 			return err
@@ -239,6 +242,12 @@ func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
 	if ex.ID != "" {
 		e := ex.model()
 		p.Execution = &e
+	}
+	if err := loadCounters(tx, p); err != nil {
+		return nil, err
+	}
+	if err := loadFactors(tx, p); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

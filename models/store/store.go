@@ -301,17 +301,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // Migrate applies every pending migration from migrations.FS and returns the
 // versions it applied.
 func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
-	dialect := goose.DialectSQLite3
-	if s.dialect == Postgres {
-		dialect = goose.DialectPostgres
-	}
-	sub, err := fs.Sub(migrations.FS, ".")
+	p, err := s.migrations()
 	if err != nil {
 		return nil, err
-	}
-	p, err := goose.NewProvider(dialect, s.sqlDB, sub)
-	if err != nil {
-		return nil, fmt.Errorf("migrations: %w", err)
 	}
 	res, err := p.Up(ctx)
 	if err != nil {
@@ -325,6 +317,24 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 		return applied, err
 	}
 	return applied, nil
+}
+
+// migrations returns the goose provider of every migration: the SQL files
+// of migrations.FS and those written in Go (migrations.Go).
+func (s *Store) migrations() (*goose.Provider, error) {
+	dialect := goose.DialectSQLite3
+	if s.dialect == Postgres {
+		dialect = goose.DialectPostgres
+	}
+	sub, err := fs.Sub(migrations.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	p, err := goose.NewProvider(dialect, s.sqlDB, sub, goose.WithGoMigrations(migrations.Go(string(dialect))...))
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, nil
 }
 
 // ErrCommitUncertain is in the chain of an EUnavailable error when the

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/models/store"
+)
+
+// groupCreate, groupMember and groupList manage a tenant's reviewer groups,
+// which risk tiers name in their require lists.
+func (c *cli) groupCreate(ctx context.Context, args []string) error {
+	var db, tenant, name string
+	cmd := newCommand("group create", "countersign group create --tenant T --name GROUP [flags]", `
+Creates a reviewer group of a tenant. A risk tier of the registry may require
+approvers from groups ("require: [{group: finance, count: 1}, ...]"); add
+members with "countersign group add".
+
+  countersign group create --tenant acme --name finance`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the group's `NAME` (a–z 0–9 _ -, starting with a letter)")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {
+		g, err := st.CreateGroup(ctx, a, name, time.Now())
+		if err == nil {
+			fmt.Fprintln(c.stdout, g.ID)
+		}
+		return err
+	})
+}
+
+func (c *cli) groupAdd(ctx context.Context, args []string) error {
+	return c.groupMember(ctx, args, true)
+}
+
+func (c *cli) groupRemove(ctx context.Context, args []string) error {
+	return c.groupMember(ctx, args, false)
+}
+
+func (c *cli) groupMember(ctx context.Context, args []string, member bool) error {
+	verb, what := "add", "Adds a console user to"
+	if !member {
+		verb, what = "remove", "Removes a console user from"
+	}
+	var db, tenant, group, user string
+	cmd := newCommand("group "+verb, "countersign group "+verb+" --tenant T --group GROUP --user USER [flags]", `
+`+what+` a reviewer group. The change applies to decisions
+taken after it: an approval counts toward a group's factor when the group
+holds its reviewer at the time a decision on the proposal is taken.
+
+  countersign group `+verb+` --tenant acme --group finance --user alice`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&group, "group", "", "the group's `NAME`")
+	cmd.fs.StringVar(&user, "user", "", "the user's sign-in `NAME`")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "group": group, "user": user}); err != nil {
+		return err
+	}
+	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {
+		return st.SetGroupMember(ctx, a, group, user, member, time.Now())
+	})
+}
+
+func (c *cli) groupList(ctx context.Context, args []string) error {
+	var db, tenant string
+	cmd := newCommand("group list", "countersign group list --tenant T [flags]", `
+Lists a tenant's reviewer groups, one a line: the name, then its members.
+
+  countersign group list --tenant acme`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant}); err != nil {
+		return err
+	}
+	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {
+		groups, err := st.ListGroups(ctx, a.TenantID)
+		if err != nil {
+			return err
+		}
+		for _, g := range groups {
+			names := make([]string, 0, len(g.Members))
+			for _, m := range g.Members {
+				names = append(names, clean(m.UserName))
+			}
+			fmt.Fprintf(c.stdout, "%s\t%s\n", g.Name, strings.Join(names, " "))
+		}
+		return nil
+	})
+}
+
+// withTenant opens the store and runs fn for the named tenant, acting as
+// the command line.
+func (c *cli) withTenant(ctx context.Context, db, tenant string, fn func(st *store.Store, a store.GroupActor) error) error {
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	return fn(st, store.GroupActor{TenantID: t.ID})
+}

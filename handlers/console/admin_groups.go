@@ -1,0 +1,120 @@
+package console
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/static"
+	"github.com/countersign/countersign/views/admin"
+	"github.com/countersign/countersign/views/layout"
+	"github.com/countersign/countersign/web/session"
+)
+
+// GroupService is what the reviewer-group page needs from the domain
+// (*protocol.Service). Every method acts on the administrator's tenant and
+// answers EForbidden for anyone else.
+type GroupService interface {
+	Groups(ctx context.Context, admin models.User) ([]models.ReviewerGroup, error)
+	CreateGroup(ctx context.Context, admin models.User, name string) (models.ReviewerGroup, error)
+	SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) error
+}
+
+var _ GroupService = (*protocol.Service)(nil)
+
+// Groups serve /admin/groups. Build them with NewGroups.
+type Groups struct {
+	svc    GroupService
+	users  AdminService
+	assets layout.Assets
+}
+
+// NewGroups returns the reviewer-group page over svc; users lists the
+// tenant's users for the member form.
+func NewGroups(svc GroupService, users AdminService, assets *static.Assets) *Groups {
+	return &Groups{svc: svc, users: users, assets: AssetsFor(assets)}
+}
+
+var groupNotices = map[string]string{
+	"created": "The group was created.",
+	"added":   "The member was added.",
+	"removed": "The member was removed.",
+}
+
+// Page handles GET /admin/groups.
+func (h *Groups) Page(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	return h.page(c, s, http.StatusOK, "", groupNotices[c.QueryParam("done")])
+}
+
+func (h *Groups) page(c echo.Context, s *session.Session, status int, formErr, notice string) error {
+	ctx := c.Request().Context()
+	groups, err := h.svc.Groups(ctx, s.User)
+	if err != nil {
+		return err
+	}
+	users, err := h.users.ListUsers(ctx, s.User)
+	if err != nil {
+		return err
+	}
+	p := admin.GroupsPage{Layout: layout.Page{Title: "Reviewer groups",
+		User: &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
+		CSRF: s.CSRF, Active: "groups", Assets: h.assets}, Error: formErr, Notice: notice}
+	for _, g := range groups {
+		row := admin.GroupRow{Name: g.Name}
+		for _, m := range g.Members {
+			row.Members = append(row.Members, m.UserName)
+		}
+		p.Groups = append(p.Groups, row)
+	}
+	for _, u := range users {
+		if !u.Disabled {
+			p.Users = append(p.Users, u.Name)
+		}
+	}
+	noStore(c)
+	return render(c, status, admin.Groups(p))
+}
+
+// Create handles POST /admin/groups (field name).
+func (h *Groups) Create(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	_, err = h.svc.CreateGroup(c.Request().Context(), s.User, c.FormValue("name"))
+	if formRefusal(err) {
+		return h.page(c, s, statusOf(err), models.ErrorMessage(err), "")
+	}
+	if err != nil {
+		return err
+	}
+	return seeOther(c, "/admin/groups?done=created")
+}
+
+// Member handles POST /admin/groups/members (fields group, user and action
+// add or remove).
+func (h *Groups) Member(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	add := c.FormValue("action") != "remove"
+	err = h.svc.SetGroupMember(c.Request().Context(), s.User, c.FormValue("group"), c.FormValue("user"), add)
+	if models.IsCode(err, models.ENotFound) {
+		return h.page(c, s, http.StatusUnprocessableEntity, models.ErrorMessage(err), "")
+	}
+	if err != nil {
+		return err
+	}
+	if add {
+		return seeOther(c, "/admin/groups?done=added")
+	}
+	return seeOther(c, "/admin/groups?done=removed")
+}

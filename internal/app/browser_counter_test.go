@@ -1,0 +1,72 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserEditsAProposal: in a real browser a reviewer opens a refund,
+// edits its amount instead of declining it, and lands on the new version,
+// which names the edit, its reason and the changed amount, and now needs a
+// security key; the agent's long-poll on the original sees it superseded,
+// with the diff.
+func TestBrowserEditsAProposal(t *testing.T) {
+	j := newJourney(t)
+	step, text := j.step, j.text
+	base, creds := serveDemo(t)
+	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
+
+	step("sign in",
+		chromedp.Navigate(base+"/login"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), creds.Reviewer),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), creds.ReviewerPassword),
+		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=empty-state]`)),
+	)
+	orig := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_2001","amount_minor":10000,"currency":"CNY","reason":"one item damaged"}}`)
+	polled := make(chan map[string]any, 1)
+	go func() { polled <- agent.waitChange(orig.ID, orig.ETag) }()
+
+	edited := `{"order_id":"ord_2001","amount_minor":30000,"currency":"CNY","reason":"one item damaged"}`
+	step("edit",
+		chromedp.Navigate(fmt.Sprintf("%s/proposals/%s", base, orig.ID)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
+		chromedp.Click(chromedp.CSS(`#edit-h`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=edit-arguments]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=edit-arguments]`), edited),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=edit-reason-input]`), "all three items were damaged"),
+		chromedp.Click(chromedp.CSS(`[data-testid=edit-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=supersedes]`)),
+	)
+	got := text(`[data-testid=supersedes]`)
+	for _, want := range []string{orig.ID, "all three items were damaged", "/amount_minor", "10000", "30000"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("edit section %q lacks %q", got, want)
+		}
+	}
+	if got := text(`[data-testid=tier]`); !strings.Contains(got, "high") {
+		t.Errorf("tier of the edit = %q, want high", got)
+	}
+	j.shot("proposal-edited.png")
+
+	var p map[string]any
+	select {
+	case p = <-polled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent's long-poll did not see the edit")
+	}
+	if p["status"] != "superseded" {
+		t.Fatalf("the agent sees the original as %v", p["status"])
+	}
+	by, _ := json.Marshal(p["superseded_by"])
+	if !strings.Contains(string(by), `"reason":"all three items were damaged"`) || !strings.Contains(string(by), `"after":30000`) {
+		t.Errorf("superseded_by = %s", by)
+	}
+}

@@ -1,0 +1,78 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+)
+
+// A reviewer edits a proposal through the fully built server: the form
+// needs the session's CSRF token, the edit lands as a new version that the
+// editor cannot approve and another reviewer can, and the agent redeems it.
+func TestEditThroughTheConsole(t *testing.T) {
+	c := openConsole(t)
+	c.user("demo", "bob", models.RoleReviewer, "bob-password-1")
+	p := c.propose("ord_1001", 5000)
+	bob := c.browser()
+	bob.mustLogin("demo", "bob", "bob-password-1")
+	args, _ := json.Marshal(map[string]any{"order_id": "ord_1001", "amount_minor": 4000, "currency": "CNY", "reason": "damaged"})
+	form := url.Values{"digest": {p.ArgsDigest}, "arguments": {string(args)}, "reason": {"only the broken part"}}
+
+	wantStatus(t, "edit without CSRF", bob.post("/proposals/"+p.ID+"/edit", form), http.StatusForbidden)
+	r := bob.postForm("/proposals/"+p.ID+"/edit", form)
+	wantStatus(t, "edit", r, http.StatusSeeOther)
+	loc := r.header.Get("Location")
+	revID := strings.TrimPrefix(loc, "/proposals/")
+	rev, err := c.app.Protocol.Get(context.Background(), p.TenantID, revID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "editor approves", bob.postForm(loc+"/approve", url.Values{"digest": {rev.ArgsDigest}}), http.StatusForbidden)
+	alice := c.alice()
+	wantStatus(t, "alice approves", alice.postForm(loc+"/approve", url.Values{"digest": {rev.ArgsDigest}}), http.StatusSeeOther)
+	rev, _ = c.app.Protocol.Get(context.Background(), p.TenantID, revID)
+	agent, err := c.app.Protocol.AuthenticateAgent(context.Background(), c.creds.AgentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.app.Protocol.Execute(context.Background(), agent, p.ID, rev.Token.Compact); !models.IsCode(err, models.EArgsMismatch) {
+		t.Fatalf("the original redeemed with the edit's token: %v", err)
+	}
+	ex, err := c.app.Protocol.Execute(context.Background(), agent, revID, rev.Token.Compact)
+	if err != nil || ex.Status != models.StatusSucceeded {
+		t.Fatalf("execute the edit: %v %+v", err, ex)
+	}
+}
+
+// Administrators manage reviewer groups on /admin/groups; reviewers may
+// not.
+func TestGroupsAdminPage(t *testing.T) {
+	c := openConsole(t)
+	admin := c.browser()
+	admin.mustLogin("demo", "admin", c.creds.AdminPassword)
+	wantStatus(t, "page", admin.get("/admin/groups"), http.StatusOK)
+	wantStatus(t, "create", admin.postForm("/admin/groups", url.Values{"name": {"finance"}}), http.StatusSeeOther)
+	r := admin.postForm("/admin/groups", url.Values{"name": {"finance"}})
+	wantStatus(t, "create twice", r, http.StatusConflict)
+	if !strings.Contains(testid(r.doc, "form-error"), "already exists") {
+		t.Errorf("form error %q", testid(r.doc, "form-error"))
+	}
+	wantStatus(t, "add", admin.postForm("/admin/groups/members", url.Values{"group": {"finance"}, "user": {"alice"}, "action": {"add"}}), http.StatusSeeOther)
+	wantStatus(t, "add nobody", admin.postForm("/admin/groups/members", url.Values{"group": {"finance"}, "user": {"nobody"}, "action": {"add"}}), http.StatusUnprocessableEntity)
+	r = admin.get("/admin/groups")
+	if got := testid(r.doc, "group-members"); got != "alice" {
+		t.Errorf("members %q", got)
+	}
+	wantStatus(t, "remove", admin.postForm("/admin/groups/members", url.Values{"group": {"finance"}, "user": {"alice"}, "action": {"remove"}}), http.StatusSeeOther)
+	if got := testid(admin.get("/admin/groups").doc, "group-members"); got != "" {
+		t.Errorf("members after removal %q", got)
+	}
+	alice := c.alice()
+	wantStatus(t, "reviewer", alice.get("/admin/groups"), http.StatusForbidden)
+	wantStatus(t, "reviewer creates", alice.postForm("/admin/groups", url.Values{"name": {"security"}}), http.StatusForbidden)
+}
