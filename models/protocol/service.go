@@ -353,7 +353,7 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
 	}
-	return p, true, nil
+	return s.applyMandates(ctx, agent, p), true, nil
 }
 
 // sameRequest decides whether prev, the agent's own proposal under the same

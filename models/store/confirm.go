@@ -184,6 +184,10 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 					return err
 				}
 			}
+		case p.QuorumMet() && p.Kind == models.KindMandate:
+			if err := s.grantMandate(tx, p, now); err != nil {
+				return err
+			}
 		case p.QuorumMet():
 			tok, err := issue(p)
 			if err != nil {
