@@ -76,12 +76,30 @@ type Deps struct {
 	// Events registers webhooks, serves the agents' event stream and the
 	// webhook admin pages (*events.Service); nil leaves them out.
 	Events Events
+	// Mandates serves standing mandates to agents and the mandates page
+	// (*protocol.Service); nil leaves them out.
+	Mandates Mandates
 }
 
 // Events is what the server needs for webhooks and event streams.
 type Events interface {
 	api.Events
 	console.WebhookService
+}
+
+// Mandates is what the agent API and the console need for standing
+// mandates.
+type Mandates interface {
+	api.Mandates
+	console.MandatesProtocol
+}
+
+// apiMandates keeps a nil Mandates a nil interface for the API handlers.
+func apiMandates(m Mandates) api.Mandates {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // StepUp is what the console needs for security keys.
@@ -96,6 +114,7 @@ var (
 	_ console.PagesProtocol = (*protocol.Service)(nil)
 	_ StepUp                = (*stepup.Service)(nil)
 	_ Events                = (*events.Service)(nil)
+	_ Mandates              = (*protocol.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -108,6 +127,7 @@ type consoleHandlers struct {
 	keys     *console.Keys     // nil without Deps.StepUp
 	passkeys *console.Passkeys // nil without Deps.StepUp
 	webhooks *console.Webhooks // nil without Deps.Events
+	mandates *console.Mandates // nil without Deps.Mandates
 	assets   *static.Assets
 }
 
@@ -135,6 +155,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		BaseURL:      cfg.BaseURL,
 		Events:       apiEvents(deps.Events),
+		Mandates:     apiMandates(deps.Mandates),
 	})
 
 	var con *consoleHandlers
@@ -152,6 +173,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Pages != nil {
 			con.pages = console.NewPages(deps.Pages, assets, clock, deps.StepUp)
+		}
+		if deps.Mandates != nil {
+			con.mandates = console.NewMandates(deps.Mandates, deps.Auth, assets, clock)
 		}
 		if deps.Events != nil {
 			con.webhooks = console.NewWebhooks(deps.Events, deps.Auth, assets)

@@ -61,6 +61,9 @@ type Options struct {
 	// Events serves webhook registration and the event stream
 	// (*events.Service); nil leaves those routes out.
 	Events Events
+	// Mandates serves the standing-mandate endpoints (*protocol.Service);
+	// nil leaves them out.
+	Mandates Mandates
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -70,16 +73,19 @@ type Handlers struct {
 	maxBody int64
 	baseURL string
 	events  Events
+	// mandates is nil when the mandate endpoints are off.
+	mandates Mandates
 }
 
 // New returns the API handlers over p.
 func New(p Protocol, opts Options) *Handlers {
 	h := &Handlers{
-		p:       p,
-		clock:   opts.Clock,
-		maxBody: opts.MaxBodyBytes,
-		baseURL: strings.TrimRight(opts.BaseURL, "/"),
-		events:  opts.Events,
+		p:        p,
+		clock:    opts.Clock,
+		maxBody:  opts.MaxBodyBytes,
+		baseURL:  strings.TrimRight(opts.BaseURL, "/"),
+		events:   opts.Events,
+		mandates: opts.Mandates,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}

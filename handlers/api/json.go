@@ -40,6 +40,13 @@ type proposalJSON struct {
 	Execution            *executionJSON        `json:"execution"`
 	Receipt              *models.Receipt       `json:"receipt"`
 	Problems             []fieldJSON           `json:"problems,omitempty"`
+	// Kind is "write", or "mandate" for a request of a standing mandate.
+	Kind string `json:"kind"`
+	// MandateID names the standing mandate that confirmed this write (or,
+	// for a mandate proposal, the mandate its grant made live);
+	// MandateNote says why a mandate covering it could not confirm it.
+	MandateID   string `json:"mandate_id,omitempty"`
+	MandateNote string `json:"mandate_note,omitempty"`
 }
 
 type confirmationJSON struct {
@@ -158,6 +165,12 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		UpdatedAt:     timestamp(p.UpdatedAt),
 		Decisions:     make([]decisionJSON, 0, len(p.Decisions)),
 		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Quorum},
+		Kind:          "write",
+		MandateID:     p.MandateID,
+		MandateNote:   p.MandateNote,
+	}
+	if p.Kind != "" {
+		out.Kind = p.Kind
 	}
 	if out.Preview == nil {
 		out.Preview = []models.PreviewField{}

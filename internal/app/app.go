@@ -224,7 +224,8 @@ func (a *App) init(ctx context.Context) error {
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
+			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events,
+			Mandates: a.Protocol})
 	return nil
 }
 
