@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +60,7 @@ type apiProposal struct {
 func TestMandateThroughAPIAndConsole(t *testing.T) {
 	c := openConsole(t)
 	terms := map[string]any{"tool": "refund_order", "tiers": []string{"low"}, "resource_pattern": "ord_1[0-9]{3}",
-		"money":   map[string]any{"field": "amount_minor", "currency": "CNY", "per_call_cap": 1000, "budget": 5000},
+		"money":    map[string]any{"field": "amount_minor", "currency": "CNY", "per_call_cap": 1000, "budget": 5000},
 		"max_uses": 10, "expires_at": c.clock.Now().Add(2 * time.Hour).Format(time.RFC3339), "reason": "sale refunds"}
 	var mp apiProposal
 	if st := mandateCall(t, c, "POST", "/api/v1/mandates", map[string]any{"terms": terms}, &mp); st != http.StatusCreated {
@@ -144,4 +147,24 @@ func TestMandateThroughAPIAndConsole(t *testing.T) {
 	m.mustLogin("globex", "mallory", "mallory-password-1")
 	m.get("/mandates")
 	wantStatus(t, "foreign revoke", m.postForm("/mandates/"+mp.MandateID+"/revoke", nil), http.StatusNotFound)
+}
+
+// The README's mandate request is accepted as written.
+func TestReadmeMandateRequest(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- snippet: mandate-request -->\n```json\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README has no mandate-request snippet")
+	}
+	c := openConsole(t)
+	var p apiProposal
+	if st := mandateCall(t, c, "POST", "/api/v1/mandates", json.RawMessage(m[1]), &p); st != http.StatusCreated {
+		t.Fatalf("README request: %d", st)
+	}
+	if p.Kind != "mandate" || p.Status != "awaiting_confirmation" {
+		t.Fatalf("README request gave %+v", p)
+	}
 }
