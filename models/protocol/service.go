@@ -235,6 +235,11 @@ func checkRequestKey(key string) error {
 // proposals per minute before the business system is asked, and is refused
 // when the agent already has as many open proposals as its limit allows.
 //
+// A new proposal that fits a live standing mandate of its agent and tool
+// comes back confirmed, with its token, without a person (see
+// applyMandates); one that a mandate covers but does not fit comes back
+// awaiting, with MandateNote saying why.
+//
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
 // stored as rejected; Details carries its id), ERateLimited (Details carries
