@@ -31,7 +31,16 @@ CREATE TABLE mandates (
 );
 CREATE INDEX mandates_tenant_tool ON mandates (tenant_id, tool, status);
 
+-- Who granted each mandate: while any of them is disabled, the mandate
+-- confirms nothing (the spending UPDATE checks it).
+CREATE TABLE mandate_grantors (
+    mandate_id  TEXT NOT NULL REFERENCES mandates(id),
+    user_id     TEXT NOT NULL REFERENCES users(id),
+    PRIMARY KEY (mandate_id, user_id)
+);
+
 -- +goose Down
+DROP TABLE mandate_grantors;
 DROP TABLE mandates;
 ALTER TABLE proposals DROP COLUMN mandate_note;
 ALTER TABLE proposals DROP COLUMN mandate_id;

@@ -232,12 +232,16 @@ type Mandate struct {
 	GrantedAt    time.Time
 	RevokedAt    *time.Time
 	RevokedBy    string
+	// GrantorDisabled is set when a grantor's account is disabled: the
+	// mandate then confirms nothing (until the account is enabled again
+	// or an administrator revokes the mandate).
+	GrantorDisabled bool
 }
 
 // Live reports whether the mandate may confirm writes at now (right-open
-// at ExpiresAt).
+// at ExpiresAt): active, unexpired, and no grantor disabled.
 func (m *Mandate) Live(now time.Time) bool {
-	return m.Status == MandateActive && now.Before(m.Terms.ExpiresAt)
+	return m.Status == MandateActive && now.Before(m.Terms.ExpiresAt) && !m.GrantorDisabled
 }
 
 // Covers reports whether the mandate is meant for the agent's proposals of
@@ -257,6 +261,7 @@ const (
 	MandateTierAbove     = "risk tier above the mandate"
 	MandateResourceOut   = "resource not covered by the mandate"
 	MandateCurrencyOther = "currency not covered by the mandate"
+	MandateGrantorOff    = "a grantor of the mandate was disabled"
 )
 
 // Fit decides whether p, a write proposal of a covered agent and tool, fits
@@ -269,6 +274,8 @@ func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) 
 	switch {
 	case m.Status == MandateRevoked:
 		return 0, MandateRevokedReason
+	case m.GrantorDisabled:
+		return 0, MandateGrantorOff
 	case !m.Live(now):
 		return 0, MandateExpired
 	case !slices.Contains(t.Tiers, p.Tier.Name):

@@ -102,6 +102,8 @@ func (h *Mandates) row(m models.Mandate, names map[string]string, now time.Time,
 	switch {
 	case m.Status == models.MandateRevoked:
 		r.TimeLeft = "revoked"
+	case m.GrantorDisabled:
+		r.TimeLeft = "stopped: a grantor was disabled"
 	case !m.Live(now):
 		r.TimeLeft = "expired"
 	default:

@@ -355,3 +355,33 @@ func TestMandateBudgetUnderConcurrency(t *testing.T) {
 		}
 	})
 }
+
+// A mandate stands on its grantors: while one of them is disabled it
+// confirms nothing — also for a write that read it as live just before —
+// and it resumes when the account is enabled again.
+func TestMandateStopsWhileAGrantorIsDisabled(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		m := e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
+		p := e.outside()
+		if _, err := e.store.AdminSetUserDisabled(e.ctx, e.admin, e.alice.ID, true, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.store.ConfirmByMandate(e.ctx, e.tenant, p.ID, m.ID, 100, e.clock.Now(), e.issueNothing(t))
+		var refused *store.MandateRefused
+		if !asErr(err, &refused) || refused.Reason != models.MandateGrantorOff {
+			t.Fatalf("spend with a disabled grantor: %v", err)
+		}
+		if got := e.mandate(m.ID); got.Live(e.clock.Now()) || !got.GrantorDisabled {
+			t.Fatalf("mandate with a disabled grantor: %+v", got)
+		}
+		if w := e.propose("ord_1001", 100); w.Status != models.StatusAwaitingConfirmation || w.MandateNote != models.MandateGrantorOff {
+			t.Fatalf("write with a disabled grantor: %s %q", w.Status, w.MandateNote)
+		}
+		if _, err := e.store.AdminSetUserDisabled(e.ctx, e.admin, e.alice.ID, false, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if w := e.propose("ord_1002", 100); w.Status != models.StatusConfirmed {
+			t.Fatalf("write after the grantor was enabled: %s %q", w.Status, w.MandateNote)
+		}
+	})
+}

@@ -29,14 +29,31 @@ type mandateRow struct {
 	GrantedAt   int64
 	RevokedAt   *int64
 	RevokedBy   string
+	// GrantorDisabled is read with mandateColumns, never written.
+	GrantorDisabled bool `gorm:"->;-:migration"`
 }
 
 func (mandateRow) TableName() string { return "mandates" }
 
+type mandateGrantorRow struct {
+	MandateID string `gorm:"primaryKey"`
+	UserID    string `gorm:"primaryKey"`
+}
+
+func (mandateGrantorRow) TableName() string { return "mandate_grantors" }
+
+// grantorDisabled is the condition, on a statement over mandates, that one
+// of the mandate's grantors is disabled now.
+const grantorDisabled = "EXISTS (SELECT 1 FROM mandate_grantors g JOIN users u ON u.id = g.user_id" +
+	" WHERE g.mandate_id = mandates.id AND u.disabled)"
+
+// mandateColumns reads a mandate row with whether a grantor is disabled.
+const mandateColumns = "mandates.*, " + grantorDisabled + " AS grantor_disabled"
+
 func (r mandateRow) model() (models.Mandate, error) {
 	m := models.Mandate{ID: r.ID, TenantID: r.TenantID, ProposalID: r.ProposalID, TermsDigest: r.TermsDigest,
 		Status: models.MandateStatus(r.Status), Spent: r.Spent, Uses: r.Uses, GrantedAt: fromMS(r.GrantedAt),
-		RevokedAt: fromMSPtr(r.RevokedAt), RevokedBy: r.RevokedBy}
+		RevokedAt: fromMSPtr(r.RevokedAt), RevokedBy: r.RevokedBy, GrantorDisabled: r.GrantorDisabled}
 	if err := json.Unmarshal([]byte(r.Terms), &m.Terms); err != nil {
 		return m, fmt.Errorf("mandate %s terms: %w", r.ID, err)
 	}
@@ -76,6 +93,11 @@ func (s *Store) grantMandate(tx *gorm.DB, p *models.Proposal, now time.Time) err
 	}
 	if err := tx.Create(&row).Error; err != nil {
 		return err
+	}
+	for _, g := range grantors {
+		if err := tx.Create(&mandateGrantorRow{MandateID: row.ID, UserID: g}).Error; err != nil {
+			return err
+		}
 	}
 	ok, err := transition(tx, p.TenantID, p.ID, models.StatusConfirmed, now, "")
 	if err != nil {
@@ -127,13 +149,14 @@ func (s *Store) ConfirmByMandate(ctx context.Context, tenantID, proposalID, mand
 			Where("tenant_id = ? AND id = ? AND status = ? AND expires_at > ?",
 				tenantID, mandateID, string(models.MandateActive), ms(now)).
 			Where("(budget IS NULL OR spent + ? <= budget) AND (max_uses IS NULL OR uses < max_uses)", amount).
+			Where("NOT " + grantorDisabled).
 			Updates(map[string]any{"spent": gorm.Expr("spent + ?", amount), "uses": gorm.Expr("uses + 1")})
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
 			var row mandateRow
-			if err := tx.Where("tenant_id = ? AND id = ?", tenantID, mandateID).Take(&row).Error; err != nil {
+			if err := tx.Select(mandateColumns).Where("tenant_id = ? AND id = ?", tenantID, mandateID).Take(&row).Error; err != nil {
 				return notFound(err, "no mandate %q", mandateID)
 			}
 			m, err := row.model()
@@ -209,7 +232,7 @@ func (s *Store) NoteMandate(ctx context.Context, tenantID, proposalID, note stri
 // expiry first, whatever their expiry (Fit tells an expired one).
 func (s *Store) LiveMandates(ctx context.Context, tenantID, tool string) ([]models.Mandate, error) {
 	var rows []mandateRow
-	err := s.read.WithContext(ctx).Where("tenant_id = ? AND tool = ? AND status = ?", tenantID, tool, string(models.MandateActive)).
+	err := s.read.WithContext(ctx).Select(mandateColumns).Where("tenant_id = ? AND tool = ? AND status = ?", tenantID, tool, string(models.MandateActive)).
 		Order("expires_at, id").Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -221,7 +244,7 @@ func (s *Store) LiveMandates(ctx context.Context, tenantID, tool string) ([]mode
 // 200.
 func (s *Store) ListMandates(ctx context.Context, tenantID string) ([]models.Mandate, error) {
 	var rows []mandateRow
-	err := s.read.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("granted_at DESC, id DESC").Limit(200).Find(&rows).Error
+	err := s.read.WithContext(ctx).Select(mandateColumns).Where("tenant_id = ?", tenantID).Order("granted_at DESC, id DESC").Limit(200).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
 	}
@@ -249,7 +272,7 @@ func (s *Store) ListMandates(ctx context.Context, tenantID string) ([]models.Man
 // tenants' ids).
 func (s *Store) GetMandate(ctx context.Context, tenantID, id string) (models.Mandate, error) {
 	var row mandateRow
-	if err := s.read.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+	if err := s.read.WithContext(ctx).Select(mandateColumns).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
 		return models.Mandate{}, notFound(err, "no mandate %q", id)
 	}
 	m, err := row.model()
