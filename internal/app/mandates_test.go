@@ -75,6 +75,11 @@ func TestMandateThroughAPIAndConsole(t *testing.T) {
 	}
 
 	alice := c.alice()
+	pending := alice.get("/")
+	wantStatus(t, "pending list", pending, http.StatusOK)
+	if !strings.Contains(pending.body, "Standing mandate: Refund an order") {
+		t.Fatal("the pending list does not say the proposal asks for a mandate")
+	}
 	pg := alice.get("/proposals/" + mp.ID)
 	wantStatus(t, "mandate proposal page", pg, http.StatusOK)
 	if !strings.Contains(pg.body, "Standing mandate") || !strings.Contains(pg.body, "¥10.00") {
