@@ -97,6 +97,9 @@ func TestMandateThroughAPIAndConsole(t *testing.T) {
 	if st := mandateCall(t, c, "GET", "/api/v1/mandates/"+mp.MandateID, nil, &md); st != http.StatusOK || !md.Live {
 		t.Fatalf("mandate: %d %+v", st, md)
 	}
+	if st := mandateCall(t, c, "GET", "/api/v1/mandates/mdt_unknown", nil, nil); st != http.StatusNotFound {
+		t.Fatalf("unknown mandate: %d", st)
+	}
 
 	refund := func(order string, amount int64) apiProposal {
 		var p apiProposal

@@ -211,6 +211,22 @@ func TestMandateUseCount(t *testing.T) {
 	if m := e.mandate(m.ID); m.Uses != 2 || m.Spent != 1800 {
 		t.Fatalf("uses %d spent %d", m.Uses, m.Spent)
 	}
+	// A mandate never grants another mandate: asking for one always
+	// takes a person.
+	again := e.grantable(lowRefunds(e, 1000, 0, 2))
+	if again.Status != models.StatusAwaitingConfirmation || again.MandateID != "" {
+		t.Fatalf("a mandate request under a live mandate: %s %q", again.Status, again.MandateID)
+	}
+}
+
+// grantable asks for a mandate and returns the proposal as the agent gets it.
+func (e *env) grantable(terms models.MandateTerms) *models.Proposal {
+	e.t.Helper()
+	p, _, err := e.svc.RequestMandate(e.ctx, e.agent, protocol.MandateInput{Terms: terms})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
 }
 
 // At the exact expiry instant (right-open) the database refuses the spend
