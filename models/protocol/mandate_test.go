@@ -401,3 +401,37 @@ func TestMandateStopsWhileAGrantorIsDisabled(t *testing.T) {
 		}
 	})
 }
+
+// The grant follows the same people rules as a write: the owner of the
+// asking agent may not grant it the mandate (the low tier does not allow
+// self-approval), someone else may; and the mandate covers only the agents
+// it names.
+func TestMandateGrantPeopleRules(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	bob := e.user("bob", models.RoleReviewer)
+	bot, err := e.store.CreateAgent(e.ctx, e.tenant, "bobs-bot", bob.ID, "sha256:bobs-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms := lowRefunds(e, 1000, 10000, 0)
+	p, _, err := e.svc.RequestMandate(e.ctx, bot, protocol.MandateInput{Terms: terms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	wantCode(t, err, models.ESelfApproval)
+	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:other"})
+	wantCode(t, err, models.EArgsMismatch)
+	got, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	if err != nil || got.MandateID == "" {
+		t.Fatalf("alice grants bob's bot: %v", err)
+	}
+	// The demo agent is not covered: its write waits, with no note.
+	if w := e.propose("ord_1001", 100); w.Status != models.StatusAwaitingConfirmation || w.MandateNote != "" {
+		t.Fatalf("write of an agent the mandate does not name: %s %q", w.Status, w.MandateNote)
+	}
+	w, _, err := e.svc.Propose(e.ctx, bot, protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1002", 100)})
+	if err != nil || w.Status != models.StatusConfirmed {
+		t.Fatalf("write of the covered agent: %v %v", w, err)
+	}
+}
