@@ -34,8 +34,11 @@ const (
 // MandateTerms are what a standing mandate allows. A proposal fits when
 // every stated term holds; terms left empty do not restrict.
 type MandateTerms struct {
-	// Tool is the one tool the mandate covers.
-	Tool string `json:"tool"`
+	// Tool is the one tool the mandate covers, under the rules of
+	// PolicyVersion (set from the registry when asked for): when the tool's
+	// rules change, the mandate covers nothing more.
+	Tool          string `json:"tool"`
+	PolicyVersion string `json:"policy_version"`
 	// Agents are the ids of the agents whose proposals it covers.
 	Agents []string `json:"agents"`
 	// Tiers are the risk tiers of Tool it covers, strictest first: the
@@ -78,10 +81,11 @@ type MandateMoney struct {
 // argument names, its money fields (display kind money, with the field
 // naming their currency) and its tiers, strictest first.
 type MandateTool struct {
-	Name       string
-	Properties []string
-	Money      map[string]string // amount field → currency field
-	Tiers      []string
+	Name          string
+	PolicyVersion string
+	Properties    []string
+	Money         map[string]string // amount field → currency field
+	Tiers         []string
 }
 
 var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
@@ -97,6 +101,7 @@ func (t *MandateTerms) Check(tool MandateTool, now time.Time) error {
 	if t.Tool != tool.Name {
 		bad("/tool", "no tool named %q", t.Tool)
 	}
+	t.PolicyVersion = tool.PolicyVersion
 	t.Reason = strings.TrimSpace(t.Reason)
 	if t.Reason == "" || utf8.RuneCountInString(t.Reason) > MaxMandateReason {
 		bad("/reason", "say why the mandate is needed (1–%d characters)", MaxMandateReason)
@@ -262,6 +267,7 @@ const (
 	MandateResourceOut   = "resource not covered by the mandate"
 	MandateCurrencyOther = "currency not covered by the mandate"
 	MandateGrantorOff    = "a grantor of the mandate was disabled"
+	MandatePolicyOther   = "the tool's rules changed since the mandate was granted"
 )
 
 // Fit decides whether p, a write proposal of a covered agent and tool, fits
@@ -278,6 +284,8 @@ func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) 
 		return 0, MandateGrantorOff
 	case !m.Live(now):
 		return 0, MandateExpired
+	case p.PolicyVersion != t.PolicyVersion:
+		return 0, MandatePolicyOther
 	case !slices.Contains(t.Tiers, p.Tier.Name):
 		return 0, MandateTierAbove
 	}
@@ -362,7 +370,7 @@ func (t *MandateTerms) Preview(money func(minor int64, currency string) (string,
 		b, _ := json.Marshal(v)
 		out = append(out, PreviewField{Name: name, Label: label, Value: b, Display: display})
 	}
-	add("tool", "Tool", t.Tool, t.Tool)
+	add("tool", "Tool", t.Tool, t.Tool+" (rules "+t.PolicyVersion+")")
 	add("agents", "Agents", t.Agents, strings.Join(t.Agents, ", "))
 	add("tiers", "Risk tiers covered", t.Tiers, strings.Join(t.Tiers, ", "))
 	if t.ResourcePattern != "" {

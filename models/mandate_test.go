@@ -8,7 +8,7 @@ import (
 	"github.com/countersign/countersign/models"
 )
 
-var refundTool = models.MandateTool{Name: "refund_order", Properties: []string{"order_id", "amount_minor", "currency", "reason"},
+var refundTool = models.MandateTool{Name: "refund_order", PolicyVersion: "refund-1", Properties: []string{"order_id", "amount_minor", "currency", "reason"},
 	Money: map[string]string{"amount_minor": "currency"}, Tiers: []string{"quorum", "high", "low"}}
 
 var t0 = time.Date(2026, 9, 1, 6, 20, 0, 0, time.UTC)
@@ -57,7 +57,7 @@ func TestMandateTermsCanonical(t *testing.T) {
 
 func proposal(order string, amount int64, currency, reason, tier string) *models.Proposal {
 	args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": currency, "reason": reason})
-	return &models.Proposal{Tool: "refund_order", Resource: order, Arguments: args, Tier: models.Tier{Name: tier}}
+	return &models.Proposal{Tool: "refund_order", Resource: order, Arguments: args, Tier: models.Tier{Name: tier}, PolicyVersion: "refund-1"}
 }
 
 func TestMandateFit(t *testing.T) {
@@ -88,6 +88,11 @@ func TestMandateFit(t *testing.T) {
 		if amount != c.amount || reason != c.reason {
 			t.Errorf("case %d: got %d %q, want %d %q", i, amount, reason, c.amount, c.reason)
 		}
+	}
+	other := proposal("ord_1", 400, "CNY", "late", "low")
+	other.PolicyVersion = "refund-2"
+	if _, reason := m.Fit(other, t0); reason != models.MandatePolicyOther {
+		t.Errorf("another policy version: %q", reason)
 	}
 	// A batch fits only when every id of its set is allowed.
 	batch := proposal("", 100, "CNY", "late", "low")

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -433,5 +435,22 @@ func TestMandateGrantPeopleRules(t *testing.T) {
 	w, _, err := e.svc.Propose(e.ctx, bot, protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1002", 100)})
 	if err != nil || w.Status != models.StatusConfirmed {
 		t.Fatalf("write of the covered agent: %v %v", w, err)
+	}
+}
+
+// A mandate is granted under the tool's rules of the day: once the
+// registry's rules for the tool change (a new policy version), it covers
+// nothing more, even while live.
+func TestMandateEndsWithTheToolsRules(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
+	reg, err := registry.Parse([]byte(strings.Replace(string(registry.DemoYAML()),
+		"policy_version: refund-2026-11.1", "policy_version: refund-2026-12.1", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = e.newService(reg)
+	if p := e.propose("ord_1001", 100); p.Status != models.StatusAwaitingConfirmation || p.MandateNote != models.MandatePolicyOther {
+		t.Fatalf("write under new rules: %s %q", p.Status, p.MandateNote)
 	}
 }

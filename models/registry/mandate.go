@@ -7,7 +7,7 @@ import "github.com/countersign/countersign/models"
 // field naming their currency, and its risk tiers strictest first (the
 // order of its risk rules, a tier named once).
 func (t *Tool) MandateTool() models.MandateTool {
-	mt := models.MandateTool{Name: t.Name, Properties: append([]string(nil), t.order...), Money: map[string]string{}}
+	mt := models.MandateTool{Name: t.Name, PolicyVersion: t.PolicyVersion, Properties: append([]string(nil), t.order...), Money: map[string]string{}}
 	for f, d := range t.display {
 		if d.kind == kindMoney {
 			mt.Money[f] = d.currencyField
