@@ -61,6 +61,8 @@ type Options struct {
 	// Events serves webhook registration and the event stream
 	// (*events.Service); nil leaves those routes out.
 	Events Events
+	// Tools serves GET /api/v1/tools; the listing answers not_found when nil.
+	Tools ToolExporter
 	// Mandates serves the standing-mandate endpoints (*protocol.Service);
 	// nil leaves them out.
 	Mandates Mandates
@@ -73,6 +75,7 @@ type Handlers struct {
 	maxBody int64
 	baseURL string
 	events  Events
+	tools   ToolExporter
 	// mandates is nil when the mandate endpoints are off.
 	mandates Mandates
 }
@@ -85,6 +88,7 @@ func New(p Protocol, opts Options) *Handlers {
 		maxBody:  opts.MaxBodyBytes,
 		baseURL:  strings.TrimRight(opts.BaseURL, "/"),
 		events:   opts.Events,
+		tools:    opts.Tools,
 		mandates: opts.Mandates,
 	}
 	if h.clock == nil {

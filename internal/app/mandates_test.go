@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/models"
 )
 
-// mandateCall sends a JSON request with the demo agent's key and decodes
-// the answer into out.
+// mandateCall sends a JSON request with the demo agent's key, checks the
+// answer against the OpenAPI document and decodes it into out.
 func mandateCall(t *testing.T, c *console, method, path string, body any, out any) int {
 	t.Helper()
 	var rd *bytes.Reader
@@ -29,7 +30,7 @@ func mandateCall(t *testing.T, c *console, method, path string, body any, out an
 	req, _ := http.NewRequest(method, c.srv.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+c.creds.AgentKey)
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	res, err := apitest.Client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
