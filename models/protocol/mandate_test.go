@@ -156,7 +156,7 @@ func TestMandateConfirmsFittingWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ex.Status != models.StatusSucceeded || got.Execution.Receipt().MandateID != m.ID ||
+		if ex.Status != models.StatusSucceeded || ex.Receipt().MandateID != m.ID || got.Execution.Receipt().MandateID != m.ID ||
 			!slices.Equal(got.Execution.Receipt().MandateGrantors, []string{e.alice.ID}) {
 			t.Fatalf("receipt %+v", got.Execution.Receipt())
 		}
