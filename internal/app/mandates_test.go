@@ -125,6 +125,9 @@ func TestMandateThroughAPIAndConsole(t *testing.T) {
 
 	list := alice.get("/mandates")
 	wantStatus(t, "mandates page", list, http.StatusOK)
+	if !strings.Contains(pending.body, `href="/mandates"`) {
+		t.Error("the navigation does not link the mandates page")
+	}
 	if got := testid(list.doc, "mandate-spent"); got != "¥9.00 / ¥50.00" {
 		t.Fatalf("spent shown %q", got)
 	}
