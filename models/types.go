@@ -285,6 +285,9 @@ type Execution struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	CompletedAt   *time.Time
+	// ReceiptJWS is the signed receipt (SignedReceipt as a compact JWS) of
+	// a settled execution; "" before it settles.
+	ReceiptJWS string
 	// MandateID and MandateGrantors name the standing mandate that
 	// confirmed the write, and who granted it (empty: a person confirmed).
 	MandateID       string

@@ -93,6 +93,9 @@ type Deps struct {
 	// Events registers webhooks, serves the agents' event stream and the
 	// webhook admin pages (*events.Service); nil leaves them out.
 	Events Events
+	// Audit serves signed receipts and the audit log to the API and the
+	// console (*protocol.Service); nil leaves them out.
+	Audit Audit
 	// Mandates serves standing mandates to agents and the mandates page
 	// (*protocol.Service); nil leaves them out.
 	Mandates Mandates
@@ -102,6 +105,12 @@ type Deps struct {
 type Events interface {
 	api.Events
 	console.WebhookService
+}
+
+// Audit is what receipts and the audit pages need.
+type Audit interface {
+	api.AuditProtocol
+	console.AuditProtocol
 }
 
 // Mandates is what the agent API and the console need for standing
@@ -131,6 +140,7 @@ var (
 	_ console.PagesProtocol = (*protocol.Service)(nil)
 	_ StepUp                = (*stepup.Service)(nil)
 	_ Events                = (*events.Service)(nil)
+	_ Audit                 = (*protocol.Service)(nil)
 	_ Mandates              = (*protocol.Service)(nil)
 )
 
@@ -140,11 +150,12 @@ type consoleHandlers struct {
 	sessions *session.Manager
 	auth     *console.AuthHandlers
 	admin    *console.AdminHandlers
-	pages    *console.Pages    // nil without Deps.Pages
-	keys     *console.Keys     // nil without Deps.StepUp
-	passkeys *console.Passkeys // nil without Deps.StepUp
-	webhooks *console.Webhooks // nil without Deps.Events
-	mandates *console.Mandates // nil without Deps.Mandates
+	pages    *console.Pages      // nil without Deps.Pages
+	keys     *console.Keys       // nil without Deps.StepUp
+	passkeys *console.Passkeys   // nil without Deps.StepUp
+	webhooks *console.Webhooks   // nil without Deps.Events
+	audit    *console.AuditPages // nil without Deps.Audit
+	mandates *console.Mandates   // nil without Deps.Mandates
 	assets   *static.Assets
 }
 
@@ -173,6 +184,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		BaseURL:      cfg.BaseURL,
 		Events:       apiEvents(deps.Events),
 		Tools:        deps.Tools,
+		Audit:        deps.Audit,
 		Mandates:     apiMandates(deps.Mandates),
 	})
 
@@ -197,6 +209,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Events != nil {
 			con.webhooks = console.NewWebhooks(deps.Events, deps.Auth, assets)
+		}
+		if deps.Audit != nil {
+			con.audit = console.NewAuditPages(deps.Audit, assets)
 		}
 		if deps.StepUp != nil {
 			con.keys = console.NewKeys(deps.StepUp, assets)
@@ -227,7 +242,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		requestID(),
 		serverSpan(cfg.Tracer),
 		noSniff,
-		session.SecurityHeaders(cfg.Secure),
+		securityHeaders(cfg.Secure),
 		accessLog(logger),
 		drainMiddleware(cfg.Drain),
 		recoverPanics,

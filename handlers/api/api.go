@@ -63,6 +63,8 @@ type Options struct {
 	Events Events
 	// Tools serves GET /api/v1/tools; the listing answers not_found when nil.
 	Tools ToolExporter
+	// Audit serves receipts and the audit log; nil leaves them out.
+	Audit AuditProtocol
 	// Mandates serves the standing-mandate endpoints (*protocol.Service);
 	// nil leaves them out.
 	Mandates Mandates
@@ -76,6 +78,7 @@ type Handlers struct {
 	baseURL string
 	events  Events
 	tools   ToolExporter
+	audit   AuditProtocol
 	// mandates is nil when the mandate endpoints are off.
 	mandates Mandates
 }
@@ -89,6 +92,7 @@ func New(p Protocol, opts Options) *Handlers {
 		baseURL:  strings.TrimRight(opts.BaseURL, "/"),
 		events:   opts.Events,
 		tools:    opts.Tools,
+		audit:    opts.Audit,
 		mandates: opts.Mandates,
 	}
 	if h.clock == nil {
@@ -103,6 +107,9 @@ func New(p Protocol, opts Options) *Handlers {
 // MaxBodyBytes reports the body limit in force, so that the server's
 // transport-level limit agrees with the decoder's.
 func (h *Handlers) MaxBodyBytes() int64 { return h.maxBody }
+
+// ServesAudit reports whether receipts and the audit log are served.
+func (h *Handlers) ServesAudit() bool { return h.audit != nil }
 
 // NoStore marks every response of the wrapped routes as not cacheable:
 // proposals, tokens and errors are per-caller and change over time. It sets
