@@ -111,6 +111,18 @@ type Proposal struct {
 	ExpiresAt         time.Time
 	UpdatedAt         time.Time
 	Problems          []FieldProblem // why the business system rejected it (rejected only)
+	// Kind is "" for a write and KindMandate for a request of a standing
+	// mandate (Arguments are then its canonical terms).
+	Kind string
+	// MandateID names the mandate that confirmed this write without a
+	// person, or for a mandate proposal the mandate its grant made live.
+	MandateID string
+	// MandateNote says why a mandate covering this write could not
+	// confirm it ("over per-call cap", "budget exhausted", …): a person
+	// must.
+	MandateNote string
+	// MandateGrantors are the user ids that granted MandateID.
+	MandateGrantors []string
 
 	Decisions []Decision
 	Token     *Token     // set once confirmed
@@ -291,6 +303,10 @@ type Execution struct {
 	// ReceiptJWS is the signed receipt (SignedReceipt as a compact JWS) of
 	// a settled execution; "" before it settles.
 	ReceiptJWS string
+	// MandateID and MandateGrantors name the standing mandate that
+	// confirmed the write, and who granted it (empty: a person confirmed).
+	MandateID       string
+	MandateGrantors []string
 }
 
 // Receipt is what proves what ran and what the business system answered.
@@ -305,6 +321,11 @@ type Receipt struct {
 	ArgsDigest    string     `json:"args_digest"`
 	ProviderRef   string     `json:"provider_ref"`
 	CompletedAt   *time.Time `json:"completed_at"`
+	// MandateID and MandateGrantors name the standing mandate that
+	// confirmed the write and the user ids that granted it; empty when a
+	// person confirmed this write.
+	MandateID       string   `json:"mandate_id,omitempty"`
+	MandateGrantors []string `json:"mandate_grantors,omitempty"`
 }
 
 // Receipt returns the execution's receipt.
@@ -312,7 +333,7 @@ func (e *Execution) Receipt() Receipt {
 	return Receipt{
 		ExecutionID: e.ID, RequestKey: e.RequestKey, DownstreamKey: e.DownstreamKey, Operation: e.Operation,
 		Status: e.Status, ArgsDigest: e.ArgsDigest, ProviderRef: e.ProviderRef,
-		CompletedAt: e.CompletedAt,
+		CompletedAt: e.CompletedAt, MandateID: e.MandateID, MandateGrantors: e.MandateGrantors,
 	}
 }
 
@@ -339,6 +360,9 @@ type Claims struct {
 	AMR               []string `json:"amr"`
 	IssuedAt          int64    `json:"iat"`
 	Expiry            int64    `json:"exp"`
+	// MandateID names the standing mandate that confirmed the write (amr
+	// then is ["mandate"] and approvers its grantors).
+	MandateID string `json:"mandate_id,omitempty"`
 }
 
 // DutyConflictError is the EDutyConflict refusal of an approval that

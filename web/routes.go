@@ -31,6 +31,10 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 	v1.Match(getHead, "/proposals/:id", a.GetProposal, agent...)
 	v1.POST("/proposals/:id/cancel", a.CancelProposal, agent...)
 	v1.POST("/executions", a.Execute, agent...)
+	if a.HasMandates() {
+		v1.POST("/mandates", a.RequestMandate, agent...)
+		v1.Match(getHead, "/mandates/:id", a.GetMandate, agent...)
+	}
 	if a.HasEvents() {
 		// Webhook endpoints of the calling agent, and its event stream.
 		v1.POST("/webhooks", a.CreateWebhook, agent...)
@@ -121,6 +125,11 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 		e.Match(getHead, "/executions/:id/receipt.jws", au.DownloadReceipt, page...)
 		e.Match(getHead, "/proposals/:id/audit", au.ProposalAudit, page...)
 		e.Match(getHead, "/audit", au.TenantAudit, adminPage...)
+	}
+	// Standing mandates: every reviewer sees them; administrators revoke.
+	if md := con.mandates; md != nil {
+		e.Match(getHead, "/mandates", md.Page, page...)
+		e.POST("/mandates/:id/revoke", md.Revoke, adminForm...)
 	}
 
 	// Administration: agents and reviewers of the admin's own tenant.

@@ -99,6 +99,9 @@ type Deps struct {
 	// Audit serves signed receipts and the audit log to the API and the
 	// console (*protocol.Service); nil leaves them out.
 	Audit Audit
+	// Mandates serves standing mandates to agents and the mandates page
+	// (*protocol.Service); nil leaves them out.
+	Mandates Mandates
 }
 
 // Events is what the server needs for webhooks and event streams.
@@ -111,6 +114,21 @@ type Events interface {
 type Audit interface {
 	api.AuditProtocol
 	console.AuditProtocol
+}
+
+// Mandates is what the agent API and the console need for standing
+// mandates.
+type Mandates interface {
+	api.Mandates
+	console.MandatesProtocol
+}
+
+// apiMandates keeps a nil Mandates a nil interface for the API handlers.
+func apiMandates(m Mandates) api.Mandates {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // StepUp is what the console needs for security keys.
@@ -126,6 +144,7 @@ var (
 	_ StepUp                = (*stepup.Service)(nil)
 	_ Events                = (*events.Service)(nil)
 	_ Audit                 = (*protocol.Service)(nil)
+	_ Mandates              = (*protocol.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -140,6 +159,7 @@ type consoleHandlers struct {
 	webhooks *console.Webhooks   // nil without Deps.Events
 	audit    *console.AuditPages // nil without Deps.Audit
 	groups   *console.Groups     // nil without Deps.Groups
+	mandates *console.Mandates   // nil without Deps.Mandates
 	assets   *static.Assets
 }
 
@@ -169,6 +189,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		Events:       apiEvents(deps.Events),
 		Tools:        deps.Tools,
 		Audit:        deps.Audit,
+		Mandates:     apiMandates(deps.Mandates),
 	})
 
 	var con *consoleHandlers
@@ -186,6 +207,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Pages != nil {
 			con.pages = console.NewPages(deps.Pages, assets, clock, deps.StepUp)
+		}
+		if deps.Mandates != nil {
+			con.mandates = console.NewMandates(deps.Mandates, deps.Auth, assets, clock)
 		}
 		if deps.Events != nil {
 			con.webhooks = console.NewWebhooks(deps.Events, deps.Auth, assets)

@@ -64,6 +64,10 @@ Usage:
                                      withdraw a confirmation before it is used
                                      (or before a failed attempt is retried);
                                      the administrator's password on stdin
+  countersign mandate list --tenant T --user U
+  countersign mandate revoke MANDATE_ID --tenant T --user ADMIN
+                                     list standing mandates with their usage,
+                                     or stop one at once; password on stdin
   countersign keys rotate            sign new tokens with a new key; prints its kid
   countersign keys rekey --kek-file NEW [--old-kek-file OLD]
                                      encrypt the stored keys under a new
@@ -147,6 +151,9 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 			"list": c.reviewList, "show": c.reviewShow, "approve": c.reviewApprove, "decline": c.reviewDecline})
 	case "revoke":
 		return c.revoke(ctx, rest)
+	case "mandate":
+		return c.group(ctx, "mandate", rest, map[string]func(context.Context, []string) error{
+			"list": c.mandateList, "revoke": c.mandateRevoke})
 	case "keys":
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate, "rekey": c.keysRekey})
 	case "tools":

@@ -65,6 +65,9 @@ type Options struct {
 	Tools ToolExporter
 	// Audit serves receipts and the audit log; nil leaves them out.
 	Audit AuditProtocol
+	// Mandates serves the standing-mandate endpoints (*protocol.Service);
+	// nil leaves them out.
+	Mandates Mandates
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -76,18 +79,21 @@ type Handlers struct {
 	events  Events
 	tools   ToolExporter
 	audit   AuditProtocol
+	// mandates is nil when the mandate endpoints are off.
+	mandates Mandates
 }
 
 // New returns the API handlers over p.
 func New(p Protocol, opts Options) *Handlers {
 	h := &Handlers{
-		p:       p,
-		clock:   opts.Clock,
-		maxBody: opts.MaxBodyBytes,
-		baseURL: strings.TrimRight(opts.BaseURL, "/"),
-		events:  opts.Events,
-		tools:   opts.Tools,
-		audit:   opts.Audit,
+		p:        p,
+		clock:    opts.Clock,
+		maxBody:  opts.MaxBodyBytes,
+		baseURL:  strings.TrimRight(opts.BaseURL, "/"),
+		events:   opts.Events,
+		tools:    opts.Tools,
+		audit:    opts.Audit,
+		mandates: opts.Mandates,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}

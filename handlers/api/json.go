@@ -43,6 +43,13 @@ type proposalJSON struct {
 	// Supersedes and SupersededBy link versions a reviewer's edit made.
 	Supersedes   *editJSON `json:"supersedes,omitempty"`
 	SupersededBy *editJSON `json:"superseded_by,omitempty"`
+	// Kind is "write", or "mandate" for a request of a standing mandate.
+	Kind string `json:"kind"`
+	// MandateID names the standing mandate that confirmed this write (or,
+	// for a mandate proposal, the mandate its grant made live);
+	// MandateNote says why a mandate covering it could not confirm it.
+	MandateID   string `json:"mandate_id,omitempty"`
+	MandateNote string `json:"mandate_note,omitempty"`
 }
 
 type confirmationJSON struct {
@@ -166,6 +173,12 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		UpdatedAt:     timestamp(p.UpdatedAt),
 		Decisions:     make([]decisionJSON, 0, len(p.Decisions)),
 		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Approvers(), Factors: newFactorsJSON(p)},
+		Kind:          "write",
+		MandateID:     p.MandateID,
+		MandateNote:   p.MandateNote,
+	}
+	if p.Kind != "" {
+		out.Kind = p.Kind
 	}
 	if out.Preview == nil {
 		out.Preview = []models.PreviewField{}

@@ -260,7 +260,7 @@ func confirmationText(t models.Tier) string {
 // in the reviewer's zone by the tool that made them, or the stored preview
 // when the tool or its policy changed since.
 func (h *Pages) preview(p *models.Proposal) []models.PreviewField {
-	if t, ok := h.p.Registry().Tool(p.Tool); ok && t.PolicyVersion == p.PolicyVersion {
+	if t, ok := h.p.Registry().Tool(p.Tool); ok && t.PolicyVersion == p.PolicyVersion && p.Kind == "" {
 		if f, err := t.Preview(p.Arguments, p.ResourceLabel, h.loc); err == nil {
 			return f
 		}

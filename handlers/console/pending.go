@@ -121,7 +121,14 @@ func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
 	if t, ok := h.p.Registry().Tool(p.Tool); ok && !t.Batch {
 		resourceField = t.ResourceField
 	}
+	if p.Kind == models.KindMandate {
+		// A mandate's key value is its bound, after tool, agents and tiers.
+		row.ToolTitle, resourceField = "Standing mandate: "+row.ToolTitle, "tool"
+	}
 	for _, f := range h.preview(p) {
+		if p.Kind == models.KindMandate && (f.Name == "agents" || f.Name == "tiers") {
+			continue
+		}
 		if f.Name != resourceField {
 			row.SummaryLabel, row.Summary = f.Label, seen.show(f.Display, visible.Strict)
 			break

@@ -231,6 +231,11 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	if t, ok := h.p.Registry().Tool(p.Tool); ok {
 		page.Description = t.Description
 	}
+	page.Mandate = mandateText(p)
+	if p.Kind == models.KindMandate {
+		page.Title = "Standing mandate: " + title
+		page.Description = "Granting this lets the agent's writes that fit these terms be confirmed without a person, until the budget, uses or time run out."
+	}
 	if p.Batch() {
 		page.Resource = p.ResourceSetDigest
 		page.Batch = &proposals.Batch{Count: p.ResourceCount, IDs: p.ResourceSet, SetDigest: digest(p.ResourceSetDigest)}
@@ -354,4 +359,18 @@ func (h *Pages) settledNote(p *models.Proposal, expired bool) string {
 	default:
 		return "This proposal does not await a decision."
 	}
+}
+
+// mandateText says what a standing mandate did for the proposal: granted
+// by it, confirmed under it, or why one covering it could not.
+func mandateText(p *models.Proposal) string {
+	switch {
+	case p.Kind == models.KindMandate && p.MandateID != "":
+		return "Granted: mandate " + p.MandateID + " is live (see Mandates)."
+	case p.MandateID != "":
+		return "Confirmed without a person under standing mandate " + p.MandateID + "."
+	case p.MandateNote != "":
+		return "A standing mandate covers this agent and tool but could not confirm this write: " + p.MandateNote + "."
+	}
+	return ""
 }

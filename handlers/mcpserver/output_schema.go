@@ -51,7 +51,10 @@ var resultSchema = json.RawMessage(`{
     },
     "supersedes": {"$ref": "#/$defs/edit"},
     "superseded_by": {"$ref": "#/$defs/edit"},
-    "next": {"type": "string", "description": "What the status means and what to do next."}
+    "next": {"type": "string", "description": "What the status means and what to do next."},
+    "kind": {"type": "string", "enum": ["mandate"], "description": "mandate for a request of a standing mandate; absent for a write."},
+    "mandate_id": {"type": "string", "description": "The standing mandate that confirmed this write without a person (or that a granted request made live)."},
+    "mandate_note": {"type": "string", "description": "Why a standing mandate covering this write could not confirm it; a person decides."}
   },
   "required": ["proposal_id", "tool", "status", "preview", "risk_tier", "confirmation", "approvals",
     "expires_at", "console_url", "revision", "next"],

@@ -34,6 +34,13 @@ type ProposalResult struct {
 	Supersedes   *EditInfo `json:"supersedes,omitempty"`
 	SupersededBy *EditInfo `json:"superseded_by,omitempty"`
 	Next         string    `json:"next"`
+	// Kind is "mandate" for a request of a standing mandate, else absent.
+	Kind string `json:"kind,omitempty"`
+	// MandateID names the standing mandate that confirmed this write (or
+	// that a granted mandate request made live); MandateNote says why a
+	// mandate covering it could not confirm it.
+	MandateID   string `json:"mandate_id,omitempty"`
+	MandateNote string `json:"mandate_note,omitempty"`
 }
 
 // EditInfo is a reviewer's edit between two versions of the request.
@@ -98,6 +105,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 		Approvals:    Approvals{Have: len(p.Approvals()), Need: p.Tier.Approvers()},
 		ConsoleURL:   h.ConsoleURL(p.ID), Revision: p.Revision,
 		Preview: Preview{Machine: p.Arguments, Display: make([]DisplayField, 0, len(p.Preview))},
+		Kind:    p.Kind, MandateID: p.MandateID, MandateNote: p.MandateNote,
 	}
 	if len(out.Preview.Machine) == 0 {
 		out.Preview.Machine = json.RawMessage("{}")
@@ -126,6 +134,15 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 // what to do.
 func (h *Handler) next(p *models.Proposal, reason string) string {
 	url := h.ConsoleURL(p.ID)
+	switch {
+	case p.Kind == models.KindMandate && p.Status == models.StatusConfirmed:
+		return "A person granted the mandate: your writes that fit its terms are now confirmed without a person (call execute_confirmed on each)."
+	case p.Kind == "" && p.Status == models.StatusConfirmed && p.MandateID != "":
+		return "Your standing mandate " + p.MandateID + " confirmed exactly these arguments. Call execute_confirmed with this proposal_id to carry out the write."
+	case p.Status == models.StatusAwaitingConfirmation && p.MandateNote != "":
+		return fmt.Sprintf("Nothing has been written. Your standing mandate does not cover this write (%s), so a person must approve it in the countersign console at %s. "+
+			"Call get_proposal to wait for the decision.", p.MandateNote, url)
+	}
 	switch p.Status {
 	case models.StatusAwaitingConfirmation:
 		return fmt.Sprintf("Nothing has been written. A person must approve this request in the countersign console at %s (show the user this link). "+

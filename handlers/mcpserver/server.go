@@ -47,6 +47,8 @@ type Protocol interface {
 	Cancel(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
 	// Execute redeems a confirmation token once.
 	Execute(ctx context.Context, agent models.Agent, proposalID, token string) (*models.Execution, error)
+	// RequestMandate creates a proposal of kind mandate for the agent.
+	RequestMandate(ctx context.Context, agent models.Agent, in protocol.MandateInput) (*models.Proposal, bool, error)
 }
 
 // Config configures the MCP endpoint.
@@ -102,6 +104,7 @@ func New(p Protocol, cfg Config) *Handler {
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign", Version: version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: h.log})
 	h.addTools()
+	h.addMandateTool()
 	timeout := cfg.SessionTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Minute

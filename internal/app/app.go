@@ -274,7 +274,8 @@ func (a *App) init(ctx context.Context) error {
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Tools: a.Registry,
 			MCP:  mcpserver.New(a.Protocol, mcpserver.Config{Registry: a.Registry, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger}),
 			Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Groups: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events, Audit: a.Protocol})
+			Pages: a.Protocol, Groups: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events, Audit: a.Protocol,
+			Mandates: a.Protocol})
 	return nil
 }
 

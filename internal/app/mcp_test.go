@@ -318,7 +318,11 @@ func TestMCPListsTheRegistry(t *testing.T) {
 				t.Errorf("no tool %s", name)
 			}
 		}
-		if n := len(tools); n != len(c.app.Registry.Tools())+3 {
+		if tools[mcpserver.MandateToolName] == nil {
+			t.Errorf("no tool %s", mcpserver.MandateToolName)
+		}
+		// request_mandate only asks for a mandate; a person grants it.
+		if n := len(tools); n != len(c.app.Registry.Tools())+4 {
 			t.Errorf("%d tools; an approving tool must not exist: %v", n, res.Tools)
 		}
 	}

@@ -32,21 +32,8 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, models.AMRStepUp) || len(in.Evidence) == 0) {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
 	}
-	ad, err := s.adapter(p.Tool)
-	if err != nil {
+	if err := s.stateUnchanged(ctx, p); err != nil {
 		return nil, err
-	}
-	vr, err := ad.Validate(ctx, models.ValidateRequest{
-		Tool: p.Tool, Arguments: p.Arguments, Tenant: p.TenantID, Principal: p.AgentID})
-	if err != nil {
-		return nil, adapterErr(err)
-	}
-	if !vr.OK || vr.StateVersion != p.StateVersion {
-		e := models.Errorf(models.EStateChanged, "the target changed since this preview was made; the agent must propose again")
-		for _, msg := range vr.Problems {
-			e.Fields = append(e.Fields, models.FieldProblem{Message: msg})
-		}
-		return nil, e
 	}
 	// The stored amr says how the reviewer signed in and, only with step-up
 	// evidence, that this write was confirmed with a security key.
@@ -62,6 +49,31 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	}
 	s.changed(ctx, p.TenantID, p.ID)
 	return out, nil
+}
+
+// stateUnchanged asks the business system whether the target is still as
+// previewed. A mandate proposal has no target: its terms are all there is.
+func (s *Service) stateUnchanged(ctx context.Context, p *models.Proposal) error {
+	if p.Kind == models.KindMandate {
+		return nil
+	}
+	ad, err := s.adapter(p.Tool)
+	if err != nil {
+		return err
+	}
+	vr, err := ad.Validate(ctx, models.ValidateRequest{
+		Tool: p.Tool, Arguments: p.Arguments, Tenant: p.TenantID, Principal: p.AgentID})
+	if err != nil {
+		return adapterErr(err)
+	}
+	if !vr.OK || vr.StateVersion != p.StateVersion {
+		e := models.Errorf(models.EStateChanged, "the target changed since this preview was made; the agent must propose again")
+		for _, msg := range vr.Problems {
+			e.Fields = append(e.Fields, models.FieldProblem{Message: msg})
+		}
+		return e
+	}
+	return nil
 }
 
 // CheckApprove tells, before a reviewer goes through a security-key
@@ -187,11 +199,15 @@ func (s *Service) issue(ctx context.Context, p *models.Proposal, now time.Time) 
 		}
 	}
 	slices.Sort(amr)
+	if p.MandateID != "" {
+		// No person confirmed this write: the mandate's grantors did, once.
+		approvers, amr = p.MandateGrantors, []string{models.AMRMandate}
+	}
 	c := models.Claims{
 		Issuer: s.tokens.Issuer(), Audience: s.tokens.Audience(), Subject: p.AgentID, Tenant: p.TenantID,
 		ID: models.NewID("tok"), Operation: p.Tool, Resource: p.Resource, ResourceSetDigest: p.ResourceSetDigest,
 		ArgsDigest: p.ArgsDigest, Policy: p.PolicyVersion, RequestKey: p.RequestKey, ProposalID: p.ID,
-		Approvers: approvers, AMR: amr, IssuedAt: iat.Unix(), Expiry: exp.Unix(),
+		Approvers: approvers, AMR: amr, IssuedAt: iat.Unix(), Expiry: exp.Unix(), MandateID: p.MandateID,
 	}
 	compact, kid, err := s.tokens.Sign(ctx, c)
 	if err != nil {

@@ -35,7 +35,7 @@ import (
 // told whether it did; presenting the same token again is safe). Once the
 // token is consumed, the execution is returned, whatever happens after
 // (EStateChanged aside, which carries it in Details).
-func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
+func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, compact string) (out *models.Execution, err error) {
 	c, err := s.tokens.Verify(ctx, compact)
 	if err != nil {
 		return nil, err
@@ -58,6 +58,14 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 	}
 	if err := bindsTo(c, p); err != nil {
 		return nil, err
+	}
+	if p.MandateID != "" {
+		// The receipt names the standing mandate that confirmed the write.
+		defer func() {
+			if out != nil {
+				out.MandateID, out.MandateGrantors = p.MandateID, p.MandateGrantors
+			}
+		}()
 	}
 	if rec == nil {
 		return nil, models.Errorf(models.EUnknownToken, "no such token")

@@ -261,6 +261,11 @@ func checkRequestKey(key string) error {
 // proposals per minute before the business system is asked, and is refused
 // when the agent already has as many open proposals as its limit allows.
 //
+// A new proposal that fits a live standing mandate of its agent and tool
+// comes back confirmed, with its token, without a person (see
+// applyMandates); one that a mandate covers but does not fit comes back
+// awaiting, with MandateNote saying why.
+//
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
 // stored as rejected; Details carries its id), ERateLimited (Details carries
@@ -379,7 +384,7 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
 	}
-	return p, true, nil
+	return s.applyMandates(ctx, agent, p), true, nil
 }
 
 // sameRequest decides whether prev, the agent's own proposal under the same

@@ -192,6 +192,10 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 					return err
 				}
 			}
+		case met && p.Kind == models.KindMandate:
+			if err := s.grantMandate(tx, p, now); err != nil {
+				return err
+			}
 		case met:
 			tok, err := issue(p)
 			if err != nil {

@@ -379,6 +379,12 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 	if err != nil {
 		return nil, nil, err
 	}
+	if p.MandateID != "" && p.Kind == "" {
+		// The execution's receipt names the mandate's grantors.
+		if err := loadGrantors(db, p); err != nil {
+			return nil, nil, dbErr(err)
+		}
+	}
 	var tok tokenRow
 	err = db.Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&tok).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

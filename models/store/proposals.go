@@ -39,6 +39,9 @@ type proposalRow struct {
 	RequestKey        string
 	Context           string
 	Problems          string
+	Kind              string
+	MandateID         string
+	MandateNote       string
 	Status            string
 	Revision          int64
 	CreatedAt         int64 `gorm:"autoCreateTime:false"`
@@ -63,6 +66,7 @@ func proposalToRow(p *models.Proposal) (proposalRow, error) {
 		PolicyVersion: p.PolicyVersion, RequestKey: p.RequestKey, Context: p.Context,
 		Status: string(p.Status), Revision: p.Revision,
 		CreatedAt: ms(p.CreatedAt), ExpiresAt: ms(p.ExpiresAt), UpdatedAt: ms(p.UpdatedAt),
+		Kind: p.Kind, MandateID: p.MandateID, MandateNote: p.MandateNote,
 	}
 	if p.ResourceSet != nil {
 		b, err := json.Marshal(p.ResourceSet)
@@ -92,6 +96,7 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 		PolicyVersion: r.PolicyVersion, RequestKey: r.RequestKey, Context: r.Context,
 		Status: models.Status(r.Status), Revision: r.Revision,
 		CreatedAt: fromMS(r.CreatedAt), ExpiresAt: fromMS(r.ExpiresAt), UpdatedAt: fromMS(r.UpdatedAt),
+		Kind: r.Kind, MandateID: r.MandateID, MandateNote: r.MandateNote,
 	}
 	if err := json.Unmarshal([]byte(r.Preview), &p.Preview); err != nil {
 		return nil, fmt.Errorf("proposal %s preview: %w", r.ID, err)
@@ -239,8 +244,16 @@ func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
 	if err := tx.Where("proposal_id = ?", id).Limit(1).Find(&ex).Error; err != nil {
 		return nil, err
 	}
+	if p.MandateID != "" {
+		if err := loadGrantors(tx, p); err != nil {
+			return nil, err
+		}
+	}
 	if ex.ID != "" {
 		e := ex.model()
+		if p.Kind == "" {
+			e.MandateID, e.MandateGrantors = p.MandateID, p.MandateGrantors
+		}
 		p.Execution = &e
 	}
 	if err := loadCounters(tx, p); err != nil {

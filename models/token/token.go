@@ -464,7 +464,7 @@ func checkClaims(c models.Claims) error {
 		return models.Errorf(models.EInternal, "token claim exp (%d) is not after iat (%d)", c.Expiry, c.IssuedAt)
 	}
 	strs := []string{c.Issuer, c.Audience, c.Subject, c.Tenant, c.ID, c.Operation, c.Resource,
-		c.ResourceSetDigest, c.ArgsDigest, c.Policy, c.RequestKey, c.ProposalID}
+		c.ResourceSetDigest, c.ArgsDigest, c.Policy, c.RequestKey, c.ProposalID, c.MandateID}
 	strs = append(strs, c.Approvers...)
 	strs = append(strs, c.AMR...)
 	for _, v := range strs {
@@ -582,7 +582,7 @@ func checkHeader(h []byte, wantTyp string) (string, error) {
 // claimNames are the JSON names of models.Claims.
 var claimNames = []string{"iss", "aud", "sub", "tenant", "jti", "op", "resource",
 	"resource_set_digest", "args_digest", "policy", "request_key", "proposal_id",
-	"approvers", "amr", "iat", "exp"}
+	"approvers", "amr", "iat", "exp", "mandate_id"}
 
 // decodeClaims decodes a verified payload. encoding/json would take null or
 // an array for a struct, keep the last of duplicate names, match names

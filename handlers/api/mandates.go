@@ -1,0 +1,114 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+)
+
+// Mandates is what the standing-mandate endpoints need from the domain
+// (*protocol.Service).
+type Mandates interface {
+	// RequestMandate creates a proposal of kind mandate for the agent.
+	RequestMandate(ctx context.Context, agent models.Agent, in protocol.MandateInput) (*models.Proposal, bool, error)
+	// Mandate returns a mandate of the tenant (ENotFound otherwise).
+	Mandate(ctx context.Context, tenantID, id string) (models.Mandate, error)
+}
+
+// HasMandates reports whether the mandate endpoints are served.
+func (h *Handlers) HasMandates() bool { return h.mandates != nil }
+
+type mandateRequest struct {
+	Terms      json.RawMessage `json:"terms"`
+	RequestKey string          `json:"request_key"`
+	Context    string          `json:"context"`
+}
+
+// RequestMandate handles POST /api/v1/mandates: the agent asks for a
+// standing mandate; the answer is the proposal of kind mandate (201, or 200
+// for an idempotent retry) that reviewers confirm like any other.
+func (h *Handlers) RequestMandate(c echo.Context) error {
+	agent, err := agentFrom(c)
+	if err != nil {
+		return err
+	}
+	var req mandateRequest
+	if err := h.decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var terms models.MandateTerms
+	if err := strictJSON(req.Terms, &terms); err != nil {
+		return &models.Error{Code: models.EInvalidRequest, Message: "field \"terms\" must be a JSON object of mandate terms",
+			Fields: []models.FieldProblem{{Pointer: "/terms", Message: err.Error()}}}
+	}
+	p, created, err := h.mandates.RequestMandate(c.Request().Context(), agent,
+		protocol.MandateInput{Terms: terms, RequestKey: req.RequestKey, Context: req.Context})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		c.Response().Header().Set(echo.HeaderLocation, h.baseURL+"/api/v1/proposals/"+p.ID)
+	}
+	c.Response().Header().Set("ETag", etag(p))
+	return c.JSON(status, newProposalJSON(p, agent, h.clock.Now()))
+}
+
+func strictJSON(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || raw[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// mandateJSON is a mandate as agents see it, with its live usage.
+type mandateJSON struct {
+	ID          string              `json:"id"`
+	Status      string              `json:"status"`
+	Live        bool                `json:"live"`
+	Terms       models.MandateTerms `json:"terms"`
+	TermsDigest string              `json:"terms_digest"`
+	ProposalID  string              `json:"proposal_id"`
+	Spent       int64               `json:"spent"`
+	Uses        int64               `json:"uses"`
+	Grantors    []string            `json:"grantors"`
+	GrantedAt   string              `json:"granted_at"`
+	RevokedAt   *string             `json:"revoked_at"`
+}
+
+// GetMandate handles GET /api/v1/mandates/{id}: a mandate that covers the
+// calling agent, with its usage. Other mandates are not found.
+func (h *Handlers) GetMandate(c echo.Context) error {
+	agent, err := agentFrom(c)
+	if err != nil {
+		return err
+	}
+	m, err := h.mandates.Mandate(c.Request().Context(), agent.TenantID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(m.Terms.Agents, agent.ID) {
+		return models.Errorf(models.ENotFound, "no mandate %q", c.Param("id"))
+	}
+	out := mandateJSON{ID: m.ID, Status: string(m.Status), Live: m.Live(h.clock.Now()), Terms: m.Terms,
+		TermsDigest: m.TermsDigest, ProposalID: m.ProposalID, Spent: m.Spent, Uses: m.Uses,
+		Grantors: m.Grantors, GrantedAt: timestamp(m.GrantedAt)}
+	if out.Grantors == nil {
+		out.Grantors = []string{}
+	}
+	if m.RevokedAt != nil {
+		out.RevokedAt = optionalTimestamp(*m.RevokedAt)
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,36 @@
+package registry
+
+import "github.com/countersign/countersign/models"
+
+// MandateTool describes the tool for checking a standing mandate's terms:
+// its top-level arguments, its money fields (display kind money) with the
+// field naming their currency, and its risk tiers strictest first (the
+// order of its risk rules, a tier named once).
+func (t *Tool) MandateTool() models.MandateTool {
+	mt := models.MandateTool{Name: t.Name, PolicyVersion: t.PolicyVersion, Properties: append([]string(nil), t.order...), Money: map[string]string{}}
+	for f, d := range t.display {
+		if d.kind == kindMoney {
+			mt.Money[f] = d.currencyField
+		}
+	}
+	for _, r := range t.risk {
+		seen := false
+		for _, n := range mt.Tiers {
+			seen = seen || n == r.tier.Name
+		}
+		if !seen {
+			mt.Tiers = append(mt.Tiers, r.tier.Name)
+		}
+	}
+	return mt
+}
+
+// TierNamed returns the tier of the tool's risk rules with that name.
+func (t *Tool) TierNamed(name string) (models.Tier, bool) {
+	for _, r := range t.risk {
+		if r.tier.Name == name {
+			return r.tier, true
+		}
+	}
+	return models.Tier{}, false
+}
