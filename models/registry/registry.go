@@ -103,6 +103,7 @@ type Tool struct {
 	normalize  map[string][]string
 	clarify    []clarifyRule
 	display    map[string]displaySpec
+	summary    summaryTemplates
 	risk       []riskRule
 }
 
@@ -169,7 +170,13 @@ type toolDoc struct {
 	Normalize     map[string][]string   `yaml:"normalize"`
 	Clarify       []clarifyDoc          `yaml:"clarify"`
 	Display       map[string]displayDoc `yaml:"display"`
+	Summary       *summaryDoc           `yaml:"summary"`
 	Risk          []riskDoc             `yaml:"risk"`
+}
+
+type summaryDoc struct {
+	Line    string `yaml:"line"`
+	Approve string `yaml:"approve"`
 }
 
 type adapterDoc struct {
@@ -259,6 +266,13 @@ var (
 //     single-resource tool's resource field: the id and the business
 //     system's label), list (arrays: "3 items: a, b, c") or boolean
 //     ("Yes"/"No"). null_label (optional) is shown for null, "—" otherwise.
+//   - summary (optional): {line, approve}, the one-line summary a reviewer
+//     reads first ("Refund {amount_minor} {currency} to order {order_id}")
+//     and the words of the Approve button ("Approve refund of
+//     {amount_minor} to {order_id}"). {FIELD} is the argument as displayed
+//     (a resource field shows its bare id), {len(FIELD)} the length of an
+//     array. Without it the line is the title and the target, and the
+//     button says "Approve".
 //   - risk (required): an ordered list of rules; the first whose when holds
 //     picks the tier. Each rule has tier (a name, ^[a-z][a-z0-9_]{0,31}$),
 //     when (optional; see below), confirmation (click or webauthn), quorum
@@ -390,6 +404,7 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 	buildNormalize(t, d.Normalize, props, bad)
 	buildClarify(t, d.Clarify, props, bad)
 	buildDisplay(t, d.Display, props, bad)
+	buildSummary(t, d.Summary, bad)
 	buildRisk(t, d.Risk, props, bad)
 	return t
 }
