@@ -53,14 +53,25 @@ type Tier struct {
 	AllowSelfApproval bool
 }
 
+// OwnerMayApprove reports whether the owner of the requesting agent may
+// approve under this tier: only when the tier allows self-approval and needs
+// one approver — N distinct approvers means N people besides the one who
+// asked.
+func (t Tier) OwnerMayApprove() bool { return t.AllowSelfApproval && t.Quorum <= 1 }
+
 // Proposal is an immutable snapshot of one proposed write plus its lifecycle
 // state. Arguments, ArgsDigest, Resource*, StateVersion, Tier and
 // PolicyVersion never change after creation.
 type Proposal struct {
-	ID                string
-	TenantID          string
-	AgentID           string
-	AgentName         string
+	ID        string
+	TenantID  string
+	AgentID   string
+	AgentName string
+	// AgentOwnerID and AgentOwnerName are the person who answers for the
+	// agent ("" when it has no owner): the reviewer who may not approve
+	// its proposals (see Tier.OwnerMayApprove).
+	AgentOwnerID      string
+	AgentOwnerName    string
 	Tool              string
 	Arguments         json.RawMessage // normalized, canonical (JCS) JSON
 	ArgsDigest        string
@@ -93,6 +104,36 @@ func (p *Proposal) Batch() bool { return p.ResourceSetDigest != "" }
 // Expired reports whether the confirmation window has closed at now. Windows
 // are right-open: at now == ExpiresAt it has expired.
 func (p *Proposal) Expired(now time.Time) bool { return !now.Before(p.ExpiresAt) }
+
+// Decidable reports whether a reviewer's decision can still be recorded at
+// now: the proposal awaits confirmation and its window is open. Pages show
+// the Approve and Decline forms only while it holds; the deciding
+// transaction checks it again.
+func (p *Proposal) Decidable(now time.Time) bool {
+	return p.Status == StatusAwaitingConfirmation && !p.Expired(now)
+}
+
+// DecidedBy reports whether the user has recorded a decision already.
+func (p *Proposal) DecidedBy(userID string) bool {
+	for _, d := range p.Decisions {
+		if d.UserID == userID {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedBy reports whether userID owns the agent that proposed p.
+func (p *Proposal) OwnedBy(userID string) bool {
+	return p.AgentOwnerID != "" && p.AgentOwnerID == userID
+}
+
+// MayApprove reports whether the separation-of-duties rule lets userID
+// approve p: the agent's owner may not, unless the tier allows
+// self-approval and needs a single approver.
+func (p *Proposal) MayApprove(userID string) bool {
+	return !p.OwnedBy(userID) || p.Tier.OwnerMayApprove()
+}
 
 // Approvals returns the distinct reviewers who approved.
 func (p *Proposal) Approvals() []Decision {
@@ -140,7 +181,7 @@ type Decision struct {
 	UserID     string
 	UserName   string
 	Kind       DecisionKind
-	Reason     string
+	Reason     string // a decline's reason, or an approval's optional comment
 	DigestSeen string
 	AMR        []string        // authentication methods, e.g. ["pwd","webauthn"]
 	Evidence   json.RawMessage // raw step-up assertion, when there was one

@@ -39,6 +39,9 @@ type ConfirmInput struct {
 	DigestSeen string
 	AMR        []string        // how the reviewer authenticated, e.g. ["pwd"] or ["pwd","webauthn"]
 	Evidence   json.RawMessage // the verified step-up assertion, when the tier needs one
+	// Comment is the reviewer's optional word to the agent and the history
+	// (at most MaxReason characters); it is kept as the decision's reason.
+	Comment string
 }
 
 // DeclineInput is a reviewer's refusal; Reason is required.

@@ -23,8 +23,14 @@ const MaxReason = 1000
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
 // EArgsMismatch, ESelfApproval, EStepUpRequired, EStateChanged,
-// EAlreadyDecided, EUnavailable.
+// EAlreadyDecided, EUnavailable; EInvalidRequest for a comment that is too
+// long.
 func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
+	comment := strings.TrimSpace(in.Comment)
+	if len(comment) > MaxReason {
+		return nil, &models.Error{Code: models.EInvalidRequest, Message: "a comment may have at most 1000 characters",
+			Fields: []models.FieldProblem{{Pointer: "/comment", Message: "at most 1000 characters"}}}
+	}
 	p, err := s.approvable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {
 		return nil, err
@@ -53,7 +59,7 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 		amr = []string{"pwd"}
 	}
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
-		Kind: models.DecisionApprove, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
+		Kind: models.DecisionApprove, Reason: comment, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
 	now := s.clock.Now()
 	out, err := s.store.RecordDecision(ctx, d, p.TenantID, now, func(p *models.Proposal) (models.Token, error) {
 		return s.issue(ctx, p, now)
@@ -98,18 +104,12 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 	if err != nil {
 		return nil, err
 	}
-	if !p.Tier.AllowSelfApproval || p.Tier.Quorum > 1 {
-		agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
-		if err != nil {
-			return nil, err
+	if !p.MayApprove(reviewer.ID) {
+		if p.Tier.Quorum > 1 {
+			return nil, models.Errorf(models.ESelfApproval,
+				"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", p.AgentName, p.Tier.Quorum)
 		}
-		if agent.OwnerUserID != "" && agent.OwnerUserID == reviewer.ID {
-			if p.Tier.Quorum > 1 {
-				return nil, models.Errorf(models.ESelfApproval,
-					"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", agent.Name, p.Tier.Quorum)
-			}
-			return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", agent.Name)
-		}
+		return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", p.AgentName)
 	}
 	return p, nil
 }

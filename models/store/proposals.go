@@ -182,12 +182,19 @@ func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
 		return nil, notFound(err, "no proposal %q", id)
 	}
 	var agent agentRow
-	if err := tx.Select("name").Where("id = ?", row.AgentID).Take(&agent).Error; err != nil {
+	if err := tx.Select("name", "owner_user_id").Where("id = ?", row.AgentID).Take(&agent).Error; err != nil {
 		return nil, err
 	}
 	p, err := row.model(agent.Name)
 	if err != nil {
 		return nil, err
+	}
+	if agent.OwnerUserID != nil {
+		var owner userRow
+		if err := tx.Select("name").Where("id = ?", *agent.OwnerUserID).Take(&owner).Error; err != nil {
+			return nil, err
+		}
+		p.AgentOwnerID, p.AgentOwnerName = *agent.OwnerUserID, owner.Name
 	}
 	if p.Decisions, err = loadDecisions(tx, id); err != nil {
 		return nil, err
@@ -253,8 +260,10 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 		return nil, "", err
 	}
 	var rows []struct {
-		Row       proposalRow `gorm:"embedded"`
-		AgentName string
+		Row            proposalRow `gorm:"embedded"`
+		AgentName      string
+		AgentOwnerID   *string
+		AgentOwnerName *string
 	}
 	if err := q.Scan(&rows).Error; err != nil {
 		return nil, "", dbErr(err)
@@ -270,6 +279,9 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 		p, err := r.Row.model(r.AgentName)
 		if err != nil {
 			return nil, "", models.Wrap(models.EInternal, err, "corrupt proposal")
+		}
+		if r.AgentOwnerID != nil && r.AgentOwnerName != nil {
+			p.AgentOwnerID, p.AgentOwnerName = *r.AgentOwnerID, *r.AgentOwnerName
 		}
 		out = append(out, p)
 	}
@@ -294,8 +306,9 @@ func listQuery(db *gorm.DB, f ListFilter, n int) (*gorm.DB, error) {
 	db = db.Session(&gorm.Session{}) // each branch starts a statement of its own
 	branch := func(status string) *gorm.DB {
 		q := db.Table("proposals AS p").
-			Select("p.*, a.name AS agent_name").
+			Select("p.*, a.name AS agent_name, a.owner_user_id AS agent_owner_id, o.name AS agent_owner_name").
 			Joins("JOIN agents a ON a.id = p.agent_id").
+			Joins("LEFT JOIN users o ON o.id = a.owner_user_id").
 			Where("p.tenant_id = ?", f.TenantID)
 		if f.AgentID != "" {
 			q = q.Where("p.agent_id = ?", f.AgentID)
