@@ -61,6 +61,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.GET("/pending/rows", p.PendingRows, background...)
 		e.GET("/events", p.Events, background...)
 		e.GET("/proposals/:id", p.Proposal, page...)
+		e.GET("/proposals/:id/live", p.ProposalLive, background...)
 		e.POST("/proposals/:id/approve", p.Approve, form...)
 		e.POST("/proposals/:id/decline", p.Decline, form...)
 		e.POST("/proposals/:id/revoke", p.Revoke, form...)

@@ -45,6 +45,9 @@ type PagesProtocol interface {
 	Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error)
 	// Registry is the tool registry, for titles and display re-rendering.
 	Registry() *registry.Registry
+	// Facts asks the business system about a proposal's target now; none
+	// when its adapter offers none.
+	Facts(ctx context.Context, p *models.Proposal) ([]models.Fact, error)
 }
 
 var _ PagesProtocol = (*protocol.Service)(nil)
@@ -261,6 +264,18 @@ func (h *Pages) preview(p *models.Proposal) []models.PreviewField {
 		}
 	}
 	return p.Preview
+}
+
+// summary is the write in one line and the Approve button's words, from
+// the registry's display rules of the tool that made the proposal; the
+// title and target when the tool or its policy changed since.
+func (h *Pages) summary(p *models.Proposal) registry.Summary {
+	if t, ok := h.p.Registry().Tool(p.Tool); ok && t.PolicyVersion == p.PolicyVersion {
+		if s, err := t.Summary(p.Arguments, target(p), h.loc); err == nil {
+			return s
+		}
+	}
+	return registry.Summary{Line: h.toolTitle(p.Tool) + " · " + target(p), Approve: "Approve"}
 }
 
 // toolTitle is the registry's title of a tool, or its name.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -42,8 +44,33 @@ func (h *Pages) Proposal(c echo.Context) error {
 	return render(c, http.StatusOK, proposals.View(page))
 }
 
-// Approve serves POST /proposals/:id/approve (form fields digest and
-// csrf_token): an approval of exactly the digest the page showed. On success
+// ProposalLive serves GET /proposals/:id/live?rev=N, the part of the
+// proposal page that follows the proposal while it is open (status line,
+// decision forms, decisions, receipt). It answers 204 while the proposal
+// is still at revision N, so that nothing is redrawn under the reviewer's
+// cursor; a background request, it does not keep the session alive.
+func (h *Pages) ProposalLive(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	p, err := h.p.Get(c.Request().Context(), s.User.TenantID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	if c.QueryParam("rev") == strconv.FormatInt(p.Revision, 10) {
+		return c.NoContent(http.StatusNoContent)
+	}
+	page, err := h.proposalPage(c.Request().Context(), s, p, outcome{})
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, proposals.LiveUpdate(page))
+}
+
+// Approve serves POST /proposals/:id/approve (form fields digest,
+// optional comment and csrf_token): an approval of exactly the digest the page showed. On success
 // it redirects to the proposal; a refusal re-renders the page with the
 // status of the refusal and says why.
 func (h *Pages) Approve(c echo.Context) error {
@@ -53,7 +80,7 @@ func (h *Pages) Approve(c echo.Context) error {
 	}
 	id := c.Param("id")
 	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
-		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR,
+		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR, Comment: c.FormValue("comment"),
 	})
 	if err != nil {
 		return h.refused(c, s, id, "approve", err, outcome{})
@@ -169,7 +196,7 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 			nothing + " The agent has to propose again with a fresh preview."
 	case models.EStepUpRequired:
 		if h.stepUp != nil {
-			return fmt.Sprintf("The %s tier requires a security-key confirmation: use “Approve with security key”, "+
+			return fmt.Sprintf("The %s tier requires a security-key confirmation: use the Approve button marked “with security key”, "+
 				"which asks your key to sign exactly this proposal (it needs JavaScript). %s", p.Tier.Name, nothing)
 		}
 		return fmt.Sprintf("The %s tier requires a security-key confirmation, which this console cannot perform yet. %s",
@@ -194,7 +221,13 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	case (p.Status == models.StatusConfirmed || p.Status == models.StatusExpired) && p.Token != nil:
 		expiryLabel, expires = "Token valid", h.countdown(p.Token.ExpiresAt, now)
 	}
+	sum := h.summary(p)
 	page := proposals.Page{
+		Summary:       sum.Line,
+		Owner:         p.AgentOwnerName,
+		ContextLong:   utf8.RuneCountInString(p.Context) > contextFold || strings.Count(p.Context, "\n") >= 4,
+		LiveURL:       proposalURL(p.ID) + "/live",
+		Revision:      strconv.FormatInt(p.Revision, 10),
 		ExpiryLabel:   expiryLabel,
 		Expires:       expires,
 		Layout:        h.frame(s, title, "pending"),
@@ -246,11 +279,8 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Quorum.Text += " — complete"
 	}
 
-	decided := false
+	decided := p.DecidedBy(s.User.ID)
 	for _, d := range p.Decisions {
-		if d.UserID == s.User.ID {
-			decided = true
-		}
 		kind := ui.Badge{Text: "Approved", Symbol: "✓", Tone: "ok"}
 		if d.Kind == models.DecisionDecline {
 			kind = ui.Badge{Text: "Declined", Symbol: "✗", Tone: "bad"}
@@ -265,14 +295,21 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		})
 	}
 
-	awaiting := p.Status == models.StatusAwaitingConfirmation && !expired
+	awaiting := p.Decidable(now)
 	page.CanDecide = awaiting && !decided
-	page.ApproveLabel = "Approve"
+	page.ApproveLabel = sum.Approve
 	page.CanApprove = page.CanDecide
-	if page.CanDecide && p.Tier.Confirmation == models.ConfirmWebAuthn {
-		if err := h.stepUpApproval(ctx, s, p, &page); err != nil {
+	switch {
+	case page.CanDecide && !p.MayApprove(s.User.ID):
+		page.CanApprove = false
+		page.ApproveBlockedReason = fmt.Sprintf("You own this agent (%s), another reviewer must decide. You may still decline it.", p.AgentName)
+	case page.CanDecide && p.Tier.Confirmation == models.ConfirmWebAuthn:
+		if err := h.stepUpApproval(ctx, s, p, &page, sum); err != nil {
 			return page, err
 		}
+	}
+	if awaiting {
+		page.Facts, page.FactsNote = h.facts(ctx, p)
 	}
 	switch {
 	case awaiting && decided:
@@ -283,6 +320,24 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	page.CanRevoke = canRevoke(p, s.User, now)
 	return page, nil
+}
+
+// contextFold is the length past which the agent's context is folded away:
+// the write comes first, whatever the agent wrote.
+const contextFold = 280
+
+// facts asks the business system about the target for the page; when it
+// cannot be asked the page says so instead of failing.
+func (h *Pages) facts(ctx context.Context, p *models.Proposal) ([]proposals.Fact, string) {
+	fs, err := h.p.Facts(ctx, p)
+	if err != nil {
+		return nil, "The business system could not be asked about the target just now; approving re-checks it anyway."
+	}
+	out := make([]proposals.Fact, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, proposals.Fact{Label: f.Label, Value: f.Value})
+	}
+	return out, ""
 }
 
 // settledNote says what became of a proposal that no longer waits.

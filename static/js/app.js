@@ -31,6 +31,12 @@
       if (left <= 0) {
         out.textContent = "expired";
         el.classList.add("is-expired");
+        // Tell live parts of the page once, so that they ask the server,
+        // whose clock decides, what became of the proposal.
+        if (!el.hasAttribute("data-expired-told")) {
+          el.setAttribute("data-expired-told", "");
+          document.body.dispatchEvent(new CustomEvent("countersign:expired"));
+        }
       } else {
         var m = Math.floor(left / 60), s = left % 60;
         out.textContent = (m > 0 ? m + " min " : "") + s + " s left";
@@ -65,6 +71,38 @@
         b.removeAttribute("aria-disabled");
       });
     });
+  });
+
+  // Live refreshes must not take away what a person is doing: text typed
+  // into the swapped part and the focus (the same field, or the same row of
+  // a list, found by its data-row-id) are carried over to the new content.
+  var kept = null;
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var t = ev.detail.target;
+    if (!t || !t.querySelectorAll) return;
+    kept = { values: {}, focus: "" };
+    t.querySelectorAll("textarea[id], input[id]:not([type=hidden])").forEach(function (el) {
+      if (el.value) kept.values[el.id] = el.value;
+    });
+    var a = document.activeElement;
+    if (a && a !== document.body && t.contains(a)) {
+      var row = a.closest("[data-row-id]");
+      if (a.id) kept.focus = "#" + CSS.escape(a.id);
+      else if (row) kept.focus = '[data-row-id="' + CSS.escape(row.getAttribute("data-row-id")) + '"] ' + a.tagName.toLowerCase();
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!kept) return;
+    var k = kept;
+    kept = null;
+    Object.keys(k.values).forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && !el.value) el.value = k.values[id];
+    });
+    if (k.focus) {
+      var f = document.querySelector(k.focus);
+      if (f && document.activeElement !== f) f.focus({ preventScroll: true });
+    }
   });
 
   // Copy buttons for digests and tokens.

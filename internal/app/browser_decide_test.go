@@ -1,0 +1,338 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+)
+
+// The two screens every console page is checked on.
+var screens = []struct {
+	name          string
+	width, height int64
+}{
+	{"1366", 1366, 900},
+	{"360", 360, 740},
+}
+
+// skewClock is the real clock moved on by a test: the server's sense of
+// "now" without stopping time.
+type skewClock struct{ off atomic.Int64 }
+
+func (c *skewClock) Now() time.Time {
+	return time.Now().UTC().Add(time.Duration(c.off.Load())).Truncate(time.Millisecond)
+}
+func (c *skewClock) Advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// demoServer is the application serving the demo on a loopback port, with
+// the database file another process (the command line) may open too.
+type demoServer struct {
+	base  string
+	db    string
+	creds app.DemoCredentials
+	clock *skewClock
+}
+
+func startDemo(t *testing.T, mutate ...func(*app.Config)) *demoServer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &demoServer{base: "http://" + ln.Addr().String(), db: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), clock: &skewClock{}}
+	cfg := app.Config{DB: d.db, Addr: ln.Addr().String(), BaseURL: d.base, DefaultTenant: "demo",
+		Logger: slog.New(slog.DiscardHandler), PollInterval: 100 * time.Millisecond, PasswordHash: cheapPasswordHash, Clock: d.clock}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	a, err := app.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.creds, err = a.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln, 500*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		a.Close()
+	})
+	return d
+}
+
+// terminal opens the database the way `countersign review …` does: another
+// application over the same file, with a connection of its own.
+func (d *demoServer) terminal(t *testing.T) *app.App {
+	t.Helper()
+	a, err := app.Open(context.Background(), app.Config{DB: d.db, Logger: slog.New(slog.DiscardHandler), Clock: d.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func terminalUser(t *testing.T, a *app.App, name string) models.User {
+	t.Helper()
+	ctx := context.Background()
+	ten, err := a.Store.TenantByName(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _, err := a.Store.UserCredentials(ctx, ten.ID, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func (j *journey) signIn(base, user, password string) {
+	j.t.Helper()
+	j.step("sign in as "+user,
+		chromedp.Navigate(base+"/login"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), user),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), password),
+		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=whoami]`)),
+	)
+}
+
+func (j *journey) eval(js string) string {
+	j.t.Helper()
+	ctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		j.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return s
+}
+
+// within polls the page until cond (a JavaScript expression) holds, or
+// fails the test after d.
+func (j *journey) within(d time.Duration, what, cond string) {
+	j.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if j.eval(`String(!!(`+cond+`))`) == "true" {
+			return
+		}
+		if time.Now().After(deadline) {
+			j.t.Fatalf("%s: not within %s (%s)", what, d, cond)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBrowserTheWriteComesFirst checks, on a desktop and on a phone, that
+// the proposal page leads with what the write does: the one-line summary
+// (action, amount, target) inside the first screen however long the agent's
+// context is, then the business system's facts about the target, then the
+// table of machine and display values, and the agent's context last,
+// folded and marked as not verified.
+func TestBrowserTheWriteComesFirst(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	long := strings.Repeat("The customer wrote four times about the damaged parcel and attached photos.\n", 40)
+	refund := agent.propose(fmt.Sprintf(`{"tool":"refund_order","arguments":{"order_id":"ord_2001","amount_minor":50000,"currency":"CNY","reason":"Partial refund for a damaged item"},"context":%q}`, long))
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+
+	for _, s := range screens {
+		j.step("open at "+s.name,
+			chromedp.EmulateViewport(s.width, s.height),
+			chromedp.Navigate(d.base+"/proposals/"+refund.ID),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=write-summary]`)),
+		)
+		if got, want := j.text(`[data-testid=write-summary]`), "Refund ¥500.00 CNY to order ord_2001 · original payment method"; got != want {
+			t.Errorf("%s: summary = %q, want %q", s.name, got, want)
+		}
+		// Action, amount and target are in the first screen.
+		box := j.eval(`(() => { window.scrollTo(0, 0); const r = document.querySelector('[data-testid=write-summary]').getBoundingClientRect();
+			return [r.top, r.bottom, r.left, r.right, innerHeight, innerWidth].map(Math.round).join(' '); })()`)
+		var top, bottom, left, right, vh, vw int
+		fmt.Sscan(box, &top, &bottom, &left, &right, &vh, &vw)
+		if top < 0 || bottom > vh || left < 0 || right > vw {
+			t.Errorf("%s: the summary's box %s lies outside the first screen %d×%d", s.name, box, vw, vh)
+		}
+		// Facts from the business system, before the table.
+		if got := j.text(`[data-testid=fact][data-label=Refundable]`); got != "¥5,000.00 CNY" {
+			t.Errorf("%s: refundable = %q", s.name, got)
+		}
+		order := j.eval(`(() => { const q = s => document.querySelector(s);
+			const before = (a, b) => !!(q(a).compareDocumentPosition(q(b)) & Node.DOCUMENT_POSITION_FOLLOWING);
+			return [before('[data-testid=write-summary]', '[data-testid=facts]'), before('[data-testid=facts]', 'table.args'),
+				before('table.args', '[data-testid=context]')].join(' '); })()`)
+		if order != "true true true" {
+			t.Errorf("%s: summary → facts → table → context order: %s", s.name, order)
+		}
+		// The long context is folded and labelled.
+		if got := j.eval(`String(document.querySelector('[data-testid=context-details]').open)`); got != "false" {
+			t.Errorf("%s: long context open = %s", s.name, got)
+		}
+		if got := j.text(`[data-testid=not-verified]`); !strings.Contains(got, "not verified") {
+			t.Errorf("%s: context label = %q", s.name, got)
+		}
+		j.shot("proposal-write-first-" + s.name + ".png")
+	}
+}
+
+// TestBrowserTheConsequenceIsNamed: the Approve button says what will
+// happen, an approval carries its optional comment, and the agent reads it.
+func TestBrowserTheConsequenceIsNamed(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	for i, s := range screens {
+		order := fmt.Sprintf("ord_10%02d", 11+i)
+		refund := agent.propose(fmt.Sprintf(`{"tool":"refund_order","arguments":{"order_id":%q,"amount_minor":19900,"currency":"CNY","reason":"Parcel lost"}}`, order))
+		j.step("open at "+s.name,
+			chromedp.EmulateViewport(s.width, s.height),
+			chromedp.Navigate(d.base+"/proposals/"+refund.ID),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
+		)
+		if got, want := j.text(`[data-testid=approve]`), "Approve refund of ¥199.00 to "+order; got != want {
+			t.Errorf("%s: approve button = %q, want %q", s.name, got, want)
+		}
+		j.shot("proposal-approve-" + s.name + ".png")
+		j.step("approve with a comment at "+s.name,
+			chromedp.SendKeys(chromedp.CSS(`[data-testid=approve-comment]`), "Carrier confirmed the loss"),
+			chromedp.Click(chromedp.CSS(`[data-testid=approve]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=decided-note]`)),
+		)
+		if got := j.text(`[data-testid=decision-reason]`); got != "Carrier confirmed the loss" {
+			t.Errorf("%s: the page shows the comment %q", s.name, got)
+		}
+		res, body := agent.do("GET", "/api/v1/proposals/"+refund.ID, "", nil)
+		if res.StatusCode != 200 || !strings.Contains(string(body), `"reason":"Carrier confirmed the loss"`) {
+			t.Errorf("%s: the agent does not read the comment: %d %s", s.name, res.StatusCode, body)
+		}
+	}
+}
+
+// TestBrowserLiveProposalPage: while a proposal page is open, what happens
+// elsewhere — an approval from the terminal (another process's write to the
+// database), a revocation, an execution, the window running out — shows
+// within two seconds, and the forms go away when no decision is possible.
+func TestBrowserLiveProposalPage(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	term := d.terminal(t)
+	admin := terminalUser(t, term, d.creds.Admin)
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	const live = 2 * time.Second
+	statusIs := func(want string) string {
+		return `document.querySelector('[data-testid=status]').textContent.includes(` + fmt.Sprintf("%q", want) + `)`
+	}
+	noForms := `!document.querySelector('[data-testid=approve]') && !document.querySelector('[data-testid=decline]')`
+
+	for i, s := range screens {
+		// Approved from the terminal, then revoked there.
+		a := agent.propose(fmt.Sprintf(`{"tool":"refund_order","arguments":{"order_id":"ord_10%02d","amount_minor":1000,"currency":"CNY","reason":"x"}}`, 1+i))
+		j.step("open at "+s.name,
+			chromedp.EmulateViewport(s.width, s.height),
+			chromedp.Navigate(d.base+"/proposals/"+a.ID),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
+		)
+		p, err := term.Protocol.Get(context.Background(), admin.TenantID, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest}); err != nil {
+			t.Fatal(err)
+		}
+		j.within(live, s.name+": approval from the terminal shows", statusIs("Confirmed"))
+		j.within(live, s.name+": forms gone once confirmed", noForms)
+		if got := j.text(`[data-testid=quorum]`); !strings.Contains(got, "1 of 1") {
+			t.Errorf("%s: quorum after the terminal's approval = %q", s.name, got)
+		}
+		if got := j.text(`[data-testid=decision]`); !strings.Contains(got, d.creds.Admin) {
+			t.Errorf("%s: decisions = %q", s.name, got)
+		}
+		j.shot("proposal-live-" + s.name + ".png")
+		if _, err := term.Protocol.Revoke(context.Background(), admin, a.ID); err != nil {
+			t.Fatal(err)
+		}
+		j.within(live, s.name+": revocation shows", statusIs("Revoked"))
+
+		// Approved by the agent's reviewer elsewhere, then executed.
+		b := agent.propose(fmt.Sprintf(`{"tool":"refund_order","arguments":{"order_id":"ord_10%02d","amount_minor":1000,"currency":"CNY","reason":"x"}}`, 5+i))
+		j.step("open b at "+s.name,
+			chromedp.Navigate(d.base+"/proposals/"+b.ID),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
+		)
+		pb, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.within(live, s.name+": confirmation shows", statusIs("Confirmed"))
+		if exec := agent.execute(b.ID, pb.Token.Compact); exec["status"] != "succeeded" {
+			t.Fatalf("execution: %v", exec)
+		}
+		j.within(live, s.name+": execution shows", statusIs("Succeeded"))
+		j.within(live, s.name+": receipt shows", `document.querySelector('[data-testid=receipt]')`)
+
+		// The window runs out while the page is open.
+		c := agent.propose(fmt.Sprintf(`{"tool":"refund_order","arguments":{"order_id":"ord_10%02d","amount_minor":1000,"currency":"CNY","reason":"x"}}`, 8+i))
+		j.step("open c at "+s.name,
+			chromedp.Navigate(d.base+"/proposals/"+c.ID),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
+		)
+		d.clock.Advance(301 * time.Second) // the low tier's window is 300 s
+		j.within(live, s.name+": expiry shows", statusIs("Expired"))
+		j.within(live, s.name+": forms gone once expired", noForms)
+	}
+}
+
+func mustDigest(t *testing.T, a *app.App, u models.User, id string) string {
+	t.Helper()
+	p, err := a.Protocol.Get(context.Background(), u.TenantID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.ArgsDigest
+}
+
+// TestBrowserTerminalDecisionsReachTheList: a decision made with
+// `countersign review approve` (another process writing the database file)
+// leaves the open pending list within two seconds.
+func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	term := d.terminal(t)
+	admin := terminalUser(t, term, d.creds.Admin)
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	for i, s := range screens {
+		p := agent.propose(fmt.Sprintf(`{"tool":"refund_order","arguments":{"order_id":"ord_10%02d","amount_minor":1000,"currency":"CNY","reason":"x"}}`, 1+i))
+		row := fmt.Sprintf(`document.querySelector('[data-testid=pending-row] a[href="/proposals/%s"]')`, p.ID)
+		j.step("list at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/"))
+		j.within(5*time.Second, s.name+": the proposal is listed", row)
+		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: p.ID,
+			DigestSeen: mustDigest(t, term, admin, p.ID)}); err != nil {
+			t.Fatal(err)
+		}
+		j.within(2*time.Second, s.name+": the terminal's approval leaves the list", "!"+row)
+	}
+}
