@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 )
 
 // ValidateRequest asks the business system whether a write is allowed now.
@@ -93,4 +94,12 @@ type FactsAdapter interface {
 	// Facts describes the target of a write as it stands now. An
 	// unreachable business system is EUnavailable.
 	Facts(ctx context.Context, req FactsRequest) ([]Fact, error)
+}
+
+// TimedAdapter is an Adapter that bounds each call itself and says how long
+// a call may take. The server leases an execution for at least that long
+// plus a margin, so that no second attempt starts while one is in flight.
+type TimedAdapter interface {
+	Adapter
+	Timeout() time.Duration
 }

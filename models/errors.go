@@ -42,7 +42,8 @@ const (
 	EBusinessRule        Code = "business_rule"         // 422: the business system refused the arguments
 	ERateLimited         Code = "rate_limited"          // 429
 	EInternal            Code = "internal"              // 500: a bug or an unexpected failure
-	EUnavailable         Code = "unavailable"           // 503: database or adapter out of reach
+	EUnavailable         Code = "unavailable"           // 503: database or adapter out of reach; nothing was stored
+	EOutcomeUncertain    Code = "outcome_uncertain"     // 503: the write may have been stored; retry with the same request_key or token
 )
 
 // FieldProblem names one offending or ambiguous field by its JSON pointer

@@ -53,12 +53,6 @@ type Tier struct {
 	AllowSelfApproval bool
 }
 
-// OwnerMayApprove reports whether the owner of the requesting agent may
-// approve under this tier: only when the tier allows self-approval and needs
-// one approver — N distinct approvers means N people besides the one who
-// asked.
-func (t Tier) OwnerMayApprove() bool { return t.AllowSelfApproval && t.Quorum <= 1 }
-
 // Proposal is an immutable snapshot of one proposed write plus its lifecycle
 // state. Arguments, ArgsDigest, Resource*, StateVersion, Tier and
 // PolicyVersion never change after creation.
@@ -69,7 +63,7 @@ type Proposal struct {
 	AgentName string
 	// AgentOwnerID and AgentOwnerName are the person who answers for the
 	// agent ("" when it has no owner): the reviewer who may not approve
-	// its proposals (see Tier.OwnerMayApprove).
+	// its proposals (see Proposal.MayApprove).
 	AgentOwnerID      string
 	AgentOwnerName    string
 	Tool              string
@@ -129,10 +123,9 @@ func (p *Proposal) OwnedBy(userID string) bool {
 }
 
 // MayApprove reports whether the separation-of-duties rule lets userID
-// approve p: the agent's owner may not, unless the tier allows
-// self-approval and needs a single approver.
+// approve p: the agent's owner may not where SelfApprovalForbidden says so.
 func (p *Proposal) MayApprove(userID string) bool {
-	return !p.OwnedBy(userID) || p.Tier.OwnerMayApprove()
+	return !p.OwnedBy(userID) || !SelfApprovalForbidden(p.Tier)
 }
 
 // Approvals returns the distinct reviewers who approved.

@@ -24,6 +24,13 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	v1.GET("/proposals/:id", a.GetProposal, agent...)
 	v1.POST("/proposals/:id/cancel", a.CancelProposal, agent...)
 	v1.POST("/executions", a.Execute, agent...)
+	if a.HasEvents() {
+		// Webhook endpoints of the calling agent, and its event stream.
+		v1.POST("/webhooks", a.CreateWebhook, agent...)
+		v1.GET("/webhooks", a.ListWebhooks, agent...)
+		v1.DELETE("/webhooks/:id", a.DeleteWebhook, agent...)
+		v1.GET("/events", a.Events, agent...)
+	}
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {
@@ -95,4 +102,11 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
+	if wh := con.webhooks; wh != nil {
+		e.GET("/admin/webhooks", wh.Page, adminPage...)
+		e.POST("/admin/webhooks", wh.Create, adminForm...)
+		e.POST("/admin/webhooks/:id/disable", wh.Disable, adminForm...)
+		e.GET("/admin/deliveries/:id", wh.Delivery, adminPage...)
+		e.POST("/admin/deliveries/:id/redeliver", wh.Redeliver, adminForm...)
+	}
 }

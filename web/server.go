@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/handlers/console"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/events"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/static"
@@ -63,6 +64,15 @@ type Deps struct {
 	// sign-in (*stepup.Service); nil leaves them out, and tiers that need
 	// a security key cannot be approved in the console.
 	StepUp StepUp
+	// Events registers webhooks, serves the agents' event stream and the
+	// webhook admin pages (*events.Service); nil leaves them out.
+	Events Events
+}
+
+// Events is what the server needs for webhooks and event streams.
+type Events interface {
+	api.Events
+	console.WebhookService
 }
 
 // StepUp is what the console needs for security keys.
@@ -76,6 +86,7 @@ var (
 	_ api.Protocol          = (*protocol.Service)(nil)
 	_ console.PagesProtocol = (*protocol.Service)(nil)
 	_ StepUp                = (*stepup.Service)(nil)
+	_ Events                = (*events.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -87,6 +98,7 @@ type consoleHandlers struct {
 	pages    *console.Pages    // nil without Deps.Pages
 	keys     *console.Keys     // nil without Deps.StepUp
 	passkeys *console.Passkeys // nil without Deps.StepUp
+	webhooks *console.Webhooks // nil without Deps.Events
 	assets   *static.Assets
 }
 
@@ -113,6 +125,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		Clock:        clock,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		BaseURL:      cfg.BaseURL,
+		Events:       apiEvents(deps.Events),
 	})
 
 	var con *consoleHandlers
@@ -130,6 +143,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Pages != nil {
 			con.pages = console.NewPages(deps.Pages, assets, clock, deps.StepUp)
+		}
+		if deps.Events != nil {
+			con.webhooks = console.NewWebhooks(deps.Events, deps.Auth, assets)
 		}
 		if deps.StepUp != nil {
 			con.keys = console.NewKeys(deps.StepUp, assets)
@@ -168,4 +184,12 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	)
 	routes(e, apiHandlers, con)
 	return e
+}
+
+// apiEvents keeps a nil Events a nil interface for the API handlers.
+func apiEvents(ev Events) api.Events {
+	if ev == nil {
+		return nil
+	}
+	return ev
 }

@@ -37,6 +37,8 @@ Usage:
   countersign tenant create NAME     create a tenant; prints its id
   countersign user create --tenant T --name N --role reviewer|admin
                                      create a console user; password on stdin
+  countersign user notify --tenant T --name N --email ADDRESS
+                                     e-mail the user when proposals await review
   countersign agent create --tenant T --name N [--owner USER]
                                      create an agent; prints its API key, once
   countersign tenant limits --tenant T [--proposals-per-minute N] ...
@@ -100,7 +102,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "tenant":
 		return c.group(ctx, "tenant", rest, map[string]func(context.Context, []string) error{"create": c.tenantCreate, "limits": c.tenantLimits})
 	case "user":
-		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate})
+		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate,
+			"notify": c.userNotify})
 	case "agent":
 		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{"create": c.agentCreate, "limits": c.agentLimits})
 	case "review":

@@ -15,6 +15,8 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/events"
+	"github.com/countersign/countersign/models/protocol"
 )
 
 // Defaults shared by several commands.
@@ -40,6 +42,12 @@ type serveConfig struct {
 	Audience string
 	LogLevel slog.Level
 
+	// Executions.
+	ExecutionLease    time.Duration
+	LeaseMargin       time.Duration
+	HeartbeatInterval time.Duration
+	InstanceTimeout   time.Duration
+
 	// Console sessions.
 	Secure          bool
 	CookieHashKey   string // base64
@@ -57,11 +65,15 @@ type serveConfig struct {
 
 	// Default per-agent limits.
 	Limits models.Limits
+	// Reviewer notifications.
+	SMTPAddr, SMTPFrom, SMTPUsername, SMTPPassword string
+	SMTPStartTLS                                   bool
+	SlackWebhookURL                                string
 }
 
 const serveAbout = `
 Serves the reviewer console (/), the agent API (/api/v1/proposals,
-/api/v1/executions), the token public keys (/.well-known/jwks.json) and
+/api/v1/executions, /api/v1/webhooks, /api/v1/events), the token public keys (/.well-known/jwks.json) and
 /healthz. Database migrations are
 applied at start. Logs go to stderr; the addresses go to stdout.
 
@@ -116,6 +128,14 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` of this server, used in Location headers;\nhttp://ADDRESS once listening when empty (set it when clients reach the server\nthrough another name, a proxy or TLS)")
 	tokenFlags(fs, &cfg.Issuer, &cfg.Audience)
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
+	fs.DurationVar(&cfg.ExecutionLease, "execution-lease", protocol.DefaultExecutionLease,
+		"longest lease one execution attempt may hold: each tool's lease is its adapter\ntimeout plus --lease-margin, and a registry whose tool needs more is refused at start")
+	fs.DurationVar(&cfg.LeaseMargin, "lease-margin", protocol.DefaultLeaseMargin,
+		"time on top of an adapter's timeout to record an execution's outcome")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", protocol.DefaultHeartbeatInterval,
+		"how often this server tells the others, through the database, that it is alive")
+	fs.DurationVar(&cfg.InstanceTimeout, "instance-timeout", protocol.DefaultInstanceTimeout,
+		"a server whose heartbeat is older is taken for dead and its executions are taken over")
 	fs.BoolVar(&cfg.Secure, "secure", false, "serve behind TLS: Secure cookies and HSTS (implied by an https --base-url)")
 	fs.StringVar(&cfg.CookieHashKey, "cookie-hash-key", "", "console cookie authentication key, `BASE64` of at least 32 bytes;\nkept in the database when empty (give both keys or neither)")
 	fs.StringVar(&cfg.CookieBlockKey, "cookie-block-key", "", "console cookie encryption key, `BASE64` of 16, 24 or 32 bytes")
@@ -128,12 +148,26 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	limitsFlags(fs, &cfg.Limits)
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
+	fs.StringVar(&cfg.SMTPAddr, "smtp-addr", "", "mail server `HOST:PORT`: e-mail reviewers when a proposal awaits them\n(see countersign user notify); off when empty")
+	fs.StringVar(&cfg.SMTPFrom, "smtp-from", "", "sender `ADDRESS` of notification e-mails")
+	fs.StringVar(&cfg.SMTPUsername, "smtp-username", "", "SMTP AUTH PLAIN `USER` (only over TLS, or to localhost)")
+	fs.StringVar(&cfg.SMTPPassword, "smtp-password", "", "SMTP AUTH `PASSWORD`; prefer COUNTERSIGN_SMTP_PASSWORD")
+	fs.BoolVar(&cfg.SMTPStartTLS, "smtp-starttls", false, "refuse a mail server that does not offer STARTTLS\n(STARTTLS is used whenever offered)")
+	fs.StringVar(&cfg.SlackWebhookURL, "slack-webhook-url", "", "Slack-compatible incoming webhook `URL` reviewer notifications are posted to")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
 	}
 	if err := cmd.wantArgs(pos); err != nil {
 		return err
+	}
+	if cfg.SMTPAddr != "" && cfg.SMTPFrom == "" {
+		return usagef(cmd.synopsis, "--smtp-addr needs --smtp-from")
+	}
+	if cfg.SlackWebhookURL != "" {
+		if _, err := events.CheckURL(cfg.SlackWebhookURL); err != nil {
+			return usagef(cmd.synopsis, "--slack-webhook-url: %v", models.ErrorMessage(err))
+		}
 	}
 	if err := cmd.required(map[string]string{"addr": cfg.Addr, "db": cfg.DB, "issuer": cfg.Issuer, "audience": cfg.Audience}); err != nil {
 		return err
@@ -142,6 +176,12 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		if cfg.BaseURL, err = checkBaseURL(cfg.BaseURL); err != nil {
 			return usagef(cmd.synopsis, "--base-url: %v", err)
 		}
+	}
+	if cfg.ExecutionLease <= 0 || cfg.LeaseMargin <= 0 || cfg.LeaseMargin >= cfg.ExecutionLease {
+		return usagef(cmd.synopsis, "--execution-lease and --lease-margin must be positive, the margin shorter than the lease")
+	}
+	if cfg.HeartbeatInterval <= 0 || cfg.InstanceTimeout <= cfg.HeartbeatInterval {
+		return usagef(cmd.synopsis, "--heartbeat-interval must be positive and shorter than --instance-timeout")
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
 		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
@@ -216,6 +256,13 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 
 		PasswordHashConcurrency: cfg.HashConcurrency,
 		Limits:                  cfg.Limits,
+		ExecutionLease:          cfg.ExecutionLease,
+		LeaseMargin:             cfg.LeaseMargin,
+		HeartbeatInterval:       cfg.HeartbeatInterval,
+		InstanceTimeout:         cfg.InstanceTimeout,
+		SMTP: events.SMTPConfig{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername,
+			Password: cfg.SMTPPassword, StartTLS: cfg.SMTPStartTLS},
+		SlackWebhookURL: cfg.SlackWebhookURL,
 	})
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ type Options struct {
 	// BaseURL, when set (e.g. "https://countersign.example.com"), makes
 	// Location headers absolute; otherwise they are absolute paths.
 	BaseURL string
+	// Events serves webhook registration and the event stream
+	// (*events.Service); nil leaves those routes out.
+	Events Events
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -65,6 +68,7 @@ type Handlers struct {
 	clock   models.Clock
 	maxBody int64
 	baseURL string
+	events  Events
 }
 
 // New returns the API handlers over p.
@@ -74,6 +78,7 @@ func New(p Protocol, opts Options) *Handlers {
 		clock:   opts.Clock,
 		maxBody: opts.MaxBodyBytes,
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
+		events:  opts.Events,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}

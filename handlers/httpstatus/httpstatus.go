@@ -34,7 +34,7 @@ func Of(code models.Code) int {
 		return http.StatusUnprocessableEntity
 	case models.ERateLimited:
 		return http.StatusTooManyRequests
-	case models.EUnavailable:
+	case models.EUnavailable, models.EOutcomeUncertain:
 		return http.StatusServiceUnavailable
 	default: // EInternal and anything unmapped
 		return http.StatusInternalServerError

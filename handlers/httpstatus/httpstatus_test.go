@@ -31,6 +31,7 @@ func TestOf(t *testing.T) {
 		{models.EBusinessRule, http.StatusUnprocessableEntity},
 		{models.ERateLimited, http.StatusTooManyRequests},
 		{models.EUnavailable, http.StatusServiceUnavailable},
+		{models.EOutcomeUncertain, http.StatusServiceUnavailable},
 		{models.EInternal, http.StatusInternalServerError},
 		{models.Code("no_such_code"), http.StatusInternalServerError},
 	}

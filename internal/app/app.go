@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
 	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/events"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
@@ -54,8 +55,14 @@ type Config struct {
 	Clock models.Clock
 	// Logger receives logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// ExecutionLease bounds one execution attempt (see protocol.Config).
-	ExecutionLease time.Duration
+	// ExecutionLease is the longest lease an execution attempt may hold, and
+	// LeaseMargin the time on top of an adapter's timeout to record the
+	// outcome (see protocol.Config); protocol's defaults when zero.
+	ExecutionLease, LeaseMargin time.Duration
+	// HeartbeatInterval and InstanceTimeout: how often this server renews
+	// its heartbeat, and how old another's may be before its executions are
+	// taken over (see protocol.Config); protocol's defaults when zero.
+	HeartbeatInterval, InstanceTimeout time.Duration
 	// PollInterval bounds how long a long-poll sleeps before it compares
 	// the clock with its proposal's expiry again (see protocol.Config);
 	// changes wake long-polls through notifications.
@@ -99,6 +106,15 @@ type Config struct {
 	// Default: BaseURL's origin, or the same at localhost when BaseURL's
 	// host is an IP address (see WebAuthnDefaults).
 	Origins []string
+
+	// SMTP, when its Addr is set, e-mails reviewers when a proposal awaits
+	// them; SlackWebhookURL, when set, posts to a Slack-compatible
+	// incoming webhook. Links point at BaseURL.
+	SMTP            events.SMTPConfig
+	SlackWebhookURL string
+	// DispatchInterval is how often webhooks and notifications that are due
+	// are looked for; 1s when zero.
+	DispatchInterval time.Duration
 }
 
 // App is the assembled application.
@@ -114,6 +130,7 @@ type App struct {
 	StepUp    *stepup.Service
 	Server    *echo.Echo
 	cfg       Config
+	Events    *events.Service
 }
 
 // Open connects to the database, applies migrations, loads the registry,
@@ -141,7 +158,8 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 			return nil, fmt.Errorf("tools %s: %w", cfg.ToolsFile, err)
 		}
 	}
-	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock})
+	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock,
+		Notify: events.NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL)})
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +182,13 @@ func (a *App) init(ctx context.Context) error {
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		ExecutionLease: a.cfg.ExecutionLease, PollInterval: a.cfg.PollInterval, Limits: a.cfg.Limits})
+		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval,
+		HeartbeatInterval: a.cfg.HeartbeatInterval, InstanceTimeout: a.cfg.InstanceTimeout, Limits: a.cfg.Limits})
 	if err != nil {
 		return err
 	}
+	a.Events = events.New(events.Config{Store: a.Store, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
+		BaseURL: a.cfg.BaseURL, SMTP: a.cfg.SMTP, SlackWebhookURL: a.cfg.SlackWebhookURL})
 	if a.cfg.PasswordHash == (secret.PasswordParams{}) {
 		a.cfg.PasswordHash = secret.DefaultPasswordParams
 	}
@@ -199,7 +220,7 @@ func (a *App) init(ctx context.Context) error {
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
 		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp})
+			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
 	return nil
 }
 
@@ -357,6 +378,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	// Other instances' changes wake this one's long-polls (PostgreSQL).
 	workers.Go(func() { a.Protocol.Listen(bg) })
 	workers.Go(func() { a.pruneConsole(bg) })
+	dispatch := a.cfg.DispatchInterval
+	if dispatch <= 0 {
+		dispatch = time.Second
+	}
+	workers.Go(func() { a.Events.Run(bg, dispatch) })
 	// Stop the background work before returning, so the caller may close
 	// the store right after.
 	defer workers.Wait()

@@ -98,7 +98,7 @@ func (e *env) openStore() {
 
 func (e *env) newService(reg *registry.Registry) *protocol.Service {
 	svc, err := protocol.New(e.ctx, protocol.Config{Store: e.store, Registry: reg, Tokens: e.tokens,
-		Adapters: e.adapter, Clock: e.clock, ExecutionLease: 10 * time.Second, PollInterval: 20 * time.Millisecond})
+		Adapters: e.adapter, Clock: e.clock, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -27,7 +27,11 @@ import (
 // Errors: EInvalidSignature, EAudienceMismatch, ETenantMismatch,
 // ESubjectMismatch, ENotFound, EOperationMismatch, EArgsMismatch,
 // EUnknownToken, ETokenExpired, ERevoked, EAlreadyConsumed, EStateChanged,
-// EIdempotencyKeyReuse, EUnavailable.
+// EIdempotencyKeyReuse, EUnavailable (nothing was consumed),
+// EOutcomeUncertain (the database failed while consuming and it cannot be
+// told whether it did; presenting the same token again is safe). Once the
+// token is consumed, the execution is returned, whatever happens after
+// (EStateChanged aside, which carries it in Details).
 func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
 	c, err := s.tokens.Verify(ctx, compact)
 	if err != nil {
@@ -85,8 +89,13 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 	exec, consumed, err := s.store.ConsumeToken(ctx, store.Consume{
 		TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
 		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
-			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease)},
+			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
 	})
+	if models.IsCode(err, models.EOutcomeUncertain) {
+		return nil, &models.Error{Code: models.EOutcomeUncertain,
+			Message: "the token may or may not have been redeemed; present the same token again, which never writes twice",
+			Details: map[string]any{"proposal_id": p.ID}, Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +183,7 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	now := s.clock.Now()
 	switch {
 	case e.Status == models.StatusFailedRetryable:
-		claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID, []models.Status{models.StatusFailedRetryable}, now, now.Add(s.lease))
+		claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID, []models.Status{models.StatusFailedRetryable}, now, now.Add(s.lease(e.Operation)))
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +191,10 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 			s.changed(ctx, p.TenantID, p.ID)
 			return s.attempt(ctx, p, claimed)
 		}
-	case (e.Status == models.StatusUnknown || e.Status == models.StatusExecuting) && !now.Before(e.LeaseUntil):
+	case e.Status == models.StatusUnknown || e.Status == models.StatusExecuting:
+		// Settle it now if no attempt holds it (its lease ran out, or its
+		// instance died); the claim in reconcile decides atomically, and
+		// leaves an execution that is in flight alone.
 		if err := s.reconcile(ctx, e); err != nil {
 			return nil, err
 		}
@@ -194,23 +206,56 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
 }
 
+// lease is how long one attempt at a tool's write holds its execution: the
+// adapter's timeout plus the margin to record the outcome. New made sure it
+// is within the configured maximum.
+func (s *Service) lease(tool string) time.Duration {
+	if d, ok := s.timeouts[tool]; ok {
+		return d + s.margin
+	}
+	return DefaultAdapterTimeout + s.margin
+}
+
+// timeout bounds one adapter call for tool.
+func (s *Service) timeout(tool string) time.Duration {
+	if d, ok := s.timeouts[tool]; ok {
+		return d
+	}
+	return DefaultAdapterTimeout
+}
+
 // attempt calls the adapter for an execution this process owns (its lease)
 // and records the outcome. A transport problem is unknown, never failed.
+//
+// The token behind e is consumed, so whatever goes wrong from here on the
+// caller gets the execution, never an error that suggests nothing happened:
+// when the outcome cannot be recorded (or no adapter is configured), the
+// execution is returned as recorded (executing) and the reconciler settles
+// it once the lease has run out. The only error is EStateChanged, a settled
+// outcome (failed_terminal, nothing written) that needs a new proposal.
 func (s *Service) attempt(ctx context.Context, p *models.Proposal, e models.Execution) (*models.Execution, error) {
-	// The write must not be abandoned half-way because the caller went away:
-	// detach from the request, bounded by the lease.
 	ad, err := s.adapter(p.Tool)
 	if err != nil {
 		// The execution stays executing; once its lease runs out the
 		// reconciler asks again (and an operator can restore the tool).
-		return nil, err
+		s.log.Error("execution left to the reconciler", "execution", e.ID, "err", err)
+		return &e, nil
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
-	defer cancel()
+	// The write must not be abandoned half-way because the caller went away:
+	// detach from the request, bounded by the adapter's timeout, which the
+	// lease outlasts.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout(p.Tool))
 	res, err := ad.Execute(actx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
 		Tenant: p.TenantID, RequestKey: e.RequestKey, ExpectedStateVersion: p.StateVersion})
+	cancel()
 	o := s.outcome(e, res, err)
-	return s.finish(actx, p, e, o)
+	done, err := s.finish(ctx, p, e, o)
+	if err != nil && !models.IsCode(err, models.EStateChanged) {
+		s.log.Error("recording an execution outcome failed; the reconciler will ask the business system",
+			"execution", e.ID, "request_key", e.RequestKey, "outcome", o.Status, "err", err)
+		return &e, nil
+	}
+	return done, err
 }
 
 // outcome classifies an adapter's answer.
@@ -240,8 +285,12 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 }
 
 // finish records an attempt's outcome and turns a state conflict into the
-// caller's EStateChanged.
+// caller's EStateChanged. It runs detached from ctx's cancellation and
+// within the lease margin: the adapter has answered, and its answer must
+// not be dropped because the request ended.
 func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execution, o store.Outcome) (*models.Execution, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.margin)
+	defer cancel()
 	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, s.clock.Now())
 	if err != nil {
 		return nil, err
@@ -296,7 +345,7 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 		return err
 	}
 	claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID,
-		[]models.Status{models.StatusExecuting, models.StatusUnknown}, now, now.Add(s.lease))
+		[]models.Status{models.StatusExecuting, models.StatusUnknown}, now, now.Add(s.lease(e.Operation)))
 	if err != nil || !ok {
 		return err
 	}
@@ -305,24 +354,31 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 		return err
 	}
 	s.changed(ctx, p.TenantID, p.ID)
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.lease)
-	defer cancel()
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout(e.Operation))
 	res, err := ad.Status(actx, p.TenantID, claimed.RequestKey)
+	cancel()
 	switch {
 	case errors.Is(err, models.ErrNeverArrived):
+		// The status call used up part of the lease: renew it before the
+		// write, so the write, too, is covered from its start.
+		now := s.clock.Now()
+		ok, err := s.store.ExtendLease(ctx, claimed.TenantID, claimed.ID, claimed.Attempts, now.Add(s.lease(e.Operation)))
+		if err != nil || !ok {
+			return err
+		}
 		_, err = s.attempt(ctx, p, claimed)
 		if models.IsCode(err, models.EStateChanged) {
 			return nil
 		}
 		return err
 	case err != nil:
-		_, err = s.finish(actx, p, claimed, store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
+		_, err = s.finish(ctx, p, claimed, store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
 			ErrorMessage: "the business system could not be asked; will ask again",
 			RetryAt:      s.clock.Now().Add(backoff(claimed.Attempts))})
 		return err
 	}
 	o := s.outcome(claimed, res, nil)
-	_, err = s.finish(actx, p, claimed, o)
+	_, err = s.finish(ctx, p, claimed, o)
 	if models.IsCode(err, models.EStateChanged) {
 		return nil
 	}
@@ -330,8 +386,15 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 }
 
 // RunBackground sweeps expired proposals and reconciles executions every
-// interval until ctx ends.
+// interval, and renews this instance's heartbeat every HeartbeatInterval,
+// until ctx ends.
 func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		s.runHeartbeat(ctx)
+	}()
+	defer func() { <-beating }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -346,6 +409,23 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 		// Pick up signing keys rotated by another process (or the CLI).
 		if err := s.tokens.EnsureKey(ctx); err != nil {
 			s.log.Warn("signing keys", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// runHeartbeat renews this instance's heartbeat every interval until ctx
+// ends.
+func (s *Service) runHeartbeat(ctx context.Context) {
+	t := time.NewTicker(s.beat)
+	defer t.Stop()
+	for {
+		if err := s.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("heartbeat", "instance", s.instance, "err", err)
 		}
 		select {
 		case <-ctx.Done():

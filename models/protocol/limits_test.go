@@ -60,12 +60,6 @@ func (e *env) proposeMany(svcs []*protocol.Service, n int) (created int, limited
 	return created, limited
 }
 
-func asError(err error, target **models.Error) bool {
-	e, ok := err.(*models.Error)
-	*target = e
-	return ok
-}
-
 // TestOpenProposalsLimitHoldsUnderRace: 100 proposals at once against a
 // limit of 10 open ones create exactly 10, on SQLite and across two
 // instances over one PostgreSQL; the refusals say when the first open one

@@ -32,20 +32,52 @@ type Config struct {
 	Adapters map[string]models.Adapter
 	Clock    models.Clock
 	Logger   *slog.Logger
-	// ExecutionLease bounds one execution attempt: the adapter call gets this
-	// long, and the reconciler leaves the execution alone until it ran out.
-	// Default 30s; keep it above the slowest adapter timeout.
+	// ExecutionLease is the longest lease one execution attempt may hold.
+	// Each tool's lease is derived from its adapter: the adapter's own
+	// timeout (models.TimedAdapter, else DefaultAdapterTimeout) plus
+	// LeaseMargin, so the lease always outlasts the attempt and the
+	// reconciler never re-sends a write that is still in flight. New refuses
+	// a registry whose tool would need a longer lease. Default
+	// DefaultExecutionLease.
 	ExecutionLease time.Duration
+	// LeaseMargin is the time on top of an adapter's timeout to record the
+	// outcome. Default DefaultLeaseMargin.
+	LeaseMargin time.Duration
 	// PollInterval bounds how long a long-poll sleeps before it compares
 	// the clock with its proposal's expiry again (it reads the database only
 	// when the proposal is due). Changes wake long-polls through
 	// notifications, not through this. Default 30s; tests with an injected
 	// clock set it short.
 	PollInterval time.Duration
+	// HeartbeatInterval is how often RunBackground renews this instance's
+	// heartbeat in the database. Default DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// InstanceTimeout is how old another instance's heartbeat may be before
+	// the executions it holds count as abandoned (it crashed) and the
+	// reconciler takes them over without waiting for their lease. Default
+	// DefaultInstanceTimeout; it must exceed HeartbeatInterval.
+	InstanceTimeout time.Duration
 	// Limits are the default per-agent limits; tenants and agents may have
 	// overrides in the database. The zero value limits nothing.
 	Limits models.Limits
 }
+
+// Lease defaults (see Config).
+const (
+	// DefaultExecutionLease is the longest lease an attempt may hold unless
+	// configured: a registry's largest adapter timeout (5m) plus margin fits.
+	DefaultExecutionLease = 6 * time.Minute
+	// DefaultLeaseMargin is the time to record an outcome after the adapter
+	// answered or timed out.
+	DefaultLeaseMargin = 5 * time.Second
+	// DefaultAdapterTimeout bounds a call to an adapter that does not say
+	// its own timeout (the in-process demo ledger).
+	DefaultAdapterTimeout = 5 * time.Second
+	// DefaultHeartbeatInterval and DefaultInstanceTimeout: an instance that
+	// missed about three heartbeats is taken for dead.
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultInstanceTimeout   = 7 * time.Second
+)
 
 // Service implements the protocol. It is safe for concurrent use, and
 // several instances over one PostgreSQL database are correct together: every
@@ -57,10 +89,17 @@ type Service struct {
 	adapters map[string]models.Adapter
 	clock    models.Clock
 	log      *slog.Logger
-	lease    time.Duration
+	// timeouts bounds each tool's adapter call; the lease of an attempt is
+	// the timeout plus margin.
+	timeouts map[string]time.Duration
+	margin   time.Duration
 	poll     time.Duration
+	beat     time.Duration
+	// instance is this process's registered id: the owner of the
+	// executions it attempts, and what tells its change announcements from
+	// other instances'.
+	instance string
 	changes  *notifier
-	instance string // tells this process's change announcements from others'
 	limits   models.Limits
 }
 
@@ -76,19 +115,50 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
-		clock: cfg.Clock, log: cfg.Logger, lease: cfg.ExecutionLease, poll: cfg.PollInterval, changes: newNotifier(),
-		instance: models.NewID("inst"), limits: cfg.Limits}
+		clock: cfg.Clock, log: cfg.Logger, margin: cfg.LeaseMargin, poll: cfg.PollInterval, changes: newNotifier(),
+		limits: cfg.Limits}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.lease <= 0 {
-		s.lease = 30 * time.Second
+	if s.margin <= 0 {
+		s.margin = DefaultLeaseMargin
+	}
+	maxLease := cfg.ExecutionLease
+	if maxLease <= 0 {
+		maxLease = DefaultExecutionLease
+	}
+	s.timeouts = map[string]time.Duration{}
+	for _, t := range cfg.Registry.Tools() {
+		timeout := DefaultAdapterTimeout
+		if ta, ok := cfg.Adapters[t.Name].(models.TimedAdapter); ok && ta.Timeout() > 0 {
+			timeout = ta.Timeout()
+		}
+		if timeout+s.margin > maxLease {
+			return nil, fmt.Errorf("protocol: tool %s: its adapter timeout %s plus the lease margin %s exceeds the longest execution lease %s; "+
+				"lower the tool's timeout or raise the execution lease", t.Name, timeout, s.margin, maxLease)
+		}
+		s.timeouts[t.Name] = timeout
 	}
 	if s.poll <= 0 {
 		s.poll = 30 * time.Second
+	}
+	s.beat = cfg.HeartbeatInterval
+	if s.beat <= 0 {
+		s.beat = DefaultHeartbeatInterval
+	}
+	stale := cfg.InstanceTimeout
+	if stale <= 0 {
+		stale = DefaultInstanceTimeout
+	}
+	if stale <= s.beat {
+		return nil, fmt.Errorf("protocol: the instance timeout %s must exceed the heartbeat interval %s", stale, s.beat)
+	}
+	var err error
+	if s.instance, err = s.store.RegisterInstance(ctx, s.clock.Now(), stale); err != nil {
+		return nil, err
 	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.
@@ -97,6 +167,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	return s, nil
 }
+
+// Instance is the id under which this service holds executions.
+func (s *Service) Instance() string { return s.instance }
+
+// Heartbeat tells other instances that this one is alive. RunBackground
+// calls it every HeartbeatInterval.
+func (s *Service) Heartbeat(ctx context.Context) error { return s.store.Heartbeat(ctx, s.clock.Now()) }
 
 // Registry returns the tool registry the service enforces.
 func (s *Service) Registry() *registry.Registry { return s.reg }
@@ -134,7 +211,10 @@ const MaxContext = 4000
 // Errors: EUnknownTool, EInvalidRequest, EClarificationNeeded,
 // ESchemaViolation, EIdempotencyKeyReuse, EBusinessRule (the proposal is
 // stored as rejected; Details carries its id), ERateLimited (Details carries
-// "limit" and "retry_after" in seconds), EUnavailable.
+// "limit" and "retry_after" in seconds), EUnavailable (nothing was stored),
+// EOutcomeUncertain (the database failed at commit and it cannot be told
+// whether the proposal was stored; Details carries the request_key to retry
+// with).
 func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
 	tool, ok := s.reg.Tool(in.Tool)
 	if !ok {
@@ -217,6 +297,13 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 		}
 	}
 	prev, inserted, err := s.store.CreateProposalWithin(ctx, p, limits.OpenProposals)
+	if models.IsCode(err, models.EOutcomeUncertain) {
+		// The agent learns the key to retry with, also when it sent none:
+		// a retry with it finds the proposal if it was stored.
+		return nil, false, &models.Error{Code: models.EOutcomeUncertain,
+			Message: "the proposal may or may not have been stored; retry with the same request_key (details.request_key)",
+			Details: map[string]any{"request_key": p.RequestKey, "proposal_id": p.ID}, Err: err}
+	}
 	if err != nil {
 		return nil, false, err
 	}

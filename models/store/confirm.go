@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -92,7 +93,8 @@ type IssueFunc func(p *models.Proposal) (models.Token, error)
 //
 // Errors: ENotFound, EProposalExpired, EInvalidState (no longer awaiting),
 // EAlreadyDecided (this reviewer decided before: double submits record one
-// decision).
+// decision), EUnavailable, EOutcomeUncertain (the commit failed and reading
+// back could not show the decision stored).
 func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID string, now time.Time, issue IssueFunc) (*models.Proposal, error) {
 	amr, err := json.Marshal(d.AMR)
 	if err != nil {
@@ -120,14 +122,28 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		if !ok {
 			return models.Errorf(models.EAlreadyDecided, "you already decided this proposal")
 		}
+		data := map[string]any{"decision": string(d.Kind), "reviewer_id": d.UserID}
+		if d.Reason != "" {
+			data["reason"] = d.Reason
+		}
+		if err := s.recordEvent(tx, tenantID, d.ProposalID, models.EventDecision, now, data); err != nil {
+			return err
+		}
 		p, err := loadProposal(tx, tenantID, d.ProposalID)
 		if err != nil {
 			return err
 		}
 		switch {
 		case d.Kind == models.DecisionDecline:
-			if _, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, ""); err != nil {
+			ok, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, "")
+			if err != nil {
 				return err
+			}
+			if ok {
+				if err := s.recordEvent(tx, tenantID, p.ID, models.StatusEvent(models.StatusDeclined), now,
+					map[string]any{"reason": d.Reason}); err != nil {
+					return err
+				}
 			}
 		case p.QuorumMet():
 			tok, err := issue(p)
@@ -141,6 +157,10 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 			if !ok {
 				return models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
 			}
+			if err := s.recordEvent(tx, tenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
+				map[string]any{"token_expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339Nano)}); err != nil {
+				return err
+			}
 			execID := (*string)(nil)
 			if err := tx.Create(&tokenRow{JTI: tok.JTI, TenantID: tenantID, ProposalID: p.ID, AgentID: tok.AgentID,
 				KID: tok.KeyID, Status: string(models.TokenIssued), Compact: tok.Compact,
@@ -151,6 +171,17 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		out, err = loadProposal(tx, tenantID, d.ProposalID)
 		return err
 	})
+	if commitUncertain(err) {
+		// Read back: the decision row is there exactly when the commit went
+		// through.
+		var n int64
+		rerr := s.db.WithContext(ctx).Model(&decisionRow{}).Where("id = ? AND tenant_id = ?", d.ID, tenantID).Count(&n).Error
+		if rerr == nil && n == 1 {
+			return s.GetProposal(ctx, tenantID, d.ProposalID)
+		}
+		return nil, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+			"the database failed while recording the decision, which may or may not be recorded; decide again (already_decided means it was)")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +215,7 @@ func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, no
 		if !ok {
 			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
 		}
-		return nil
+		return s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil)
 	})
 }
 

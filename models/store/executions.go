@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -25,9 +26,12 @@ type executionRow struct {
 	ErrorCode    string
 	ErrorMessage string
 	LeaseUntil   int64
-	CreatedAt    int64 `gorm:"autoCreateTime:false"`
-	UpdatedAt    int64 `gorm:"autoUpdateTime:false"`
-	CompletedAt  *int64
+	// OwnerInstance is the instance holding the current attempt (see
+	// RegisterInstance); empty for executions from before instances.
+	OwnerInstance string
+	CreatedAt     int64 `gorm:"autoCreateTime:false"`
+	UpdatedAt     int64 `gorm:"autoUpdateTime:false"`
+	CompletedAt   *int64
 }
 
 func (executionRow) TableName() string { return "executions" }
@@ -67,7 +71,7 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
 		RequestKey: c.Execution.RequestKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
 		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
-		CreatedAt: now, UpdatedAt: now}
+		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&tokenRow{}).
 			Where("jti = ? AND tenant_id = ? AND agent_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
@@ -100,20 +104,50 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		if !moved {
 			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
 		}
+		if err := s.recordEvent(tx, c.TenantID, c.ProposalID, models.StatusEvent(models.StatusExecuting), c.Now,
+			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
+			return err
+		}
 		consumed = true
 		return nil
 	})
+	if commitUncertain(err) {
+		return s.consumedAfterAll(ctx, c, row, err)
+	}
 	if err != nil || !consumed {
 		return models.Execution{}, false, err
 	}
 	return row.model(), true, nil
 }
 
+// consumedAfterAll settles a consumption whose commit failed by reading the
+// token back: consumed for this execution means the commit went through;
+// consumed for another, revoked or expired means someone else's change
+// stands (consumed=false). A token still issued, or one that cannot be
+// read, is EOutcomeUncertain: the commit may yet land, and presenting the
+// same token again is safe.
+func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRow, cause error) (models.Execution, bool, error) {
+	var tok tokenRow
+	rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND jti = ?", c.TenantID, c.JTI).Take(&tok).Error
+	switch {
+	case rerr != nil:
+		cause = errors.Join(cause, rerr)
+	case tok.Status == string(models.TokenConsumed) && tok.ExecutionID != nil && *tok.ExecutionID == row.ID:
+		return row.model(), true, nil
+	case tok.Status != string(models.TokenIssued):
+		return models.Execution{}, false, nil
+	}
+	return models.Execution{}, false, models.Wrap(models.EOutcomeUncertain, cause,
+		"the database failed while redeeming the token, which may or may not have been redeemed; retry with the same token")
+}
+
 // ClaimExecution takes an execution for one more attempt, atomically: it
 // matches only while the execution is in one of from and no other attempt
-// holds an unexpired lease. The execution and its proposal move to
-// executing, attempts grows by one and the lease runs to leaseUntil. ok=false
-// means someone else holds it or it settled.
+// holds it — its lease ran out, or it is executing and the instance that
+// holds it has a stale heartbeat (it crashed). The execution and its
+// proposal move to executing, attempts grows by one, this store's instance
+// owns it and the lease runs to leaseUntil. ok=false means someone else
+// holds it or it settled.
 func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []models.Status, now, leaseUntil time.Time) (models.Execution, bool, error) {
 	var (
 		out models.Execution
@@ -121,10 +155,12 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
+		lapsed, args := s.lapsed(now)
 		res := tx.Model(&executionRow{}).
-			Where("tenant_id = ? AND id = ? AND status IN ? AND lease_until <= ?", tenantID, id, statusStrings(from), ms(now)).
+			Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(from)).
+			Where(lapsed, args...).
 			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
-				"lease_until": ms(leaseUntil), "updated_at": ms(now)})
+				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
@@ -132,13 +168,27 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
 			return err
 		}
-		if err := mirror(tx, row, now); err != nil {
+		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
 		return nil
 	})
 	return out, ok, err
+}
+
+// ExtendLease moves the lease of the attempt numbered attempt to
+// leaseUntil, atomically and only while that attempt still owns the
+// execution (status executing, same attempt count). ok=false means another
+// attempt took it over or it settled.
+func (s *Store) ExtendLease(ctx context.Context, tenantID, id string, attempt int, leaseUntil time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&executionRow{}).
+		Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt).
+		Update("lease_until", ms(leaseUntil))
+	if res.Error != nil {
+		return false, dbErr(res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }
 
 // Outcome is the result of one execution attempt.
@@ -189,7 +239,7 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
 			return err
 		}
-		if err := mirror(tx, row, now); err != nil {
+		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
@@ -198,10 +248,19 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	return out, ok, err
 }
 
-// mirror copies an execution's status onto its proposal.
-func mirror(tx *gorm.DB, row executionRow, now time.Time) error {
-	return tx.Model(&proposalRow{}).Where("id = ? AND status <> ?", row.ProposalID, row.Status).
-		Updates(map[string]any{"status": row.Status, "revision": gorm.Expr("revision + 1"), "updated_at": ms(now)}).Error
+// mirror copies an execution's status onto its proposal and records the
+// event when the proposal's status changed.
+func (s *Store) mirror(tx *gorm.DB, row executionRow, now time.Time) error {
+	res := tx.Model(&proposalRow{}).Where("id = ? AND status <> ?", row.ProposalID, row.Status).
+		Updates(map[string]any{"status": row.Status, "revision": gorm.Expr("revision + 1"), "updated_at": ms(now)})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error
+	}
+	data := map[string]any{"execution_id": row.ID, "attempt": row.Attempts}
+	if row.ErrorCode != "" {
+		data["error_code"] = row.ErrorCode
+	}
+	return s.recordEvent(tx, row.TenantID, row.ProposalID, models.StatusEvent(models.Status(row.Status)), now, data)
 }
 
 // Execution returns an execution of the tenant, or ENotFound.
@@ -215,11 +274,14 @@ func (s *Store) Execution(ctx context.Context, tenantID, id string) (models.Exec
 
 // ExecutionsDue lists executions that need reconciling: unknown, or
 // executing with a lease that ran out (the process that owned the attempt
-// crashed or lost track), oldest first.
+// crashed or lost track) or whose owning instance's heartbeat is stale,
+// oldest first.
 func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]models.Execution, error) {
 	var rows []executionRow
+	lapsed, args := s.lapsed(now)
 	err := s.db.WithContext(ctx).
-		Where("status IN ? AND lease_until <= ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}, ms(now)).
+		Where("status IN ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}).
+		Where(lapsed, args...).
 		Order("updated_at").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)

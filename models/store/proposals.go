@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -112,6 +113,12 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 // a proposal with the same request key, nothing is written and the existing
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
+//
+// When the connection fails during the commit, it reads back under the
+// request key what is stored, and answers from that; only when that read
+// fails too, or finds nothing (the commit may still be in flight on the
+// server), it returns EOutcomeUncertain: retrying with the same request key
+// is then safe.
 func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existing *models.Proposal, inserted bool, err error) {
 	return s.CreateProposalWithin(ctx, p, 0)
 }
@@ -135,15 +142,35 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 			}
 		}
 		ok, err := insertOnce(tx, &row)
-		if err != nil {
+		if err != nil || !ok {
 			return err
 		}
-		inserted = ok
-		if ok && capped {
+		inserted = true
+		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if err := s.recordEvent(tx, p.TenantID, p.ID, models.EventCreated, p.CreatedAt, data); err != nil {
+			return err
+		}
+		if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(p.Status), p.CreatedAt, data); err != nil {
+			return err
+		}
+		if capped {
 			return openProposalsLimited(tx, p.AgentID, maxOpen, p.CreatedAt)
 		}
 		return nil
 	})
+	if commitUncertain(err) {
+		var stored proposalRow
+		rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&stored).Error
+		switch {
+		case rerr == nil && stored.ID == p.ID:
+			return nil, true, nil
+		case rerr == nil:
+			inserted, err = false, nil
+		default:
+			return nil, false, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+				"the database failed while storing the proposal, which may or may not have been stored; retry with the same request_key")
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -385,15 +412,32 @@ func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Tim
 // Cancel withdraws a proposal that still awaits confirmation, for the agent
 // that proposed it. ENotFound for unknown, foreign or other agents'
 // proposals; EProposalExpired or EInvalidState when it no longer waits.
+//
+// When the connection fails during the commit, it reads the proposal back:
+// cancelled means the commit went through (nil); otherwise
+// EOutcomeUncertain, and cancelling again is safe.
 func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now time.Time) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
+	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := transition(tx, tenantID, id, models.StatusCancelled, now,
 			"agent_id = ? AND status = ? AND expires_at > ?", agentID, string(models.StatusAwaitingConfirmation), ms(now))
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			return s.recordEvent(tx, tenantID, id, models.StatusEvent(models.StatusCancelled), now, nil)
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
+	if commitUncertain(err) {
+		var row proposalRow
+		rerr := s.db.WithContext(ctx).Select("status").Where("tenant_id = ? AND id = ? AND agent_id = ?", tenantID, id, agentID).Take(&row).Error
+		if rerr == nil && row.Status == string(models.StatusCancelled) {
+			return nil
+		}
+		return models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+			"the database failed while cancelling; the proposal may or may not be cancelled: cancel again")
+	}
+	return err
 }
 
 // explainNotAwaiting finds out why a conditional update on an awaiting
@@ -437,21 +481,30 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 	var out []ProposalRef
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		out = out[:0]
-		sql := "UPDATE proposals SET status = ?, revision = revision + 1, updated_at = ? WHERE status = ? AND expires_at <= ?"
-		args := []any{string(models.StatusExpired), ms(now), string(models.StatusAwaitingConfirmation), ms(now)}
+		// One conditional UPDATE per proposal, so that each expiry that
+		// happens records its event; a proposal decided meanwhile is left
+		// alone.
+		var awaiting []proposalRow
+		q := tx.Select("id", "tenant_id").
+			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
 		if proposalID != "" {
-			sql += " AND tenant_id = ? AND id = ?"
-			args = append(args, tenantID, proposalID)
+			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
 		}
-		var moved []struct {
-			ID       string
-			TenantID string
-		}
-		if err := tx.Raw(sql+" RETURNING id, tenant_id", args...).Scan(&moved).Error; err != nil {
+		if err := q.Find(&awaiting).Error; err != nil {
 			return err
 		}
-		for _, m := range moved {
-			out = append(out, ProposalRef{TenantID: m.TenantID, ID: m.ID})
+		for _, p := range awaiting {
+			ok, err := transition(tx, p.TenantID, p.ID, models.StatusExpired, now,
+				"status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, ProposalRef{TenantID: p.TenantID, ID: p.ID})
+				if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusExpired), now, nil); err != nil {
+					return err
+				}
+			}
 		}
 
 		// Tokens first, then the proposals whose token this statement moved:
@@ -481,6 +534,10 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 			}
 			if ok {
 				out = append(out, ProposalRef{TenantID: t.TenantID, ID: t.ProposalID})
+				if err := s.recordEvent(tx, t.TenantID, t.ProposalID, models.StatusEvent(models.StatusExpired), now,
+					map[string]any{"token_expired": true}); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

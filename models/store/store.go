@@ -8,11 +8,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -47,6 +49,8 @@ type Store struct {
 	// PostgreSQL the same pool as db.
 	read   *gorm.DB
 	readDB *sql.DB
+	inst   atomic.Pointer[instance]
+	notify []string // reviewer notification channels, see Options.Notify
 }
 
 // Options tune Open.
@@ -60,6 +64,15 @@ type Options struct {
 	// store runs through GORM (to count them, e.g. to show that an idle
 	// long-poll reads nothing).
 	OnStatement func(sql string)
+	// WrapDriver, when set, wraps the database/sql driver every connection
+	// is opened with. Fault-injection tests use it to make a commit fail as
+	// a dropped connection does (see internal/dbfault); nil in production.
+	WrapDriver func(driver.Driver) driver.Driver
+	// Notify lists the reviewer notification channels in use
+	// (models.ChannelEmail, models.ChannelSlack): a proposal that starts
+	// awaiting a person gets one delivery per channel, in the same
+	// transaction.
+	Notify []string
 }
 
 // statementHook is a GORM logger that reports every statement to a
@@ -96,12 +109,26 @@ func Open(url string, opts Options) (*Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		dial, dialect = postgres.Open(url), Postgres
+		if opts.WrapDriver != nil {
+			conn, err := wrappedDB("pgx", url, opts.WrapDriver)
+			if err != nil {
+				return nil, err
+			}
+			dial = postgres.New(postgres.Config{Conn: conn})
+		}
 	case strings.HasPrefix(url, "sqlite://"), strings.HasPrefix(url, "sqlite:"):
 		path := sqlitePath(url)
 		if path == "" {
 			return nil, models.Errorf(models.EInvalidRequest, "sqlite URL needs a path, e.g. sqlite://./countersign.db")
 		}
 		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
+		if opts.WrapDriver != nil {
+			conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.WrapDriver)
+			if err != nil {
+				return nil, err
+			}
+			dial = &sqlite.Dialector{DriverName: sqlite.DriverName, DSN: sqliteDSN(path), Conn: conn}
+		}
 	default:
 		return nil, models.Errorf(models.EInvalidRequest, "database URL must start with sqlite:// or postgres://")
 	}
@@ -133,7 +160,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB}
+	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
 		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {
@@ -172,6 +199,27 @@ func openSQLiteReader(path string, cfg *gorm.Config) (*gorm.DB, *sql.DB, error) 
 func sqlitePath(url string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
 }
+
+// wrappedDB opens a pool whose connections come from the registered
+// driver name, wrapped by wrap.
+func wrappedDB(name, dsn string, wrap func(driver.Driver) driver.Driver) (*sql.DB, error) {
+	probe, err := sql.Open(name, dsn)
+	if err != nil {
+		return nil, models.Wrap(models.EUnavailable, err, "cannot open the database")
+	}
+	d := probe.Driver()
+	probe.Close()
+	return sql.OpenDB(connector{d: wrap(d), dsn: dsn}), nil
+}
+
+// connector opens connections of a driver to one data source.
+type connector struct {
+	d   driver.Driver
+	dsn string
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c connector) Driver() driver.Driver                        { return c.d }
 
 func sqliteDSN(path string) string {
 	if path == ":memory:" {
@@ -227,12 +275,40 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	return applied, nil
 }
 
+// ErrCommitUncertain is in the chain of an EUnavailable error when the
+// database failed while committing: the connection dropped after COMMIT was
+// sent, so the transaction may or may not have been applied. Methods whose
+// callers need to know (CreateProposal, ConsumeToken) resolve it by reading
+// back what is stored, or return EOutcomeUncertain.
+var ErrCommitUncertain = errors.New("the outcome of the commit is unknown")
+
 // tx runs fn in one transaction. Domain errors returned by fn roll back and
-// pass through unchanged; database errors become EUnavailable.
-func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	err := s.db.WithContext(ctx).Transaction(fn)
-	return dbErr(err)
+// pass through unchanged; database errors become EUnavailable, and a failed
+// commit also carries ErrCommitUncertain.
+func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
+	tx := s.db.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return dbErr(tx.Error)
+	}
+	done := false
+	defer func() {
+		if !done {
+			// fn failed or panicked: nothing of it may stay.
+			tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return dbErr(err)
+	}
+	done = true
+	if err := tx.Commit().Error; err != nil {
+		return models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
+	}
+	return nil
 }
+
+// commitUncertain reports whether err is a failed commit.
+func commitUncertain(err error) bool { return errors.Is(err, ErrCommitUncertain) }
 
 // dbErr passes domain errors and nil through and turns anything else from
 // the database into EUnavailable (nothing was committed).

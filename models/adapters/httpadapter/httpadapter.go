@@ -243,6 +243,11 @@ func stateVersion(raw json.RawMessage) (string, error) {
 	}
 }
 
+// Timeout is how long one request may take, response body included. The
+// server derives an execution's lease from it, so that the lease always
+// outlasts the attempt.
+func (a *Adapter) Timeout() time.Duration { return a.timeout }
+
 // Execute asks the business system to perform the write once, with
 // req.RequestKey as the Idempotency-Key.
 //

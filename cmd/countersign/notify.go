@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+func (c *cli) userNotify(ctx context.Context, args []string) error {
+	var db, tenant, name, email string
+	cmd := newCommand("user notify", "countersign user notify --tenant T --name N --email ADDRESS [flags]", `
+Sets the e-mail address a console user is notified at when a proposal awaits
+a reviewer (the server sends e-mail when started with --smtp-addr). An empty
+--email removes the address.
+
+  countersign user notify --tenant acme --name alice --email alice@example.com`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the user's sign-in `NAME`")
+	cmd.fs.StringVar(&email, "email", "", "e-mail `ADDRESS` (name@example.com); empty removes it")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	u, _, err := st.UserCredentials(ctx, t.ID, name)
+	if err != nil {
+		return err
+	}
+	if err := st.SetNotificationEmail(ctx, t.ID, u.ID, email, time.Now()); err != nil {
+		return err
+	}
+	if email == "" {
+		fmt.Fprintf(c.stdout, "%s gets no e-mail notifications\n", name)
+	} else {
+		fmt.Fprintf(c.stdout, "%s is notified at %s\n", name, email)
+	}
+	return nil
+}

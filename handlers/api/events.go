@@ -1,0 +1,86 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/countersign/countersign/models/events"
+)
+
+// Event stream timing: how often the outbox is read, and how long the
+// stream may be silent before a comment line keeps proxies from closing it.
+const (
+	streamPoll      = 500 * time.Millisecond
+	streamHeartbeat = 15 * time.Second
+)
+
+// Events handles GET /api/v1/events: a text/event-stream of the agent's
+// own proposals' events as they happen. Each message has the event id as
+// its id, the event type as its event name and the event (as webhooks
+// carry it) as its data. A client reconnecting with Last-Event-ID (header,
+// or the last_event_id query parameter) resumes right after that event.
+func (h *Handlers) Events(c echo.Context) error {
+	agent, err := agentFrom(c)
+	if err != nil {
+		return err
+	}
+	last := c.Request().Header.Get("Last-Event-ID")
+	if last == "" {
+		last = c.QueryParam("last_event_id")
+	}
+	ctx := c.Request().Context()
+	stream, err := h.events.OpenStream(ctx, agent, last)
+	if err != nil {
+		return err
+	}
+	// The server's write timeout would cut a long stream; this response
+	// has no deadline of its own.
+	rc := http.NewResponseController(c.Response().Writer)
+	_ = rc.SetWriteDeadline(time.Time{})
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set(echo.HeaderCacheControl, "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+		return nil
+	}
+	w.Flush()
+	poll := time.NewTicker(streamPoll)
+	defer poll.Stop()
+	quiet := time.Now()
+	for {
+		evs, err := stream.Next(ctx)
+		if err != nil {
+			return nil // the client reconnects with its Last-Event-ID
+		}
+		for _, ev := range evs {
+			data, err := json.Marshal(events.Data(ev))
+			if err != nil {
+				return nil
+			}
+			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, data); err != nil {
+				return nil
+			}
+		}
+		if len(evs) > 0 {
+			w.Flush()
+			quiet = time.Now()
+		} else if time.Since(quiet) >= streamHeartbeat {
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+			quiet = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-poll.C:
+		}
+	}
+}

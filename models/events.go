@@ -1,0 +1,162 @@
+package models
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// EventType names what happened to a proposal. Every state change has one
+// ("proposal.<status>" or "execution.<status>"), plus proposal.created when a
+// proposal is stored and proposal.decision for each reviewer decision.
+type EventType string
+
+// Event types besides the per-status ones (see StatusEvent).
+const (
+	EventCreated  EventType = "proposal.created"
+	EventDecision EventType = "proposal.decision"
+)
+
+// StatusEvent is the event type of a change into status st: execution
+// states (executing and after) are "execution.<status>", the others
+// "proposal.<status>".
+func StatusEvent(st Status) EventType {
+	switch st {
+	case StatusExecuting, StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown:
+		return EventType("execution." + string(st))
+	}
+	return EventType("proposal." + string(st))
+}
+
+// Event is one entry of the outbox: a change of one proposal, recorded in
+// the transaction that made it. Its ID is a ULID ("evt_…"): events sort by
+// ID in the order they were created, and the ID is the webhook-id of every
+// delivery of the event, so receivers de-duplicate by it. Data never
+// carries a token.
+type Event struct {
+	ID         string
+	TenantID   string
+	AgentID    string
+	ProposalID string
+	Type       EventType
+	Status     Status
+	Revision   int64
+	Data       json.RawMessage // a small JSON object, "{}" at least
+	CreatedAt  time.Time
+}
+
+// WebhookEndpoint is a registered receiver of events. AgentID set means an
+// agent registered it and receives its own proposals' events only; empty
+// means a tenant administrator registered it for the whole tenant.
+type WebhookEndpoint struct {
+	ID          string
+	TenantID    string
+	AgentID     string
+	URL         string
+	Description string
+	CreatedAt   time.Time
+	DisabledAt  *time.Time
+}
+
+// EndpointScope says whose webhook endpoints an operation may see and
+// change: an agent's own (AgentID set) or, for a tenant administrator,
+// every endpoint of the tenant (AgentID empty).
+type EndpointScope struct {
+	TenantID string
+	AgentID  string
+}
+
+// Delivery channels.
+const (
+	ChannelWebhook = "webhook"
+	ChannelEmail   = "email"
+	ChannelSlack   = "slack"
+)
+
+// DeliveryStatus is where a delivery stands.
+type DeliveryStatus string
+
+// Delivery states: pending (due now or at NextAttemptAt), succeeded, or
+// failed (every attempt used; a person may redeliver).
+const (
+	DeliveryPending   DeliveryStatus = "pending"
+	DeliverySucceeded DeliveryStatus = "succeeded"
+	DeliveryFailed    DeliveryStatus = "failed"
+)
+
+// Delivery is one event on its way to one destination: a webhook endpoint
+// (Target is the endpoint id) or a notification channel (Target is the
+// channel name).
+type Delivery struct {
+	ID            string
+	TenantID      string
+	Event         Event
+	Channel       string
+	Target        string
+	Status        DeliveryStatus
+	Attempts      int
+	NextAttemptAt time.Time
+	LastCode      int
+	LastError     string
+	CreatedAt     time.Time
+	DeliveredAt   *time.Time
+}
+
+// DeliveryAttempt is one line of a delivery log.
+type DeliveryAttempt struct {
+	Attempt    int
+	StatusCode int
+	Error      string
+	Duration   time.Duration
+	At         time.Time
+}
+
+// SelfApprovalForbidden reports whether the requester (the agent's owner)
+// is barred from approving a proposal of tier t: unless the tier allows it,
+// and always for a quorum of two or more.
+func SelfApprovalForbidden(t Tier) bool { return !t.AllowSelfApproval || t.Quorum > 1 }
+
+// Summary is the one-line description of a proposal that notifications
+// carry: the action, the reviewer-facing values of its arguments (amount,
+// target, …), the risk tier and the time left at now. Values come from the
+// preview's display strings only; each is shortened, line breaks are
+// removed so that the line stays one line, and "://" becomes "[:]//" so
+// that a URL in the proposal's own text (which the agent wrote) is not
+// turned into a link by a mail or chat client.
+func (p *Proposal) Summary(now time.Time) string {
+	var b strings.Builder
+	b.WriteString(p.Tool)
+	sep := ": "
+	for _, f := range p.Preview {
+		v := defang(oneLine(f.Display, 60))
+		if v == "" {
+			continue
+		}
+		b.WriteString(sep)
+		b.WriteString(defang(oneLine(f.Label, 30)))
+		b.WriteString(" ")
+		b.WriteString(v)
+		sep = ", "
+	}
+	left := p.ExpiresAt.Sub(now).Truncate(time.Second)
+	if left <= 0 {
+		fmt.Fprintf(&b, " — tier %s, expired", p.Tier.Name)
+	} else {
+		fmt.Fprintf(&b, " — tier %s, %s left", p.Tier.Name, left)
+	}
+	return b.String()
+}
+
+func defang(s string) string { return strings.ReplaceAll(s, "://", "[:]//") }
+
+// oneLine collapses whitespace and cuts s to max characters.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}

@@ -1,0 +1,199 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/smtp"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
+)
+
+// SMTPConfig is the mail server reviewer notifications go through.
+type SMTPConfig struct {
+	// Addr is host:port of the submission server; empty turns e-mail off.
+	Addr string
+	// From is the sender address.
+	From string
+	// Username and Password, when set, authenticate with PLAIN (which
+	// net/smtp allows only over TLS or to localhost).
+	Username, Password string
+	// StartTLS requires the server to offer STARTTLS; without it STARTTLS
+	// is still used whenever offered.
+	StartTLS bool
+	// TLSConfig is used for STARTTLS; one checking the host name when nil.
+	TLSConfig *tls.Config
+}
+
+// Notification is what a reviewer is told about a proposal that awaits a
+// person: the one-line summary and the link to its console page. It never
+// holds a way to approve: deciding happens on that page only.
+type Notification struct {
+	ProposalID string
+	Summary    string
+	Link       string
+	Agent      string
+}
+
+// errSkip marks a notification that has nothing left to say (the proposal
+// was decided or ran out before the attempt); the delivery succeeds.
+var errSkip = errors.New("no longer awaiting a person")
+
+// notification loads the proposal of a notification delivery.
+func (s *Service) notification(ctx context.Context, d models.Delivery) (Notification, []store.Recipient, error) {
+	p, err := s.st.GetProposal(ctx, d.TenantID, d.Event.ProposalID)
+	if err != nil {
+		return Notification{}, nil, err
+	}
+	now := s.clock.Now()
+	if p.Status != models.StatusAwaitingConfirmation || p.Expired(now) {
+		return Notification{}, nil, errSkip
+	}
+	rs, err := s.st.NotificationRecipients(ctx, d.TenantID, p.ID)
+	if err != nil {
+		return Notification{}, nil, err
+	}
+	return Notification{ProposalID: p.ID, Summary: p.Summary(now), Agent: p.AgentName,
+		Link: s.baseURL + "/proposals/" + p.ID}, rs, nil
+}
+
+// sendEmail mails the notification to every eligible reviewer with an
+// address, one message with each of them as an envelope recipient.
+func (s *Service) sendEmail(ctx context.Context, d models.Delivery) error {
+	n, rs, err := s.notification(ctx, d)
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var to []string
+	for _, r := range rs {
+		if r.Email != "" {
+			to = append(to, r.Email)
+		}
+	}
+	if len(to) == 0 {
+		return nil
+	}
+	return s.mail(ctx, to, emailMessage(s.smtp.From, n, s.clock.Now()))
+}
+
+// emailMessage is a plain-text message: the summary as the subject and the
+// body, and the console link.
+func emailMessage(from string, n Notification, now time.Time) []byte {
+	var b bytes.Buffer
+	subject := "Awaiting your review: " + n.Summary
+	fmt.Fprintf(&b, "From: %s\r\n", from)
+	b.WriteString("To: undisclosed-recipients:;\r\n")
+	fmt.Fprintf(&b, "Subject: %s\r\n", mime.QEncoding.Encode("utf-8", subject))
+	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
+	fmt.Fprintf(&b, "Message-ID: <%s@countersign>\r\n", models.NewID("msg"))
+	b.WriteString("MIME-Version: 1.0\r\n")
+	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
+	b.WriteString("Content-Transfer-Encoding: 8bit\r\n\r\n")
+	fmt.Fprintf(&b, "Agent %s proposes a write that awaits a reviewer:\r\n\r\n", n.Agent)
+	fmt.Fprintf(&b, "  %s\r\n\r\n", n.Summary)
+	fmt.Fprintf(&b, "Review it, and decide, in the countersign console:\r\n%s\r\n\r\n", n.Link)
+	b.WriteString("This message cannot approve anything; only the console can.\r\n")
+	return b.Bytes()
+}
+
+// mail runs one SMTP conversation: EHLO, STARTTLS when offered (required
+// with SMTPConfig.StartTLS), AUTH when configured, then the message.
+func (s *Service) mail(ctx context.Context, to []string, msg []byte) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", s.smtp.Addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	host, _, _ := net.SplitHostPort(s.smtp.Addr)
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Hello("countersign"); err != nil {
+		return err
+	}
+	if ok, _ := c.Extension("STARTTLS"); ok {
+		cfg := s.smtp.TLSConfig
+		if cfg == nil {
+			cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		}
+		if err := c.StartTLS(cfg); err != nil {
+			return err
+		}
+	} else if s.smtp.StartTLS {
+		return errors.New("the mail server does not offer STARTTLS")
+	}
+	if s.smtp.Username != "" {
+		if err := c.Auth(smtp.PlainAuth("", s.smtp.Username, s.smtp.Password, host)); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(s.smtp.From); err != nil {
+		return err
+	}
+	for _, r := range to {
+		if err := c.Rcpt(r); err != nil {
+			return err
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(msg); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
+}
+
+// sendSlack posts the notification to the incoming webhook as a text
+// message (Slack's mrkdwn, with &, < and > escaped so that the proposal's
+// own text can make no link or mention).
+func (s *Service) sendSlack(ctx context.Context, d models.Delivery) (int, error) {
+	n, _, err := s.notification(ctx, d)
+	if errors.Is(err, errSkip) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(map[string]any{"text": SlackText(n)})
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.slack, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return s.post(req)
+}
+
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// SlackText is the notification as one Slack message: the summary and a
+// link to the console page, nothing to click that decides.
+func SlackText(n Notification) string {
+	return fmt.Sprintf("Awaiting review (agent %s): %s\n<%s|Review in the countersign console>",
+		slackEscaper.Replace(n.Agent), slackEscaper.Replace(n.Summary), slackEscaper.Replace(n.Link))
+}

@@ -1,0 +1,376 @@
+// Package events sends what the outbox holds: signed webhooks in the
+// Standard Webhooks format, reviewer notifications by e-mail and to a
+// Slack-compatible incoming webhook, and the agents' event stream. Events
+// and their deliveries are written by the store in the transactions that
+// change proposals; this package only reads them and reports outcomes, so a
+// crash at any point loses nothing (at worst a delivery is sent twice, with
+// the same webhook-id).
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
+)
+
+// Config assembles a Service.
+type Config struct {
+	Store *store.Store
+	Clock models.Clock
+	// Logger receives delivery failures; discarded when nil.
+	Logger *slog.Logger
+	// BaseURL is the console's public origin, for the links in
+	// notifications, e.g. "https://countersign.example.com".
+	BaseURL string
+	// SMTP, when Addr is set, sends reviewer notifications by e-mail.
+	SMTP SMTPConfig
+	// SlackWebhookURL, when set, posts reviewer notifications to a
+	// Slack-compatible incoming webhook.
+	SlackWebhookURL string
+	// Timeout bounds one delivery attempt; 10s when zero.
+	Timeout time.Duration
+	// RetryBase is the wait after the first failed attempt; each further
+	// failure doubles it up to RetryMax. 5s and 1h when zero.
+	RetryBase, RetryMax time.Duration
+	// MaxAttempts is how many attempts a delivery gets before it is
+	// failed; 12 when zero.
+	MaxAttempts int
+	// HTTPClient sends webhooks and Slack messages; one that follows no
+	// redirects when nil.
+	HTTPClient *http.Client
+}
+
+// Service registers webhook endpoints, dispatches deliveries and serves
+// event streams. Several services (instances) over one database dispatch
+// together without sending a delivery twice at once: claims are leases
+// taken by conditional UPDATEs.
+type Service struct {
+	st       *store.Store
+	clock    models.Clock
+	log      *slog.Logger
+	baseURL  string
+	smtp     SMTPConfig
+	slack    string
+	timeout  time.Duration
+	base     time.Duration
+	max      time.Duration
+	attempts int
+	client   *http.Client
+	channels []string
+}
+
+// New returns the service.
+func New(cfg Config) *Service {
+	s := &Service{st: cfg.Store, clock: cfg.Clock, log: cfg.Logger, baseURL: strings.TrimRight(cfg.BaseURL, "/"),
+		smtp: cfg.SMTP, slack: cfg.SlackWebhookURL, timeout: cfg.Timeout, base: cfg.RetryBase, max: cfg.RetryMax,
+		attempts: cfg.MaxAttempts, client: cfg.HTTPClient}
+	if s.clock == nil {
+		s.clock = models.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.timeout <= 0 {
+		s.timeout = 10 * time.Second
+	}
+	if s.base <= 0 {
+		s.base = 5 * time.Second
+	}
+	if s.max <= 0 {
+		s.max = time.Hour
+	}
+	if s.attempts <= 0 {
+		s.attempts = 12
+	}
+	if s.client == nil {
+		s.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	s.channels = append([]string{models.ChannelWebhook}, NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL)...)
+	return s
+}
+
+// NotifyChannels lists the notification channels a configuration turns
+// on; the store needs them (store.Options.Notify) to create the
+// deliveries.
+func NotifyChannels(smtp SMTPConfig, slackURL string) []string {
+	var out []string
+	if smtp.Addr != "" {
+		out = append(out, models.ChannelEmail)
+	}
+	if slackURL != "" {
+		out = append(out, models.ChannelSlack)
+	}
+	return out
+}
+
+// ---- Endpoints -----------------------------------------------------------
+
+// MaxDescription bounds an endpoint's description, in characters.
+const MaxDescription = 200
+
+// CheckURL accepts an absolute http or https URL without credentials and
+// returns it; anything else is EInvalidRequest.
+func CheckURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return "", &models.Error{Code: models.EInvalidRequest, Message: "the endpoint must be an absolute http:// or https:// URL without credentials or fragment",
+			Fields: []models.FieldProblem{{Pointer: "/url", Message: "not an http(s) URL"}}}
+	}
+	if len(u.String()) > 2000 {
+		return "", models.Errorf(models.EInvalidRequest, "the endpoint URL is longer than 2000 characters")
+	}
+	return u.String(), nil
+}
+
+// RegisterEndpoint registers an endpoint in scope (an agent's own, or with
+// an empty AgentID a tenant-wide one) and returns it with its signing
+// secret, which is shown this once. EInvalidRequest for a URL that is not
+// http(s) or a description that is too long.
+func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
+	u, err := CheckURL(rawURL)
+	if err != nil {
+		return models.WebhookEndpoint{}, "", err
+	}
+	description = strings.TrimSpace(description)
+	if utf8.RuneCountInString(description) > MaxDescription {
+		return models.WebhookEndpoint{}, "", models.Errorf(models.EInvalidRequest, "the description is limited to %d characters", MaxDescription)
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return models.WebhookEndpoint{}, "", models.Wrap(models.EInternal, err, "cannot create a secret")
+	}
+	ep, err := s.st.CreateWebhookEndpoint(ctx, models.WebhookEndpoint{TenantID: sc.TenantID, AgentID: sc.AgentID,
+		URL: u, Description: description}, secret)
+	if err != nil {
+		return models.WebhookEndpoint{}, "", err
+	}
+	return ep, secret, nil
+}
+
+// Endpoints lists the endpoints in scope.
+func (s *Service) Endpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error) {
+	return s.st.WebhookEndpoints(ctx, sc)
+}
+
+// DisableEndpoint stops deliveries to an endpoint in scope (ENotFound
+// otherwise).
+func (s *Service) DisableEndpoint(ctx context.Context, sc models.EndpointScope, id string) error {
+	return s.st.DisableWebhookEndpoint(ctx, sc, id, s.clock.Now())
+}
+
+// Deliveries returns the tenant's latest deliveries (optionally to one
+// target), newest first.
+func (s *Service) Deliveries(ctx context.Context, tenantID, target string, limit int) ([]models.Delivery, error) {
+	return s.st.DeliveryLog(ctx, store.DeliveryFilter{TenantID: tenantID, Target: target, Limit: limit})
+}
+
+// Delivery returns one delivery of the tenant (ENotFound otherwise).
+func (s *Service) Delivery(ctx context.Context, tenantID, deliveryID string) (models.Delivery, error) {
+	return s.st.Delivery(ctx, tenantID, deliveryID)
+}
+
+// Attempts returns the attempts of one delivery of the tenant.
+func (s *Service) Attempts(ctx context.Context, tenantID, deliveryID string) ([]models.DeliveryAttempt, error) {
+	return s.st.DeliveryAttempts(ctx, tenantID, deliveryID)
+}
+
+// Redeliver makes a delivery of the tenant due again now.
+func (s *Service) Redeliver(ctx context.Context, tenantID, deliveryID string) error {
+	return s.st.Redeliver(ctx, tenantID, deliveryID, s.clock.Now())
+}
+
+// Backlog counts pending deliveries per channel.
+func (s *Service) Backlog(ctx context.Context) (map[string]int64, error) {
+	return s.st.DeliveryBacklog(ctx)
+}
+
+// ---- Dispatch ------------------------------------------------------------
+
+// batch is how many deliveries one dispatcher attempts at once.
+const batch = 16
+
+// lease is how long a claim holds a delivery: the attempt's timeout plus a
+// margin, so that a live attempt is never taken over.
+func (s *Service) lease() time.Duration { return s.timeout + 20*time.Second }
+
+// Run dispatches due deliveries every interval until ctx ends.
+func (s *Service) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := s.DispatchOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "dispatching deliveries failed", slog.String("err", err.Error()))
+			}
+			if n < batch || err != nil || ctx.Err() != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// DispatchOnce claims the deliveries due now (up to one batch), attempts
+// them concurrently and records each outcome. It returns how many it
+// attempted.
+func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
+	claimed, err := s.st.ClaimDeliveries(ctx, s.channels, s.clock.Now(), s.lease(), batch)
+	var wg sync.WaitGroup
+	for _, d := range claimed {
+		wg.Go(func() { s.attempt(ctx, d) })
+	}
+	wg.Wait()
+	return len(claimed), err
+}
+
+// attempt sends one delivery and records the outcome.
+func (s *Service) attempt(ctx context.Context, d models.Delivery) {
+	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	began := time.Now()
+	var (
+		code int
+		err  error
+	)
+	switch d.Channel {
+	case models.ChannelWebhook:
+		code, err = s.sendWebhook(actx, d)
+	case models.ChannelEmail:
+		err = s.sendEmail(actx, d)
+	case models.ChannelSlack:
+		code, err = s.sendSlack(actx, d)
+	default:
+		err = fmt.Errorf("unknown channel %q", d.Channel)
+	}
+	r := store.AttemptResult{OK: err == nil, StatusCode: code, Duration: time.Since(began)}
+	now := s.clock.Now()
+	if err != nil {
+		r.Error = truncate(err.Error(), 500)
+		if d.Attempts < s.attempts && !errors.Is(err, errGone) {
+			r.RetryAt = now.Add(s.backoff(d.Attempts))
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "delivery attempt failed", slog.String("delivery", d.ID),
+			slog.String("channel", d.Channel), slog.Int("attempt", d.Attempts), slog.String("err", r.Error))
+	}
+	// Record even when ctx ended (shutdown): the outcome happened.
+	if _, ferr := s.st.FinishDelivery(context.WithoutCancel(ctx), d.ID, d.Attempts, r, now); ferr != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "recording a delivery attempt failed", slog.String("delivery", d.ID),
+			slog.String("err", ferr.Error()))
+	}
+}
+
+// backoff is the wait after failed attempt n (1-based): RetryBase doubled
+// n-1 times, at most RetryMax.
+func (s *Service) backoff(n int) time.Duration {
+	d := s.base
+	for i := 1; i < n && d < s.max; i++ {
+		d *= 2
+	}
+	return min(d, s.max)
+}
+
+// Body is the JSON a webhook delivers: Standard Webhooks' type, timestamp
+// and data.
+type Body struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      EventData `json:"data"`
+}
+
+// EventData is an event as webhooks and the event stream carry it.
+type EventData struct {
+	EventID    string          `json:"event_id"`
+	TenantID   string          `json:"tenant_id"`
+	AgentID    string          `json:"agent_id"`
+	ProposalID string          `json:"proposal_id"`
+	Status     string          `json:"status"`
+	Revision   int64           `json:"revision"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Details    json.RawMessage `json:"details"`
+}
+
+// Data returns the public form of an event.
+func Data(ev models.Event) EventData {
+	det := ev.Data
+	if len(det) == 0 {
+		det = json.RawMessage("{}")
+	}
+	return EventData{EventID: ev.ID, TenantID: ev.TenantID, AgentID: ev.AgentID, ProposalID: ev.ProposalID,
+		Status: string(ev.Status), Revision: ev.Revision, CreatedAt: ev.CreatedAt, Details: det}
+}
+
+// sendWebhook posts the event, signed, to the delivery's endpoint. Any
+// answer but 2xx is a failure.
+func (s *Service) sendWebhook(ctx context.Context, d models.Delivery) (int, error) {
+	target, secret, err := s.st.WebhookTarget(ctx, d.Target)
+	if models.IsCode(err, models.EInvalidState) {
+		// Disabled while this delivery was being created.
+		return 0, fmt.Errorf("%w: %s", errGone, models.ErrorMessage(err))
+	}
+	if err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(Body{Type: string(d.Event.Type), Timestamp: d.Event.CreatedAt, Data: Data(d.Event)})
+	if err != nil {
+		return 0, err
+	}
+	now := s.clock.Now()
+	sig, err := Sign(secret, d.Event.ID, now, body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "countersign-webhooks")
+	req.Header.Set("webhook-id", d.Event.ID)
+	req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
+	req.Header.Set("webhook-signature", sig)
+	return s.post(req)
+}
+
+// errGone marks a failure that no retry can cure.
+var errGone = errors.New("not retried")
+
+func (s *Service) post(req *http.Request) (int, error) {
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("the receiver answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,91 @@
+package events
+
+import (
+	"context"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
+)
+
+// lookback is how long after an event's id was taken its transaction may
+// still commit and be seen by a stream that already moved past it. Event
+// ids are taken in the transaction, which commits a moment later; on
+// PostgreSQL two transactions may commit in the other order than their
+// ids. A stream therefore reads this far back each time and skips what it
+// sent already.
+const lookback = 10 * time.Second
+
+// Stream follows the events of one agent's proposals, in id order, each
+// once. Event ids are ULIDs minted from the wall clock (models.NewID), so
+// the stream computes id bounds from the wall clock too, not from the
+// service's (possibly injected) clock.
+type Stream struct {
+	st     *store.Store
+	tenant string
+	agent  string
+	floor  string // never read at or below this id (the resume point)
+	cursor string // the highest id sent
+	sent   map[string]struct{}
+}
+
+// OpenStream starts a stream of the agent's events. With lastEventID (the
+// SSE Last-Event-ID of a reconnecting client) it resumes right after that
+// event, from the outbox; without, it starts with the events that happen
+// from now on. EInvalidRequest when lastEventID names no event of the
+// agent.
+func (s *Service) OpenStream(ctx context.Context, agent models.Agent, lastEventID string) (*Stream, error) {
+	// From now on: past the current millisecond's lowest id and past every
+	// event already committed (ids of the same millisecond as the opening
+	// sort above that lowest id).
+	floor := store.EventIDAt(time.Now())
+	latest, err := s.st.LatestAgentEventID(ctx, agent.TenantID, agent.ID)
+	if err != nil {
+		return nil, err
+	}
+	floor = max(floor, latest)
+	if lastEventID != "" {
+		if _, err := s.st.AgentEvent(ctx, agent.TenantID, agent.ID, lastEventID); err != nil {
+			if models.IsCode(err, models.ENotFound) {
+				return nil, models.Errorf(models.EInvalidRequest, "Last-Event-ID names no event of this agent")
+			}
+			return nil, err
+		}
+		floor = lastEventID
+	}
+	return &Stream{st: s.st, tenant: agent.TenantID, agent: agent.ID, floor: floor, cursor: floor,
+		sent: map[string]struct{}{}}, nil
+}
+
+// Next returns the events committed since the last call that the stream
+// has not returned yet, oldest first.
+func (st *Stream) Next(ctx context.Context) ([]models.Event, error) {
+	back := store.EventIDAt(time.Now().Add(-lookback))
+	from := min(st.cursor, back)
+	from = max(from, st.floor)
+	var out []models.Event
+	for {
+		page, err := st.st.EventsAfter(ctx, st.tenant, st.agent, from, 200)
+		if err != nil {
+			return out, err
+		}
+		for _, ev := range page {
+			if _, ok := st.sent[ev.ID]; ok {
+				continue
+			}
+			st.sent[ev.ID] = struct{}{}
+			st.cursor = max(st.cursor, ev.ID)
+			out = append(out, ev)
+		}
+		if len(page) < 200 {
+			break
+		}
+		from = page[len(page)-1].ID
+	}
+	for id := range st.sent {
+		if id < back {
+			delete(st.sent, id)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,43 @@
+package models_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+)
+
+func TestSummaryIsOneLine(t *testing.T) {
+	at := time.Date(2026, 9, 1, 10, 0, 0, 0, time.UTC)
+	p := &models.Proposal{Tool: "refund_order", Tier: models.Tier{Name: "high"}, ExpiresAt: at.Add(90 * time.Second),
+		Preview: []models.PreviewField{
+			{Label: "Amount", Display: "¥199.00"},
+			{Label: "Order", Display: "ord_1001 · Alice"},
+			{Label: "Reason", Display: "line one\nline two see https://x.example/" + strings.Repeat("y", 80)},
+			{Label: "Empty", Display: ""},
+		}}
+	got := p.Summary(at)
+	want := "refund_order: Amount ¥199.00, Order ord_1001 · Alice, Reason line one line two see https[:]//x.example/" +
+		strings.Repeat("y", 19) + "…" + " — tier high, 1m30s left"
+	if got != want {
+		t.Errorf("summary\n got %q\nwant %q", got, want)
+	}
+	if got := p.Summary(at.Add(90 * time.Second)); !strings.HasSuffix(got, "tier high, expired") {
+		t.Errorf("at the expiry: %q", got)
+	}
+}
+
+func TestStatusEvent(t *testing.T) {
+	for st, want := range map[models.Status]models.EventType{
+		models.StatusAwaitingConfirmation: "proposal.awaiting_confirmation",
+		models.StatusConfirmed:            "proposal.confirmed",
+		models.StatusExecuting:            "execution.executing",
+		models.StatusFailedRetryable:      "execution.failed_retryable",
+		models.StatusUnknown:              "execution.unknown",
+	} {
+		if got := models.StatusEvent(st); got != want {
+			t.Errorf("StatusEvent(%s) = %s, want %s", st, got, want)
+		}
+	}
+}

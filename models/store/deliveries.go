@@ -1,0 +1,323 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+type webhookEndpointRow struct {
+	ID          string `gorm:"primaryKey"`
+	TenantID    string
+	AgentID     *string
+	URL         string `gorm:"column:url"`
+	Secret      string
+	Description string
+	CreatedAt   int64 `gorm:"autoCreateTime:false"`
+	DisabledAt  *int64
+}
+
+func (webhookEndpointRow) TableName() string { return "webhook_endpoints" }
+
+func (r webhookEndpointRow) model() models.WebhookEndpoint {
+	return models.WebhookEndpoint{ID: r.ID, TenantID: r.TenantID, AgentID: deref(r.AgentID), URL: r.URL,
+		Description: r.Description, CreatedAt: fromMS(r.CreatedAt), DisabledAt: fromMSPtr(r.DisabledAt)}
+}
+
+type deliveryAttemptRow struct {
+	ID         string `gorm:"primaryKey"`
+	DeliveryID string
+	Attempt    int
+	StatusCode int
+	Error      string
+	DurationMs int64 `gorm:"column:duration_ms"`
+	CreatedAt  int64 `gorm:"autoCreateTime:false"`
+}
+
+func (deliveryAttemptRow) TableName() string { return "delivery_attempts" }
+
+func scopeWhere(sc models.EndpointScope, q *gorm.DB) *gorm.DB {
+	q = q.Where("tenant_id = ?", sc.TenantID)
+	if sc.AgentID != "" {
+		q = q.Where("agent_id = ?", sc.AgentID)
+	}
+	return q
+}
+
+// CreateWebhookEndpoint stores an endpoint with its signing secret. ep's
+// AgentID empty makes it tenant-wide.
+func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep models.WebhookEndpoint, secret string) (models.WebhookEndpoint, error) {
+	row := webhookEndpointRow{ID: models.NewID("whep"), TenantID: ep.TenantID, AgentID: optional(ep.AgentID),
+		URL: ep.URL, Secret: secret, Description: ep.Description, CreatedAt: ms(s.clock.Now())}
+	if err := s.tx(ctx, func(tx *gorm.DB) error { return tx.Create(&row).Error }); err != nil {
+		return models.WebhookEndpoint{}, err
+	}
+	return row.model(), nil
+}
+
+// WebhookEndpoints lists the endpoints in scope, disabled ones included,
+// newest first.
+func (s *Store) WebhookEndpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error) {
+	var rows []webhookEndpointRow
+	if err := scopeWhere(sc, s.db.WithContext(ctx)).Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
+		return nil, dbErr(err)
+	}
+	out := make([]models.WebhookEndpoint, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// DisableWebhookEndpoint stops new deliveries to an endpoint in scope and
+// cancels its pending ones (they become failed with the reason). ENotFound
+// for endpoints outside the scope or already disabled.
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc models.EndpointScope, id string, now time.Time) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := scopeWhere(sc, tx.Model(&webhookEndpointRow{})).Where("id = ? AND disabled_at IS NULL", id).
+			Update("disabled_at", ms(now))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.ENotFound, "no webhook endpoint %q", id)
+		}
+		return tx.Model(&deliveryRow{}).
+			Where("channel = ? AND target = ? AND status = ?", models.ChannelWebhook, id, string(models.DeliveryPending)).
+			Updates(map[string]any{"status": string(models.DeliveryFailed), "last_error": "endpoint disabled",
+				"updated_at": ms(now)}).Error
+	})
+}
+
+// WebhookTarget returns where a webhook delivery goes: the endpoint's URL
+// and its signing secret. It is the only place a secret is read back.
+// EInvalidState when the endpoint was disabled.
+func (s *Store) WebhookTarget(ctx context.Context, endpointID string) (url, secret string, err error) {
+	var row webhookEndpointRow
+	if err := s.db.WithContext(ctx).Select("url", "secret", "disabled_at").Where("id = ?", endpointID).Take(&row).Error; err != nil {
+		return "", "", notFound(err, "no webhook endpoint %q", endpointID)
+	}
+	if row.DisabledAt != nil {
+		return "", "", models.Errorf(models.EInvalidState, "the endpoint was disabled")
+	}
+	return row.URL, row.Secret, nil
+}
+
+// ClaimDeliveries takes up to limit due deliveries of the given channels
+// for one attempt each. A delivery is due while pending, its next attempt
+// time has come and no other dispatcher holds a lease on it. The claim is a
+// conditional UPDATE per row that sets the lease and counts the attempt, so
+// of several dispatchers over one database exactly one gets each row; the
+// returned deliveries carry the new attempt number in Attempts.
+func (s *Store) ClaimDeliveries(ctx context.Context, channels []string, now time.Time, lease time.Duration, limit int) ([]models.Delivery, error) {
+	if len(channels) == 0 {
+		return nil, nil
+	}
+	var due []deliveryRow
+	err := s.db.WithContext(ctx).Select("id").
+		Where("status = ? AND next_attempt_at <= ? AND lease_until <= ? AND channel IN ?",
+			string(models.DeliveryPending), ms(now), ms(now), channels).
+		Order("next_attempt_at, id").Limit(limit).Find(&due).Error
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	var out []models.Delivery
+	for _, d := range due {
+		var got *models.Delivery
+		err := s.tx(ctx, func(tx *gorm.DB) error {
+			res := tx.Model(&deliveryRow{}).
+				Where("id = ? AND status = ? AND next_attempt_at <= ? AND lease_until <= ?",
+					d.ID, string(models.DeliveryPending), ms(now), ms(now)).
+				Updates(map[string]any{"lease_until": ms(now.Add(lease)), "attempts": gorm.Expr("attempts + 1"),
+					"updated_at": ms(now)})
+			if res.Error != nil || res.RowsAffected == 0 {
+				return res.Error
+			}
+			var row deliveryRow
+			if err := tx.Where("id = ?", d.ID).Take(&row).Error; err != nil {
+				return err
+			}
+			var ev eventRow
+			if err := tx.Where("id = ?", row.EventID).Take(&ev).Error; err != nil {
+				return err
+			}
+			m := row.model(ev.model())
+			got = &m
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+		if got != nil {
+			out = append(out, *got)
+		}
+	}
+	return out, nil
+}
+
+// AttemptResult is the outcome of one delivery attempt.
+type AttemptResult struct {
+	OK         bool
+	StatusCode int
+	Error      string
+	Duration   time.Duration
+	// RetryAt is when to try again after a failure; zero gives up (the
+	// delivery becomes failed).
+	RetryAt time.Time
+}
+
+// FinishDelivery records attempt number attempt of a delivery and its
+// outcome, and releases the lease: succeeded, pending again at RetryAt, or
+// failed. A result for an attempt that no longer owns the delivery (its
+// lease ran out and another attempt began, or a person redelivered it) is
+// logged but changes nothing else; ok reports whether it applied.
+func (s *Store) FinishDelivery(ctx context.Context, id string, attempt int, r AttemptResult, now time.Time) (ok bool, err error) {
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		ok = false
+		set := map[string]any{"lease_until": 0, "last_code": r.StatusCode, "last_error": r.Error, "updated_at": ms(now)}
+		switch {
+		case r.OK:
+			set["status"] = string(models.DeliverySucceeded)
+			set["delivered_at"] = ms(now)
+		case !r.RetryAt.IsZero():
+			set["next_attempt_at"] = ms(r.RetryAt)
+		default:
+			set["status"] = string(models.DeliveryFailed)
+		}
+		res := tx.Model(&deliveryRow{}).Where("id = ? AND status = ? AND attempts = ?", id, string(models.DeliveryPending), attempt).
+			Updates(set)
+		if res.Error != nil {
+			return res.Error
+		}
+		ok = res.RowsAffected == 1
+		_, err := insertOnce(tx, &deliveryAttemptRow{ID: models.NewID("dla"), DeliveryID: id, Attempt: attempt,
+			StatusCode: r.StatusCode, Error: r.Error, DurationMs: r.Duration.Milliseconds(), CreatedAt: ms(now)})
+		return err
+	})
+	return ok, err
+}
+
+// Redeliver makes a delivery of the tenant due again now, whatever its
+// outcome so far, unless an attempt holds it at this moment
+// (EInvalidState). The attempt count goes on. ENotFound for other tenants'
+// deliveries.
+func (s *Store) Redeliver(ctx context.Context, tenantID, id string, now time.Time) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&deliveryRow{}).Where("tenant_id = ? AND id = ? AND lease_until <= ?", tenantID, id, ms(now)).
+			Updates(map[string]any{"status": string(models.DeliveryPending), "next_attempt_at": ms(now),
+				"delivered_at": nil, "updated_at": ms(now)})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 1 {
+			return nil
+		}
+		var row deliveryRow
+		if err := tx.Select("id").Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+			return notFound(err, "no delivery %q", id)
+		}
+		return models.Errorf(models.EInvalidState, "the delivery is being attempted right now")
+	})
+}
+
+// DeliveryFilter selects deliveries for DeliveryLog.
+type DeliveryFilter struct {
+	TenantID string
+	Channel  string // "" = every channel
+	Target   string // "" = every target
+	Limit    int
+}
+
+// DeliveryLog returns the tenant's most recent deliveries, newest first,
+// with their events.
+func (s *Store) DeliveryLog(ctx context.Context, f DeliveryFilter) ([]models.Delivery, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > 200 {
+		limit = 50
+	}
+	q := s.db.WithContext(ctx).Where("tenant_id = ?", f.TenantID)
+	if f.Channel != "" {
+		q = q.Where("channel = ?", f.Channel)
+	}
+	if f.Target != "" {
+		q = q.Where("target = ?", f.Target)
+	}
+	var rows []deliveryRow
+	if err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, dbErr(err)
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.EventID
+	}
+	var evs []eventRow
+	if len(ids) > 0 {
+		if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&evs).Error; err != nil {
+			return nil, dbErr(err)
+		}
+	}
+	byID := make(map[string]models.Event, len(evs))
+	for _, e := range evs {
+		byID[e.ID] = e.model()
+	}
+	out := make([]models.Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = r.model(byID[r.EventID])
+	}
+	return out, nil
+}
+
+// Delivery returns one delivery of the tenant with its event; ENotFound
+// for other tenants' deliveries.
+func (s *Store) Delivery(ctx context.Context, tenantID, id string) (models.Delivery, error) {
+	var row deliveryRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+		return models.Delivery{}, notFound(err, "no delivery %q", id)
+	}
+	var ev eventRow
+	if err := s.db.WithContext(ctx).Where("id = ?", row.EventID).Take(&ev).Error; err != nil {
+		return models.Delivery{}, dbErr(err)
+	}
+	return row.model(ev.model()), nil
+}
+
+// DeliveryAttempts returns the attempts of a delivery of the tenant, oldest
+// first; ENotFound for other tenants' deliveries.
+func (s *Store) DeliveryAttempts(ctx context.Context, tenantID, id string) ([]models.DeliveryAttempt, error) {
+	var d deliveryRow
+	if err := s.db.WithContext(ctx).Select("id").Where("tenant_id = ? AND id = ?", tenantID, id).Take(&d).Error; err != nil {
+		return nil, notFound(err, "no delivery %q", id)
+	}
+	var rows []deliveryAttemptRow
+	if err := s.db.WithContext(ctx).Where("delivery_id = ?", id).Order("attempt").Find(&rows).Error; err != nil {
+		return nil, dbErr(err)
+	}
+	out := make([]models.DeliveryAttempt, len(rows))
+	for i, r := range rows {
+		out[i] = models.DeliveryAttempt{Attempt: r.Attempt, StatusCode: r.StatusCode, Error: r.Error,
+			Duration: time.Duration(r.DurationMs) * time.Millisecond, At: fromMS(r.CreatedAt)}
+	}
+	return out, nil
+}
+
+// DeliveryBacklog counts the deliveries still pending, per channel: what
+// the dispatchers have yet to send (including those waiting for a retry).
+func (s *Store) DeliveryBacklog(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		Channel string
+		N       int64
+	}
+	err := s.db.WithContext(ctx).Model(&deliveryRow{}).Select("channel, COUNT(*) AS n").
+		Where("status = ?", string(models.DeliveryPending)).Group("channel").Scan(&rows).Error
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.Channel] = r.N
+	}
+	return out, nil
+}

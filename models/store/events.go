@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+type eventRow struct {
+	ID         string `gorm:"primaryKey"`
+	TenantID   string
+	AgentID    string
+	ProposalID string
+	Type       string
+	Status     string
+	Revision   int64
+	Payload    string
+	CreatedAt  int64 `gorm:"autoCreateTime:false"`
+}
+
+func (eventRow) TableName() string { return "events" }
+
+func (r eventRow) model() models.Event {
+	return models.Event{ID: r.ID, TenantID: r.TenantID, AgentID: r.AgentID, ProposalID: r.ProposalID,
+		Type: models.EventType(r.Type), Status: models.Status(r.Status), Revision: r.Revision,
+		Data: json.RawMessage(r.Payload), CreatedAt: fromMS(r.CreatedAt)}
+}
+
+type deliveryRow struct {
+	ID            string `gorm:"primaryKey"`
+	TenantID      string
+	EventID       string
+	Channel       string
+	Target        string
+	Status        string
+	Attempts      int
+	NextAttemptAt int64
+	LeaseUntil    int64
+	LastCode      int
+	LastError     string
+	CreatedAt     int64 `gorm:"autoCreateTime:false"`
+	UpdatedAt     int64 `gorm:"autoUpdateTime:false"`
+	DeliveredAt   *int64
+}
+
+func (deliveryRow) TableName() string { return "deliveries" }
+
+func (r deliveryRow) model(ev models.Event) models.Delivery {
+	return models.Delivery{ID: r.ID, TenantID: r.TenantID, Event: ev, Channel: r.Channel, Target: r.Target,
+		Status: models.DeliveryStatus(r.Status), Attempts: r.Attempts, NextAttemptAt: fromMS(r.NextAttemptAt),
+		LastCode: r.LastCode, LastError: r.LastError, CreatedAt: fromMS(r.CreatedAt),
+		DeliveredAt: fromMSPtr(r.DeliveredAt)}
+}
+
+// recordEvent appends to the outbox the event of a change the enclosing
+// transaction just made to proposal id, and the deliveries it owes: one per
+// enabled webhook endpoint that sees the proposal's agent and, when the
+// proposal starts awaiting a person, one per notification channel. The
+// event carries the proposal's status and revision as the transaction left
+// them. Every state change calls it right after its conditional UPDATE
+// matched, so the event commits if and only if the change does.
+func (s *Store) recordEvent(tx *gorm.DB, tenantID, proposalID string, typ models.EventType, now time.Time, data map[string]any) error {
+	var p proposalRow
+	if err := tx.Select("agent_id", "status", "revision").
+		Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&p).Error; err != nil {
+		return err
+	}
+	payload := []byte("{}")
+	if len(data) > 0 {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return models.Wrap(models.EInternal, err, "cannot encode event")
+		}
+		payload = b
+	}
+	ev := eventRow{ID: models.NewID("evt"), TenantID: tenantID, AgentID: p.AgentID, ProposalID: proposalID,
+		Type: string(typ), Status: p.Status, Revision: p.Revision, Payload: string(payload), CreatedAt: ms(now)}
+	if err := tx.Create(&ev).Error; err != nil {
+		return err
+	}
+	var endpoints []string
+	if err := tx.Model(&webhookEndpointRow{}).
+		Where("tenant_id = ? AND (agent_id IS NULL OR agent_id = ?) AND disabled_at IS NULL", tenantID, p.AgentID).
+		Order("id").Pluck("id", &endpoints).Error; err != nil {
+		return err
+	}
+	var rows []deliveryRow
+	add := func(channel, target string) {
+		rows = append(rows, deliveryRow{ID: models.NewID("dlv"), TenantID: tenantID, EventID: ev.ID,
+			Channel: channel, Target: target, Status: string(models.DeliveryPending),
+			NextAttemptAt: ms(now), CreatedAt: ms(now), UpdatedAt: ms(now)})
+	}
+	for _, id := range endpoints {
+		add(models.ChannelWebhook, id)
+	}
+	if typ == models.StatusEvent(models.StatusAwaitingConfirmation) {
+		for _, ch := range s.notify {
+			add(ch, ch)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return tx.Create(&rows).Error
+}
+
+// EventsAfter returns up to limit events of one agent's proposals whose id
+// sorts after afterID ("" = from the oldest), oldest first. It is the SSE
+// stream's source and its resume point.
+func (s *Store) EventsAfter(ctx context.Context, tenantID, agentID, afterID string, limit int) ([]models.Event, error) {
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	var rows []eventRow
+	err := s.db.WithContext(ctx).
+		Where("tenant_id = ? AND agent_id = ? AND id > ?", tenantID, agentID, afterID).
+		Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	out := make([]models.Event, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// LatestAgentEventID returns the highest id among the agent's events
+// committed so far, or "" when there is none.
+func (s *Store) LatestAgentEventID(ctx context.Context, tenantID, agentID string) (string, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&eventRow{}).
+		Where("tenant_id = ? AND agent_id = ?", tenantID, agentID).
+		Order("id DESC").Limit(1).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return "", dbErr(err)
+	}
+	return ids[0], nil
+}
+
+// AgentEvent returns one event of the agent's proposals, or ENotFound (also
+// for other agents' and tenants' events).
+func (s *Store) AgentEvent(ctx context.Context, tenantID, agentID, id string) (models.Event, error) {
+	var row eventRow
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id = ? AND id = ?", tenantID, agentID, id).Take(&row).Error
+	if err != nil {
+		return models.Event{}, notFound(err, "no event %q", id)
+	}
+	return row.model(), nil
+}
+
+// EventIDAt is the smallest event id that an event created at t or later
+// can have: a lower bound for EventsAfter when looking back in time.
+func EventIDAt(t time.Time) string {
+	var id ulid.ULID
+	_ = id.SetTime(ulid.Timestamp(t))
+	return "evt_" + strings.ToLower(id.String())
+}

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/countersign/countersign/models"
+)
+
+type instanceRow struct {
+	ID          string `gorm:"primaryKey"`
+	StartedAt   int64
+	HeartbeatAt int64
+}
+
+func (instanceRow) TableName() string { return "instances" }
+
+// instanceRetention is how long a silent instance stays registered.
+const instanceRetention = 7 * 24 * time.Hour
+
+// instance is the identity of the process using a store, and how old a
+// heartbeat may be before its owner counts as dead.
+type instance struct {
+	id    string
+	stale time.Duration
+}
+
+// RegisterInstance records this process as a running instance with a fresh
+// heartbeat at now and returns its id. From then on, executions this store
+// consumes or claims name the instance as their owner, and the store treats
+// an executing execution whose owner's heartbeat is older than staleAfter
+// as abandoned: another instance may claim it before its lease runs out.
+// The caller renews the heartbeat (Heartbeat) well within staleAfter.
+//
+// Instances silent for longer than instanceRetention are deleted on the way:
+// every start adds one, and an execution whose owner is gone counts as
+// abandoned all the same.
+func (s *Store) RegisterInstance(ctx context.Context, now time.Time, staleAfter time.Duration) (string, error) {
+	row := instanceRow{ID: models.NewID("ins"), StartedAt: ms(now), HeartbeatAt: ms(now)}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return "", dbErr(err)
+	}
+	if err := s.db.WithContext(ctx).Where("heartbeat_at < ?", ms(now.Add(-instanceRetention))).Delete(&instanceRow{}).Error; err != nil {
+		return "", dbErr(err)
+	}
+	s.inst.Store(&instance{id: row.ID, stale: staleAfter})
+	return row.ID, nil
+}
+
+// Heartbeat renews this instance's heartbeat to now. It recreates the
+// record if it was removed meanwhile.
+func (s *Store) Heartbeat(ctx context.Context, now time.Time) error {
+	in := s.inst.Load()
+	if in == nil {
+		return models.Errorf(models.EInternal, "heartbeat before RegisterInstance")
+	}
+	res := s.db.WithContext(ctx).Model(&instanceRow{}).Where("id = ?", in.id).Update("heartbeat_at", ms(now))
+	if res.Error != nil {
+		return dbErr(res.Error)
+	}
+	if res.RowsAffected == 0 {
+		_, err := insertOnce(s.db.WithContext(ctx), &instanceRow{ID: in.id, StartedAt: ms(now), HeartbeatAt: ms(now)})
+		return dbErr(err)
+	}
+	return nil
+}
+
+// instanceID is the registered instance's id, or "" before RegisterInstance.
+func (s *Store) instanceID() string {
+	if in := s.inst.Load(); in != nil {
+		return in.id
+	}
+	return ""
+}
+
+// lapsed is the condition under which no attempt holds an execution at now:
+// its lease ran out, or it is executing for an instance whose heartbeat is
+// older than the staleness limit (or that is not registered at all).
+// Without a registered instance only the lease counts.
+func (s *Store) lapsed(now time.Time) (string, []any) {
+	in := s.inst.Load()
+	if in == nil {
+		return "lease_until <= ?", []any{ms(now)}
+	}
+	return "(lease_until <= ? OR (status = ? AND owner_instance <> '' AND NOT EXISTS " +
+			"(SELECT 1 FROM instances WHERE instances.id = executions.owner_instance AND instances.heartbeat_at > ?)))",
+		[]any{ms(now), string(models.StatusExecuting), ms(now.Add(-in.stale))}
+}
