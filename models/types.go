@@ -128,6 +128,34 @@ func (p *Proposal) MayApprove(userID string) bool {
 	return !p.OwnedBy(userID) || !SelfApprovalForbidden(p.Tier)
 }
 
+// SharedTargets counts, among ps, the proposals of each target that more
+// than one of them writes to: two pending writes to one resource are worth
+// a reviewer's second look (a duplicate, or two that cannot both succeed).
+// Batches count by their set digest.
+func SharedTargets(ps []*Proposal) map[string]int {
+	n := map[string]int{}
+	for _, p := range ps {
+		if k := p.Target(); k != "" {
+			n[k]++
+		}
+	}
+	for k, c := range n {
+		if c < 2 {
+			delete(n, k)
+		}
+	}
+	return n
+}
+
+// Target is the resource the proposal writes to: the resource id, or a
+// batch's set digest.
+func (p *Proposal) Target() string {
+	if p.Batch() {
+		return p.ResourceSetDigest
+	}
+	return p.Resource
+}
+
 // Approvals returns the distinct reviewers who approved.
 func (p *Proposal) Approvals() []Decision {
 	var out []Decision

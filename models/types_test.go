@@ -42,3 +42,11 @@ func TestQuorumMetCountsDistinctApprovers(t *testing.T) {
 		t.Fatal("a zero quorum counts as one")
 	}
 }
+
+func TestSharedTargets(t *testing.T) {
+	ps := []*Proposal{{Resource: "ord_1"}, {Resource: "ord_2"}, {Resource: "ord_1"}, {ResourceSetDigest: "sha256:a"}, {ResourceSetDigest: "sha256:a"}}
+	got := SharedTargets(ps)
+	if len(got) != 2 || got["ord_1"] != 2 || got["sha256:a"] != 2 {
+		t.Errorf("shared targets = %v", got)
+	}
+}

@@ -49,6 +49,19 @@ func (r *Registry) Tool(name string) (*Tool, bool) {
 // tools are shared and must not be modified.
 func (r *Registry) Tools() []*Tool { return slices.Clone(r.sorted) }
 
+// Tiers returns the names of every risk tier the tools declare, sorted,
+// each once: the tiers a proposal can have.
+func (r *Registry) Tiers() []string {
+	var out []string
+	for _, t := range r.sorted {
+		for _, rule := range t.risk {
+			out = append(out, rule.tier.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // AdapterConfig says where a tool's business validation and execution
 // happen (SPEC section 7).
 type AdapterConfig struct {
