@@ -45,6 +45,8 @@ type PagesProtocol interface {
 	Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error)
 	// Registry is the tool registry, for titles and display re-rendering.
 	Registry() *registry.Registry
+	// CountAwaiting counts the tenant's proposals awaiting a decision.
+	CountAwaiting(ctx context.Context, tenantID string) (int, error)
 	// Facts asks the business system about a proposal's target now; none
 	// when its adapter offers none.
 	Facts(ctx context.Context, p *models.Proposal) ([]models.Fact, error)

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
 )
@@ -335,4 +336,149 @@ func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
 		}
 		j.within(2*time.Second, s.name+": the terminal's approval leaves the list", "!"+row)
 	}
+}
+
+// ownedAgent creates, from the terminal, an agent owned by the named
+// reviewer and returns an API client for it.
+func (d *demoServer) ownedAgent(t *testing.T, term *app.App, name, owner string) *agentClient {
+	t.Helper()
+	u := terminalUser(t, term, owner)
+	key, hash, err := secret.NewAPIKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := term.Store.CreateAgent(context.Background(), u.TenantID, name, u.ID, hash); err != nil {
+		t.Fatal(err)
+	}
+	return &agentClient{t: t, base: d.base, key: key}
+}
+
+// fifteen proposes fifteen writes of every tool and tier, two of them to
+// the same order, and returns the ids in the order they were made.
+func fifteen(t *testing.T, agent, owned *agentClient) []string {
+	t.Helper()
+	bodies := []string{
+		`{"tool":"refund_order","arguments":{"order_id":"ord_1001","amount_minor":19900,"currency":"CNY","reason":"Parcel lost in transit"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_1001","amount_minor":5000,"currency":"CNY","reason":"Goodwill for the delay"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_2002","amount_minor":50000,"currency":"CNY","reason":"Partial refund for a damaged item"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_2003","amount_minor":499900,"currency":"CNY","reason":"Full refund: the order never shipped and the customer cancelled"}}`,
+		`{"tool":"send_customer_email","arguments":{"customer_id":"cus_001","template":"apology","subject":"Sorry","body":"We are sorry.","send_at":null}}`,
+		`{"tool":"send_customer_email","arguments":{"customer_id":"cus_002","template":"shipping_delay","subject":"Delay","body":"Your parcel is late.","send_at":"2026-12-01T09:00:00+08:00"}}`,
+		`{"tool":"delete_logs","arguments":{"log_ids":["log_0001","log_0002","log_0003"],"reason":"Debug traces with customer data"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_1004","amount_minor":1200,"currency":"CNY","reason":"Shipping fee refund"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_1005","amount_minor":9900,"currency":"CNY","reason":"Price match"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_2004","amount_minor":250000,"currency":"CNY","reason":"Two items returned"}}`,
+		`{"tool":"send_customer_email","arguments":{"customer_id":"cus_003","template":"refund_confirmation","subject":"Refunded","body":"Done.","send_at":null}}`,
+		`{"tool":"delete_logs","arguments":{"log_ids":["log_0010"],"reason":"Duplicate entry"}}`,
+		`{"tool":"refund_order","arguments":{"order_id":"ord_1006","amount_minor":300,"currency":"CNY","reason":"Coupon not applied"}}`,
+	}
+	var ids []string
+	for _, b := range bodies {
+		ids = append(ids, agent.propose(b).ID)
+	}
+	ids = append(ids, owned.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1007","amount_minor":800,"currency":"CNY","reason":"Missing accessory"}}`).ID)
+	ids = append(ids, owned.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_2005","amount_minor":300000,"currency":"CNY","reason":"Wrong size, both returned"}}`).ID)
+	return ids
+}
+
+// TestBrowserPendingTriage: the pending list sorts by time left, shows
+// target id, amount, reason, quorum progress, requester and owner in
+// compact rows (ten or more on a desktop screen), points out two pending
+// writes to one target, counts the pending proposals in the tab's title,
+// offers the registry's tiers as a select, keeps the focused row across
+// live refreshes and tells the owner of an agent that another reviewer
+// must decide.
+func TestBrowserPendingTriage(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	term := d.terminal(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	owned := d.ownedAgent(t, term, "alices-bot", d.creds.Reviewer)
+	ids := fifteen(t, agent, owned)
+	admin := terminalUser(t, term, d.creds.Admin)
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+
+	decided := 0
+	for _, s := range screens {
+		j.step("list at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=pending-row]`)))
+		pendingNow := len(ids) - decided
+		if got, want := j.eval(`document.title`), fmt.Sprintf("(%d) Pending proposals · countersign", pendingNow); got != want {
+			t.Errorf("%s: title = %q, want %q", s.name, got, want)
+		}
+		// By time left: expiries never decrease down the list.
+		order := j.eval(`[...document.querySelectorAll('[data-testid=pending-row] [data-expires-at]')].map(e => e.dataset.expiresAt).join(' ')`)
+		exps := strings.Fields(order)
+		if len(exps) != pendingNow {
+			t.Fatalf("%s: %d rows with a countdown, want %d", s.name, len(exps), pendingNow)
+		}
+		for i := 1; i < len(exps); i++ {
+			if exps[i] < exps[i-1] {
+				t.Errorf("%s: not by time left: %v", s.name, exps)
+				break
+			}
+		}
+		if s.width >= 1366 {
+			visible := j.eval(`String([...document.querySelectorAll('[data-testid=pending-row]')].filter(r => r.getBoundingClientRect().bottom <= innerHeight).length)`)
+			if n := atoi(visible); n < 10 {
+				t.Errorf("%s: %d rows in the first screen, want at least 10", s.name, n)
+			}
+		}
+		row := func(id string) string { return fmt.Sprintf(`[data-row-id="%s"] `, id) }
+		if got := j.text(row(ids[0]) + `[data-testid=target-id]`); got != "ord_1001" {
+			t.Errorf("%s: target id = %q", s.name, got)
+		}
+		if got := j.text(row(ids[0]) + `[data-testid=summary]`); !strings.Contains(got, "¥199.00") {
+			t.Errorf("%s: amount = %q", s.name, got)
+		}
+		if got := j.text(row(ids[0]) + `[data-testid=reason]`); got != "Parcel lost in transit" {
+			t.Errorf("%s: reason = %q", s.name, got)
+		}
+		if got := j.text(row(ids[3]) + `[data-testid=quorum]`); got != "0 of 2" {
+			t.Errorf("%s: quorum of the two-approver refund = %q", s.name, got)
+		}
+		for _, id := range ids[:2] {
+			if got := j.text(row(id) + `[data-testid=shared-target]`); !strings.Contains(got, "2 pending proposals") || !strings.Contains(got, "ord_1001") {
+				t.Errorf("%s: shared-target hint = %q", s.name, got)
+			}
+		}
+		if n := j.eval(`String(document.querySelectorAll('[data-testid=shared-target]').length)`); n != "2" {
+			t.Errorf("%s: %s rows carry a shared-target hint, want 2", s.name, n)
+		}
+		if got := j.text(row(ids[13]) + `[data-testid=owner]`); !strings.Contains(got, d.creds.Reviewer) {
+			t.Errorf("%s: owner = %q", s.name, got)
+		}
+		if got := j.text(row(ids[13]) + `[data-testid=own-note]`); got != "You own this agent, another reviewer must decide." {
+			t.Errorf("%s: own note = %q", s.name, got)
+		}
+		if got := j.eval(`document.getElementById('pending-rows').getAttribute('aria-live')`); got != "polite" {
+			t.Errorf("%s: aria-live = %q", s.name, got)
+		}
+		if got := j.eval(`[...document.querySelectorAll('select#filter-tier option')].map(o => o.value).join(',')`); got != ",high,low,quorum,standard" {
+			t.Errorf("%s: tier filter options = %q", s.name, got)
+		}
+		j.shot("pending-" + s.name + ".png")
+
+		// Focus stays on the same row while the list is redrawn.
+		keep := ids[8]
+		j.step("focus a row", chromedp.Focus(chromedp.CSS(row(keep)+`a[data-testid=tool-title]`)))
+		gone := ids[12-decided]
+		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: gone,
+			DigestSeen: mustDigest(t, term, admin, gone)}); err != nil {
+			t.Fatal(err)
+		}
+		decided++
+		j.within(2*time.Second, s.name+": the count in the title follows", fmt.Sprintf(`document.title.startsWith("(%d)")`, len(ids)-decided))
+		j.within(2*time.Second, s.name+": the decided row leaves", fmt.Sprintf(`!document.querySelector('[data-row-id="%s"]')`, gone))
+		j.within(2*time.Second, s.name+": the refresh settles", `!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')`)
+		if got := j.eval(`(document.activeElement.closest('[data-row-id]') || {}).dataset?.rowId || ''`); got != keep {
+			t.Errorf("%s: focus after the live refresh is on row %q, want %q", s.name, got, keep)
+		}
+	}
+}
+
+func atoi(s string) int {
+	n := 0
+	fmt.Sscan(s, &n)
+	return n
 }

@@ -76,11 +76,13 @@
   // Live refreshes must not take away what a person is doing: text typed
   // into the swapped part and the focus (the same field, or the same row of
   // a list, found by its data-row-id) are carried over to the new content.
+  // Two refreshes may follow each other before the first settles: what the
+  // first saw is kept until one of them puts it back.
   var kept = null;
   document.addEventListener("htmx:beforeSwap", function (ev) {
     var t = ev.detail.target;
     if (!t || !t.querySelectorAll) return;
-    kept = { values: {}, focus: "" };
+    if (!kept) kept = { values: {}, focus: "" };
     t.querySelectorAll("textarea[id], input[id]:not([type=hidden])").forEach(function (el) {
       if (el.value) kept.values[el.id] = el.value;
     });
@@ -91,7 +93,8 @@
       else if (row) kept.focus = '[data-row-id="' + CSS.escape(row.getAttribute("data-row-id")) + '"] ' + a.tagName.toLowerCase();
     }
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  // Put it back as soon as the new content is in, before it settles.
+  document.addEventListener("htmx:afterSwap", function () {
     if (!kept) return;
     var k = kept;
     kept = null;
