@@ -24,16 +24,17 @@ type ValidateResult struct {
 	Problems      []string `json:"problems"`
 }
 
-// ExecuteRequest performs a write once; RequestKey is the idempotency key.
+// ExecuteRequest performs a write once. IdempotencyKey is the execution's
+// downstream key (see DownstreamKey), never the agent's raw request key.
 type ExecuteRequest struct {
 	Tool                 string          `json:"tool"`
 	Arguments            json.RawMessage `json:"arguments"`
 	Tenant               string          `json:"tenant"`
-	RequestKey           string          `json:"-"`
+	IdempotencyKey       string          `json:"-"`
 	ExpectedStateVersion string          `json:"expected_state_version"`
 }
 
-// ExecuteResult is the business system's answer for one request key. Status
+// ExecuteResult is the business system's answer for one idempotency key. Status
 // is succeeded, failed_terminal or failed_retryable.
 type ExecuteResult struct {
 	Status      Status          `json:"status"`
@@ -50,12 +51,13 @@ var (
 	// was written.
 	ErrStateConflict = errors.New("state version conflict")
 	// ErrNeverArrived: the business system has no execution for that key.
-	ErrNeverArrived = errors.New("no execution for request key")
+	ErrNeverArrived = errors.New("no execution for idempotency key")
 )
 
 // Adapter is where business validation and execution happen (SPEC section 7).
-// Implementations must be idempotent on the request key: a second Execute
-// with the same key returns the first outcome and writes nothing.
+// Implementations must be idempotent on the idempotency key (the
+// execution's downstream key): a second Execute with the same key returns
+// the first outcome and writes nothing.
 type Adapter interface {
 	// Validate checks authorization and business state. An unreachable
 	// business system is EUnavailable.
@@ -64,9 +66,9 @@ type Adapter interface {
 	// version moved, ErrOutcomeUnknown when it cannot tell whether the write
 	// happened.
 	Execute(ctx context.Context, req ExecuteRequest) (ExecuteResult, error)
-	// Status reports the outcome of an earlier Execute by request key, or
-	// ErrNeverArrived; any other error means it could not be asked.
-	Status(ctx context.Context, tenant, requestKey string) (ExecuteResult, error)
+	// Status reports the outcome of an earlier Execute by its idempotency
+	// key, or ErrNeverArrived; any other error means it could not be asked.
+	Status(ctx context.Context, tenant, idempotencyKey string) (ExecuteResult, error)
 }
 
 // FactsRequest asks the business system what it knows about a write's

@@ -24,6 +24,7 @@ const (
 	EStepUpRequired      Code = "step_up_required"      // 403: the tier needs a security-key assertion
 	EStepUpFailed        Code = "step_up_failed"        // 403: a security-key assertion did not verify
 	ESelfApproval        Code = "self_approval"         // 403: the requester may not approve its own proposal
+	EDutyConflict        Code = "separation_of_duties"  // 403: the reviewer's enrolment ties them to the agent's administrator
 	ENotFound            Code = "not_found"             // 404: no such object in this tenant
 	EUnknownToken        Code = "unknown_token"         // 404: no such token id
 	EAlreadyConsumed     Code = "already_consumed"      // 409: token was redeemed before

@@ -27,7 +27,7 @@ var transitions = map[Status][]Status{
 	StatusAwaitingConfirmation: {StatusDeclined, StatusCancelled, StatusExpired, StatusConfirmed},
 	StatusConfirmed:            {StatusRevoked, StatusExecuting, StatusExpired},
 	StatusExecuting:            {StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown},
-	StatusFailedRetryable:      {StatusExecuting},
+	StatusFailedRetryable:      {StatusExecuting, StatusRevoked, StatusExpired},
 	StatusUnknown:              {StatusExecuting, StatusSucceeded, StatusFailedTerminal},
 }
 

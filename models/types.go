@@ -16,13 +16,28 @@ type Tenant struct {
 // OwnerUserID, when set, names the console user the agent acts for; that user
 // counts as the requester and may not approve the agent's proposals unless
 // the tier allows self-approval.
+//
+// ReadAll grants reading every proposal of the tenant; without it an agent
+// reads only its own (see MayRead).
 type Agent struct {
 	ID          string
 	TenantID    string
 	Name        string
 	OwnerUserID string
+	ReadAll     bool
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
+	// CreatedBy is the user id of the administrator who created the agent
+	// (and so saw its key), EnrolledByCLI, or "" when not recorded.
+	CreatedBy string
+}
+
+// MayRead reports whether the agent may see p: p is of the agent's tenant
+// and is the agent's own, or the agent was granted tenant-wide read.
+// Reading never includes acting: cancelling and redeeming stay with the
+// proposing agent.
+func (a Agent) MayRead(p *Proposal) bool {
+	return p != nil && p.TenantID == a.TenantID && (p.AgentID == a.ID || a.ReadAll)
 }
 
 // User is a console user (reviewer or admin) of one tenant.
@@ -33,7 +48,18 @@ type User struct {
 	Role      Role
 	Disabled  bool
 	CreatedAt time.Time
+	// CreatedBy is the user id of the administrator who enrolled the user,
+	// EnrolledByCLI, or "" for users made before this was recorded.
+	CreatedBy string
+	// PasswordResetBy is the administrator who last reset the password
+	// (a user id), "" when it never was; PasswordResetAt is when.
+	PasswordResetBy string
+	PasswordResetAt *time.Time
 }
+
+// EnrolledByCLI is the CreatedBy of users and agents made with the command
+// line (countersign admin …, the demo data): no console administrator.
+const EnrolledByCLI = "cli"
 
 // PreviewField is one argument as a reviewer sees it: the machine value exactly
 // as stored and a display value that is for eyes only and never parsed back.
@@ -156,12 +182,14 @@ func (p *Proposal) Target() string {
 	return p.Resource
 }
 
-// Approvals returns the distinct reviewers who approved.
+// Approvals returns the distinct reviewers whose approvals count: voided
+// approvals (their reviewer was disabled while the proposal was awaiting
+// confirmation) do not.
 func (p *Proposal) Approvals() []Decision {
 	var out []Decision
 	seen := map[string]bool{}
 	for _, d := range p.Decisions {
-		if d.Kind == DecisionApprove && !seen[d.UserID] {
+		if d.Kind == DecisionApprove && d.VoidedAt == nil && !seen[d.UserID] {
 			seen[d.UserID] = true
 			out = append(out, d)
 		}
@@ -181,9 +209,28 @@ func (p *Proposal) Redeemable(now time.Time) bool {
 		p.Token.Compact != "" && now.Before(p.Token.ExpiresAt)
 }
 
+// Retryable reports whether a failed_retryable execution of p may be
+// attempted again at now: the business system refused for now (nothing was
+// written), the token was redeemed and is neither revoked nor past its
+// expiry (right-open). A retry is a write, and no write may reach the
+// business system at or after the confirmation's exp.
+func (p *Proposal) Retryable(now time.Time) bool {
+	return p.Status == StatusFailedRetryable && p.Token != nil && p.Token.Status == TokenConsumed &&
+		now.Before(p.Token.ExpiresAt)
+}
+
 // Revocable reports whether an administrator may still withdraw p's
-// confirmation at now: exactly while its token is redeemable.
-func (p *Proposal) Revocable(now time.Time) bool { return p.Redeemable(now) }
+// confirmation at now: while its token is redeemable, and while its
+// execution is failed_retryable (a retry would be a new attempt at the
+// write; revoking it ends the execution failed_terminal with nothing
+// written). An unknown or executing execution cannot be revoked: the write
+// may already have happened.
+func (p *Proposal) Revocable(now time.Time) bool {
+	if p.Redeemable(now) {
+		return true
+	}
+	return p.Status == StatusFailedRetryable && p.Token != nil && p.Token.Status == TokenConsumed
+}
 
 // DecisionKind is approve or decline.
 type DecisionKind string
@@ -207,6 +254,47 @@ type Decision struct {
 	AMR        []string        // authentication methods, e.g. ["pwd","webauthn"]
 	Evidence   json.RawMessage // raw step-up assertion, when there was one
 	CreatedAt  time.Time
+	// VoidedAt is set when the decision stopped counting: the reviewer
+	// was disabled while the proposal still awaited confirmation.
+	VoidedAt *time.Time
+	// Decider is how the deciding reviewer came to be, as stored now.
+	Decider Enrolment
+}
+
+// Enrolment tells who made a console user and who last reset their
+// password, by name, for reviewers of approvals to judge.
+type Enrolment struct {
+	// EnrolledBy is the enrolling administrator's name, EnrolledByCLI, or
+	// "" when not recorded; EnrolledAt is when the user was created.
+	EnrolledBy string
+	EnrolledAt time.Time
+	// PasswordResetBy names the administrator who last reset the
+	// password ("" when never); PasswordResetAt is when.
+	PasswordResetBy string
+	PasswordResetAt *time.Time
+}
+
+// DutyConflict reports whether reviewer may not approve a proposal of agent
+// under separation of duties, and names the administrator at the root of
+// it: an administrator who created or owns the agent and also enrolled the
+// reviewer or last reset the reviewer's password could otherwise approve
+// their own agent's writes through an account they control. The
+// administrator who created the agent may not approve it either: they saw
+// its key. Command-line enrolment ("cli") and unrecorded values name no
+// administrator and never conflict.
+//
+// DutyConflictError is the error to return for a conflict.
+func DutyConflict(reviewer User, agent Agent) (adminID string, conflict bool) {
+	sides := []string{agent.CreatedBy, agent.OwnerUserID}
+	for _, a := range sides {
+		if a == "" || a == EnrolledByCLI {
+			continue
+		}
+		if a == reviewer.CreatedBy || a == reviewer.PasswordResetBy || (a == agent.CreatedBy && a == reviewer.ID) {
+			return a, true
+		}
+	}
+	return "", false
 }
 
 // Token is the server-side record of a confirmation token: its consumption
@@ -227,40 +315,46 @@ type Token struct {
 
 // Execution is the record of one execution intent, keyed by request key.
 type Execution struct {
-	ID           string
-	TenantID     string
-	ProposalID   string
-	TokenJTI     string
-	RequestKey   string
-	Operation    string
-	ArgsDigest   string
-	Status       Status // executing, succeeded, failed_retryable, failed_terminal, unknown
-	Attempts     int
-	ProviderRef  string
-	Result       json.RawMessage
-	ErrorCode    string
-	ErrorMessage string
-	LeaseUntil   time.Time // while in the future, the current attempt owns it
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	CompletedAt  *time.Time
+	ID         string
+	TenantID   string
+	ProposalID string
+	TokenJTI   string
+	RequestKey string
+	// DownstreamKey is the idempotency key the business system sees (see
+	// DownstreamKey); every attempt and every status question uses it.
+	DownstreamKey string
+	Operation     string
+	ArgsDigest    string
+	Status        Status // executing, succeeded, failed_retryable, failed_terminal, unknown
+	Attempts      int
+	ProviderRef   string
+	Result        json.RawMessage
+	ErrorCode     string
+	ErrorMessage  string
+	LeaseUntil    time.Time // while in the future, the current attempt owns it
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CompletedAt   *time.Time
 }
 
 // Receipt is what proves what ran and what the business system answered.
 type Receipt struct {
-	ExecutionID string     `json:"execution_id"`
-	RequestKey  string     `json:"request_key"`
-	Operation   string     `json:"operation"`
-	Status      Status     `json:"status"`
-	ArgsDigest  string     `json:"args_digest"`
-	ProviderRef string     `json:"provider_ref"`
-	CompletedAt *time.Time `json:"completed_at"`
+	ExecutionID string `json:"execution_id"`
+	RequestKey  string `json:"request_key"`
+	// DownstreamKey is the Idempotency-Key the business system recorded
+	// the write under: look it up there with this value.
+	DownstreamKey string     `json:"downstream_key"`
+	Operation     string     `json:"operation"`
+	Status        Status     `json:"status"`
+	ArgsDigest    string     `json:"args_digest"`
+	ProviderRef   string     `json:"provider_ref"`
+	CompletedAt   *time.Time `json:"completed_at"`
 }
 
 // Receipt returns the execution's receipt.
 func (e *Execution) Receipt() Receipt {
 	return Receipt{
-		ExecutionID: e.ID, RequestKey: e.RequestKey, Operation: e.Operation,
+		ExecutionID: e.ID, RequestKey: e.RequestKey, DownstreamKey: e.DownstreamKey, Operation: e.Operation,
 		Status: e.Status, ArgsDigest: e.ArgsDigest, ProviderRef: e.ProviderRef,
 		CompletedAt: e.CompletedAt,
 	}
@@ -289,4 +383,11 @@ type Claims struct {
 	AMR               []string `json:"amr"`
 	IssuedAt          int64    `json:"iat"`
 	Expiry            int64    `json:"exp"`
+}
+
+// DutyConflictError is the EDutyConflict refusal of an approval that
+// DutyConflict forbids, naming the administrator and the agent.
+func DutyConflictError(adminName, agentName string) *Error {
+	return Errorf(EDutyConflict, "separation of duties: %s created or owns agent %s and also enrolled you, reset your password or is you, "+
+		"so your approval could be theirs; a reviewer enrolled by someone else must approve this write", adminName, agentName)
 }

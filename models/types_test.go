@@ -50,3 +50,24 @@ func TestSharedTargets(t *testing.T) {
 		t.Errorf("shared targets = %v", got)
 	}
 }
+
+func TestRetryableAndRevocableAfterAFailedAttempt(t *testing.T) {
+	exp := time.Date(2026, 9, 1, 6, 25, 0, 0, time.UTC)
+	p := &Proposal{Status: StatusFailedRetryable, Token: &Token{Status: TokenConsumed, Compact: "x", ExpiresAt: exp}}
+	if !p.Retryable(exp.Add(-time.Millisecond)) || p.Retryable(exp) {
+		t.Error("a failed_retryable write may be retried before exp and not at exp")
+	}
+	if !p.Revocable(exp.Add(-time.Minute)) || !p.Revocable(exp.Add(time.Minute)) {
+		t.Error("a failed_retryable confirmation must be revocable")
+	}
+	for name, q := range map[string]*Proposal{
+		"unknown":   {Status: StatusUnknown, Token: &Token{Status: TokenConsumed, ExpiresAt: exp}},
+		"executing": {Status: StatusExecuting, Token: &Token{Status: TokenConsumed, ExpiresAt: exp}},
+		"succeeded": {Status: StatusSucceeded, Token: &Token{Status: TokenConsumed, ExpiresAt: exp}},
+		"revoked":   {Status: StatusRevoked, Token: &Token{Status: TokenRevoked, ExpiresAt: exp}},
+	} {
+		if q.Revocable(exp.Add(-time.Minute)) || q.Retryable(exp.Add(-time.Minute)) {
+			t.Errorf("%s: revocable or retryable", name)
+		}
+	}
+}

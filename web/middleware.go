@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -109,5 +110,23 @@ func bodyLimit(limit int64) echo.MiddlewareFunc {
 			}
 			return next(c)
 		}
+	}
+}
+
+// headStopsAtHeaders ends a HEAD request's context as soon as its headers
+// are written. A HEAD answer has no body (net/http discards it), so a
+// handler that streams after its headers — the console's event stream —
+// has nothing more to send and must not hold the connection.
+func headStopsAtHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Method != http.MethodHead {
+			return next(c)
+		}
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		c.SetRequest(req.WithContext(ctx))
+		c.Response().Before(cancel)
+		return next(c)
 	}
 }

@@ -1,17 +1,24 @@
 package web
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/handlers/api"
 )
 
+// getHead is GET and HEAD: every route that answers GET answers HEAD the
+// same way, headers and status included (RFC 9110 section 9.3.2); net/http
+// drops the body of a HEAD answer.
+var getHead = []string{http.MethodGet, http.MethodHead}
+
 // routes is the one route table: every route the server answers is here.
 // con is nil when the console is off.
 func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	// Public.
-	e.GET("/healthz", a.Healthz)
-	e.GET("/.well-known/jwks.json", a.JWKS)
+	e.Match(getHead, "/healthz", a.Healthz)
+	e.Match(getHead, "/.well-known/jwks.json", a.JWKS)
 
 	// Agent API (SPEC sections 3 and 7): Bearer agent key, never cached.
 	// The middleware goes on each route, not on the group: echo gives a
@@ -20,23 +27,23 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	agent := []echo.MiddlewareFunc{api.NoStore, a.RequireAgent}
 	v1 := e.Group("/api/v1")
 	v1.POST("/proposals", a.Propose, agent...)
-	v1.GET("/proposals", a.ListProposals, agent...)
-	v1.GET("/proposals/:id", a.GetProposal, agent...)
+	v1.Match(getHead, "/proposals", a.ListProposals, agent...)
+	v1.Match(getHead, "/proposals/:id", a.GetProposal, agent...)
 	v1.POST("/proposals/:id/cancel", a.CancelProposal, agent...)
 	v1.POST("/executions", a.Execute, agent...)
 	if a.HasEvents() {
 		// Webhook endpoints of the calling agent, and its event stream.
 		v1.POST("/webhooks", a.CreateWebhook, agent...)
-		v1.GET("/webhooks", a.ListWebhooks, agent...)
+		v1.Match(getHead, "/webhooks", a.ListWebhooks, agent...)
 		v1.DELETE("/webhooks/:id", a.DeleteWebhook, agent...)
-		v1.GET("/events", a.Events, agent...)
+		v1.Match(getHead, "/events", a.Events, agent...)
 	}
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {
 		return
 	}
-	e.GET("/static/*", echo.WrapHandler(con.assets.Handler()))
+	e.Match(getHead, "/static/*", echo.WrapHandler(con.assets.Handler()))
 
 	// Middleware per route, as for the API. Load attaches the session;
 	// RequireUser sends anonymous visitors to /login; CSRF refuses
@@ -53,7 +60,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 
 	// Sign-in. The form has no session yet: its CSRF token lives in a
 	// short-lived signed cookie of its own.
-	e.GET("/login", con.auth.LoginPage, m.Load)
+	e.Match(getHead, "/login", con.auth.LoginPage, m.Load)
 	e.POST("/login", con.auth.Login, m.LoginCSRF)
 	e.POST("/logout", con.auth.Logout, form...)
 	if pk := con.passkeys; pk != nil {
@@ -64,15 +71,15 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 
 	// Reviewer pages.
 	if p := con.pages; p != nil {
-		e.GET("/", p.Pending, page...)
-		e.GET("/pending/rows", p.PendingRows, background...)
-		e.GET("/events", p.Events, background...)
-		e.GET("/proposals/:id", p.Proposal, page...)
-		e.GET("/proposals/:id/live", p.ProposalLive, background...)
+		e.Match(getHead, "/", p.Pending, page...)
+		e.Match(getHead, "/pending/rows", p.PendingRows, background...)
+		e.Match(getHead, "/events", p.Events, background...)
+		e.Match(getHead, "/proposals/:id", p.Proposal, page...)
+		e.Match(getHead, "/proposals/:id/live", p.ProposalLive, background...)
 		e.POST("/proposals/:id/approve", p.Approve, form...)
 		e.POST("/proposals/:id/decline", p.Decline, form...)
 		e.POST("/proposals/:id/revoke", p.Revoke, form...)
-		e.GET("/history", p.History, page...)
+		e.Match(getHead, "/history", p.History, page...)
 		if con.keys != nil {
 			// Security-key approval (SPEC section 6): JSON in and out,
 			// the CSRF token in the X-CSRF-Token header.
@@ -84,7 +91,7 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 	// Security keys and passkeys of the signed-in reviewer. Removing one
 	// takes a fresh security-key confirmation.
 	if k := con.keys; k != nil {
-		e.GET("/settings/keys", k.Page, page...)
+		e.Match(getHead, "/settings/keys", k.Page, page...)
 		e.POST("/settings/keys/register/begin", k.RegisterBegin, form...)
 		e.POST("/settings/keys/register/finish", k.RegisterFinish, form...)
 		e.POST("/settings/keys/:id/rename", k.Rename, form...)
@@ -94,19 +101,19 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 
 	// Administration: agents and reviewers of the admin's own tenant.
 	ad := con.admin
-	e.GET("/admin/agents", ad.Agents, adminPage...)
+	e.Match(getHead, "/admin/agents", ad.Agents, adminPage...)
 	e.POST("/admin/agents", ad.CreateAgent, adminForm...)
 	e.POST("/admin/agents/:id/revoke", ad.RevokeAgent, adminForm...)
-	e.GET("/admin/reviewers", ad.Reviewers, adminPage...)
+	e.Match(getHead, "/admin/reviewers", ad.Reviewers, adminPage...)
 	e.POST("/admin/reviewers", ad.CreateReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
 	if wh := con.webhooks; wh != nil {
-		e.GET("/admin/webhooks", wh.Page, adminPage...)
+		e.Match(getHead, "/admin/webhooks", wh.Page, adminPage...)
 		e.POST("/admin/webhooks", wh.Create, adminForm...)
 		e.POST("/admin/webhooks/:id/disable", wh.Disable, adminForm...)
-		e.GET("/admin/deliveries/:id", wh.Delivery, adminPage...)
+		e.Match(getHead, "/admin/deliveries/:id", wh.Delivery, adminPage...)
 		e.POST("/admin/deliveries/:id/redeliver", wh.Redeliver, adminForm...)
 	}
 }

@@ -4,7 +4,10 @@
 package web
 
 import (
+	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -39,6 +42,12 @@ type Config struct {
 	Secure bool
 	// DefaultTenant pre-fills the organization on the sign-in form.
 	DefaultTenant string
+	// TrustedProxies are the networks of reverse proxies whose
+	// X-Forwarded-For the server believes: the client address (which the
+	// sign-in limits key on) is then the right-most address in that header
+	// that is not itself a trusted proxy. Empty: the connection's peer is
+	// the client, and X-Forwarded-For is ignored.
+	TrustedProxies []netip.Prefix
 }
 
 // Deps are the server's collaborators.
@@ -161,9 +170,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	e.Server.ReadTimeout = readTimeout
 	e.Server.WriteTimeout = writeTimeout
 	e.Server.IdleTimeout = idleTimeout
-	// The client's address is the connection's: X-Forwarded-For and
-	// X-Real-IP are forgeable, and the sign-in rate limit keys on it.
-	e.IPExtractor = echo.ExtractIPDirect()
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
 	var page errorPage
 	if con != nil {
 		page = con.auth.ErrorPage
@@ -180,6 +187,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		session.SecurityHeaders(cfg.Secure),
 		accessLog(logger),
 		recoverPanics,
+		headStopsAtHeaders,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
 	routes(e, apiHandlers, con)
@@ -192,4 +200,40 @@ func apiEvents(ev Events) api.Events {
 		return nil
 	}
 	return ev
+}
+
+// ipExtractor is how the server finds the client's address, which the
+// sign-in limits key on. X-Forwarded-For and X-Real-IP are forgeable, so
+// without trusted proxies the connection's peer is the client; with them,
+// X-Forwarded-For is read only when the peer is one of them, and only the
+// trusted hops are skipped (echo's defaults would also trust every
+// loopback, link-local and private address; they are turned off).
+func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Masked().Addr().AsSlice(),
+			Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// ParseTrustedProxies reads a list of CIDR prefixes or single addresses
+// ("10.0.0.0/8", "192.0.2.7", "::1") for Config.TrustedProxies.
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range list {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q is neither an IP address nor a CIDR prefix", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

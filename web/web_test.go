@@ -41,18 +41,22 @@ func (f *fakeProtocol) Propose(context.Context, models.Agent, protocol.ProposeIn
 	return nil, false, models.Errorf(models.EUnknownTool, "no such tool")
 }
 
-func (f *fakeProtocol) Get(_ context.Context, _, id string) (*models.Proposal, error) {
+func (f *fakeProtocol) AgentGet(_ context.Context, _ models.Agent, id string) (*models.Proposal, error) {
+	return f.get(id)
+}
+
+func (f *fakeProtocol) get(id string) (*models.Proposal, error) {
 	if f.getFn == nil {
 		return nil, models.Errorf(models.ENotFound, "no such proposal")
 	}
 	return f.getFn(id)
 }
 
-func (f *fakeProtocol) AgentWait(ctx context.Context, _ models.Agent, p *models.Proposal, _ time.Duration) (*models.Proposal, error) {
-	return f.Get(ctx, p.TenantID, p.ID)
+func (f *fakeProtocol) AgentWait(_ context.Context, _ models.Agent, p *models.Proposal, _ time.Duration) (*models.Proposal, error) {
+	return f.get(p.ID)
 }
 
-func (f *fakeProtocol) List(context.Context, string, protocol.ListQuery) (protocol.Page, error) {
+func (f *fakeProtocol) AgentList(context.Context, models.Agent, protocol.ListQuery) (protocol.Page, error) {
 	return protocol.Page{}, nil
 }
 

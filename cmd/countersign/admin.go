@@ -188,18 +188,23 @@ confirmations.
 
 func (c *cli) agentCreate(ctx context.Context, args []string) error {
 	var db, tenant, name, owner string
-	cmd := newCommand("agent create", "countersign agent create --tenant T --name N [--owner USER] [flags]", `
+	var readAll bool
+	cmd := newCommand("agent create", "countersign agent create --tenant T --name N [--owner USER] [--read-all] [flags]", `
 Creates an agent principal and prints its API key, alone, on stdout. The key
 is shown only this once: only its hash is stored. Agents send it as
 "Authorization: Bearer <key>".
 
 With --owner the agent acts for that console user, who then counts as the
 requester of the agent's proposals and may not approve them (unless the risk
-tier allows self-approval).`, c.stdout)
+tier allows self-approval).
+
+An agent reads only the proposals it made. With --read-all it may read and
+list every proposal of its tenant (never cancel or redeem another agent's).`, c.stdout)
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the agent's `NAME`, shown to reviewers")
 	cmd.fs.StringVar(&owner, "owner", "", "`USER` name of the console user the agent acts for (optional)")
+	cmd.fs.BoolVar(&readAll, "read-all", false, "let the agent read every proposal of its tenant, not only its own")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -241,7 +246,19 @@ tier allows self-approval).`, c.stdout)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stderr, "created agent %s (%s) in tenant %s; its key is printed once and cannot be shown again\n", a.Name, a.ID, t.Name)
+	if readAll {
+		// Created without the grant first: if this step fails, the agent
+		// holds less than asked for, never more.
+		if a, err = st.SetAgentReadAll(ctx, t.ID, a.ID, true); err != nil {
+			return err
+		}
+	}
+	scope := "its own proposals"
+	if a.ReadAll {
+		scope = "every proposal of the tenant"
+	}
+	fmt.Fprintf(c.stderr, "created agent %s (%s) in tenant %s, reading %s; its key is printed once and cannot be shown again\n",
+		a.Name, a.ID, t.Name, scope)
 	fmt.Fprintln(c.stdout, key)
 	return nil
 }
@@ -275,5 +292,50 @@ do so) or when it restarts.`, c.stdout)
 		return err
 	}
 	fmt.Fprintln(c.stdout, kid)
+	return nil
+}
+
+func (c *cli) agentReadAll(ctx context.Context, args []string) error {
+	var db, tenant, name string
+	var withdraw bool
+	cmd := newCommand("agent read-all", "countersign agent read-all --tenant T --name N [--withdraw] [flags]", `
+Grants an existing agent the right to read and list every proposal of its
+tenant (never to cancel or redeem another agent's), or with --withdraw
+takes it back, so that it reads only the proposals it made.`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the agent's `NAME`")
+	cmd.fs.BoolVar(&withdraw, "withdraw", false, "take the grant back")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	a, err := st.AgentByName(ctx, t.ID, name)
+	if err != nil {
+		return err
+	}
+	if a, err = st.SetAgentReadAll(ctx, t.ID, a.ID, !withdraw); err != nil {
+		return err
+	}
+	scope := "its own proposals"
+	if a.ReadAll {
+		scope = "every proposal of the tenant"
+	}
+	fmt.Fprintf(c.stderr, "agent %s (%s) now reads %s\n", a.Name, a.ID, scope)
 	return nil
 }

@@ -48,3 +48,16 @@ func TestServeChecksWebAuthnFlags(t *testing.T) {
 		t.Errorf("an origin outside the RP ID: %v", r.err)
 	}
 }
+
+func TestServeChecksTrustedProxies(t *testing.T) {
+	t.Parallel()
+	r := invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--trusted-proxies", "10.0.0.0/8,proxy.example")
+	if _, code := reported(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "--trusted-proxies") ||
+		!strings.Contains(r.err.Error(), "proxy.example") {
+		t.Errorf("a host name as a trusted proxy: %v (exit %d), want a usage error", r.err, code)
+	}
+	r = invoke(t, map[string]string{"COUNTERSIGN_TRUSTED_PROXIES": "10.0.0.0/33"}, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0")
+	if _, code := reported(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "10.0.0.0/33") {
+		t.Errorf("a bad prefix from the environment: %v (exit %d), want a usage error", r.err, code)
+	}
+}

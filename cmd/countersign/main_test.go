@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/visible"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -629,8 +630,33 @@ func TestReview(t *testing.T) {
 		if strings.ContainsAny(r.stdout, "\x1b\r\u202e") {
 			t.Errorf("control characters reached the terminal: %q", r.stdout)
 		}
-		if !strings.Contains(r.stdout, `ok\u001b[2K\u000dAmount`) || !strings.Contains(r.stdout, "    | digest: sha256:forged") {
+		if !strings.Contains(r.stdout, `ok⟨U+001B⟩[2K⟨U+000D⟩Amount`) || !strings.Contains(r.stdout, "    | digest: sha256:forged") {
 			t.Errorf("escaped text not shown as expected:\n%s", r.stdout)
+		}
+	})
+
+	t.Run("invisible and direction-changing characters are shown as escapes, with a warning", func(t *testing.T) {
+		t.Parallel()
+		reason := "Refund of \u202e00.991¥\u202c ord\u200b_1001 cafe\u0301"
+		args, _ := json.Marshal(map[string]any{"order_id": "ord_1009", "amount_minor": 100, "currency": "CNY", "reason": reason})
+		p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, protocol.ProposeInput{Tool: "refund_order",
+			Arguments: args, Context: "see\u2066 attached"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := review(alice, "show", p.ID, "--user", "alice")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if strings.ContainsAny(r.stdout, "\u202e\u202c\u200b\u0301\u2066") {
+			t.Errorf("hidden code points reached the terminal: %q", r.stdout)
+		}
+		// The console shows the same escapes: one rule for both.
+		shown := visible.Reveal(reason, visible.Strict).Shown
+		for _, want := range []string{shown, "see⟨U+2066⟩ attached", "WARNING:", "direction control", "U+200B", "non-NFC"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("review show lacks %q:\n%s", want, r.stdout)
+			}
 		}
 	})
 }
@@ -667,6 +693,24 @@ func TestTenantUserAgentCreate(t *testing.T) {
 	}
 	if agent.Name != "support-bot" || agent.TenantID != tenantID || agent.OwnerUserID != userID {
 		t.Errorf("agent = %+v; want support-bot of %s owned by %s", agent, tenantID, userID)
+	}
+	if agent.ReadAll {
+		t.Error("an agent reads the tenant's proposals without --read-all")
+	}
+	reader := strings.TrimSpace(mustExec(t, nil, "", "agent", "create", "--tenant", "acme", "--name", "auditor", "--read-all", "--db", db).stdout)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || !got.ReadAll {
+		t.Errorf("agent created with --read-all: %+v %v", got, err)
+	}
+	mustExec(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "auditor", "--withdraw", "--db", db)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, reader); err != nil || got.ReadAll {
+		t.Errorf("after --withdraw: %+v %v", got, err)
+	}
+	mustExec(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "support-bot", "--db", db)
+	if got, err := a.Protocol.AuthenticateAgent(ctx, key); err != nil || !got.ReadAll {
+		t.Errorf("after agent read-all: %+v %v", got, err)
+	}
+	if r := invoke(t, nil, "", "agent", "read-all", "--tenant", "acme", "--name", "nobody", "--db", db); !models.IsCode(r.err, models.ENotFound) {
+		t.Errorf("unknown agent: %v", r.err)
 	}
 	u, hash, err := a.Store.UserCredentials(ctx, tenantID, "bob")
 	if err != nil {

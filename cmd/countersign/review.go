@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/visible"
 )
 
 // reviewConfig is the configuration of the review and revoke commands.
@@ -303,6 +302,7 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 	if t, ok := a.Registry.Tool(p.Tool); ok {
 		title, side = t.Title, string(t.SideEffect)
 	}
+	var hidden []visible.Finding
 	fmt.Fprintf(w, "proposal %s  [%s]\n", clean(p.ID), p.Status)
 	tool := clean(p.Tool)
 	if title != "" {
@@ -313,21 +313,24 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 	if p.Batch() {
 		fmt.Fprintf(w, "  target:        %d resources, set digest %s\n", p.ResourceCount, clean(p.ResourceSetDigest))
 	} else {
-		t := clean(p.Resource)
+		t := clean(p.Resource, &hidden)
 		if p.ResourceLabel != "" {
-			t += " · " + clean(p.ResourceLabel)
+			t += " · " + clean(p.ResourceLabel, &hidden)
 		}
-		fmt.Fprintf(w, "  target:        %s  (state version %s)\n", t, clean(p.StateVersion))
+		fmt.Fprintf(w, "  target:        %s  (state version %s)\n", t, clean(p.StateVersion, &hidden))
 	}
 	if p.Context != "" {
 		fmt.Fprintln(w, "  agent's context:")
 		for line := range strings.SplitSeq(p.Context, "\n") {
-			fmt.Fprintf(w, "    | %s\n", clean(line))
+			fmt.Fprintf(w, "    | %s\n", clean(line, &hidden))
 		}
 	}
 	fmt.Fprintln(w, "  arguments:")
 	for _, f := range p.Preview {
-		fmt.Fprintf(w, "    %s: %s  [%s]\n", clean(f.Label), clean(f.Display), clean(string(f.Value)))
+		fmt.Fprintf(w, "    %s: %s  [%s]\n", clean(f.Label), clean(f.Display, &hidden), clean(string(f.Value), &hidden))
+	}
+	if len(hidden) > 0 {
+		fmt.Fprintf(w, "  WARNING:       %s\n", visible.Warning(hidden))
 	}
 	fmt.Fprintf(w, "  digest:        %s\n", clean(p.ArgsDigest))
 	fmt.Fprintf(w, "  risk tier:     %s — needs %s (%d of %d approvals so far)\n",
@@ -379,30 +382,17 @@ func remainingText(t, now time.Time) string {
 	return "in " + r
 }
 
-// clean makes text safe to print on a terminal: control characters
-// (escape sequences, carriage returns, newlines) and bidirectional
-// formatting characters are shown as \u escapes instead of acting.
-func clean(s string) string {
-	if strings.IndexFunc(s, unsafeRune) < 0 {
-		return s
+// clean makes text safe to print on a terminal by the same rule as the
+// console (visible.Reveal): control characters (escape sequences, carriage
+// returns, newlines), bidi controls, invisible characters, variation
+// selectors and non-NFC sequences are shown as ⟨U+XXXX⟩ instead of acting.
+// What it found is kept in *found, when found is not nil, for a warning.
+func clean(s string, found ...*[]visible.Finding) string {
+	t := visible.Reveal(s, visible.Strict)
+	for _, f := range found {
+		*f = append(*f, t.Findings...)
 	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == unicode.ReplacementChar:
-			b.WriteString(`\ufffd`)
-		case unsafeRune(r):
-			b.WriteString(`\u`)
-			b.WriteString(strconv.FormatInt(int64(0x10000+r), 16)[1:])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || isBidiControl(r) || r == unicode.ReplacementChar
+	return t.Shown
 }
 
 // isBidiControl reports the characters that reorder displayed text (the

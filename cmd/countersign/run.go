@@ -39,12 +39,14 @@ Usage:
                                      create a console user; password on stdin
   countersign user notify --tenant T --name N --email ADDRESS
                                      e-mail the user when proposals await review
-  countersign agent create --tenant T --name N [--owner USER]
-                                     create an agent; prints its API key, once
   countersign tenant limits --tenant T [--proposals-per-minute N] ...
   countersign agent limits --tenant T --agent A [--open-proposals N] ...
                                      show or set per-agent limits for a
                                      tenant's agents or one agent
+  countersign agent create --tenant T --name N [--owner USER] [--read-all]
+                                     create an agent; prints its API key, once
+  countersign agent read-all --tenant T --name N [--withdraw]
+                                     let an agent read the tenant's proposals
   countersign review list --tenant T --user U
   countersign review show PROPOSAL_ID --tenant T --user U
   countersign review approve PROPOSAL_ID --tenant T --user U
@@ -52,7 +54,8 @@ Usage:
                                      decide proposals from a terminal;
                                      the reviewer's password on stdin
   countersign revoke PROPOSAL_ID --tenant T --user ADMIN
-                                     withdraw a confirmation before it is used;
+                                     withdraw a confirmation before it is used
+                                     (or before a failed attempt is retried);
                                      the administrator's password on stdin
   countersign keys rotate            sign new tokens with a new key; prints its kid
   countersign evidence verify PROPOSAL_ID --tenant T
@@ -105,7 +108,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate,
 			"notify": c.userNotify})
 	case "agent":
-		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{"create": c.agentCreate, "limits": c.agentLimits})
+		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{
+			"create": c.agentCreate, "limits": c.agentLimits, "read-all": c.agentReadAll})
 	case "review":
 		return c.group(ctx, "review", rest, map[string]func(context.Context, []string) error{
 			"list": c.reviewList, "show": c.reviewShow, "approve": c.reviewApprove, "decline": c.reviewDecline})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/web"
 )
 
 // Defaults shared by several commands.
@@ -57,6 +59,10 @@ type serveConfig struct {
 	DefaultTenant   string
 	PasswordHash    secret.PasswordParams
 	HashConcurrency int
+	// TrustedProxies are reverse proxies (CIDR prefixes or addresses)
+	// whose X-Forwarded-For names the client.
+	TrustedProxies listFlag
+	trusted        []netip.Prefix
 
 	// Security keys (WebAuthn).
 	RPID    string
@@ -144,6 +150,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.DefaultTenant, "default-tenant", "", "organization pre-filled on the sign-in form (\"demo\" with --demo)")
 	passwordHashFlag(fs, &cfg.PasswordHash)
 	fs.IntVar(&cfg.HashConcurrency, "password-hash-concurrency", 0, "password hashes that may run at once, each holding its memory cost\n(`N`; the number of CPUs when 0); further sign-ins wait their turn")
+	fs.Var(&cfg.TrustedProxies, "trusted-proxies", "`CIDR` prefixes or addresses of reverse proxies whose X-Forwarded-For header names\nthe client (for the sign-in limits); repeat or separate with commas. Without it\nthe connection's peer is the client and X-Forwarded-For is ignored")
 	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
 	limitsFlags(fs, &cfg.Limits)
@@ -193,6 +200,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	}
 	if err := checkLimits(cfg.Limits); err != nil {
 		return usagef(cmd.synopsis, "%v", err)
+	}
+	if cfg.trusted, err = web.ParseTrustedProxies(cfg.TrustedProxies.values); err != nil {
+		return usagef(cmd.synopsis, "--trusted-proxies: %v", err)
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
@@ -250,6 +260,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		AbsoluteTimeout: cfg.AbsoluteTimeout,
 		DefaultTenant:   cfg.DefaultTenant,
 		PasswordHash:    cfg.PasswordHash,
+		TrustedProxies:  cfg.trusted,
 		RPID:            cfg.RPID,
 		RPName:          cfg.RPName,
 		Origins:         cfg.Origins.values,

@@ -26,15 +26,16 @@ type Protocol interface {
 	// Propose creates a proposal; created is false when an idempotent retry
 	// returned the existing one.
 	Propose(ctx context.Context, agent models.Agent, in protocol.ProposeInput) (p *models.Proposal, created bool, err error)
-	// Get returns a proposal of the tenant (ENotFound, also for other
-	// tenants' ids).
-	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
-	// AgentWait returns a newer revision of p, just loaded, as soon as
-	// there is one, or p when max elapses; ERateLimited when the agent
-	// holds too many long-polls.
+	// AgentGet returns a proposal the agent may read: its own, or any of
+	// its tenant's with tenant-wide read (ENotFound otherwise, also for
+	// other tenants' ids).
+	AgentGet(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
+	// AgentWait returns a newer revision of p, just loaded (by AgentGet),
+	// as soon as there is one, or p when max elapses; ERateLimited when the
+	// agent holds too many long-polls.
 	AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error)
-	// List returns one page of the tenant's proposals.
-	List(ctx context.Context, tenantID string, q protocol.ListQuery) (protocol.Page, error)
+	// AgentList returns one page of the proposals the agent may read.
+	AgentList(ctx context.Context, agent models.Agent, q protocol.ListQuery) (protocol.Page, error)
 	// Cancel withdraws a proposal on behalf of its agent.
 	Cancel(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
 	// Execute redeems a confirmation token.

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/visible"
 )
 
 // maxDepth bounds JSON nesting. Tool arguments are shallow; deeper documents
@@ -25,7 +26,9 @@ const maxDepth = 64
 // decodeJSON reads the request body into dst strictly: the content type must
 // be application/json (UTF-8), the body at most h.maxBody bytes of valid
 // UTF-8 holding exactly one JSON object, without duplicate keys at any depth,
-// unknown top-level fields or wrongly typed fields. Every failure is
+// top-level fields other than dst's spelled exactly (Go's decoder would
+// match "Tool" or "TOOL" to tool, so {"Tool":…,"tool":…} would be a
+// duplicate in disguise) or wrongly typed fields. Every failure is
 // EInvalidRequest with a message that tells the agent what to fix.
 //
 // The limit is enforced here and not only by middleware, so the handler is
@@ -55,13 +58,31 @@ func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 	if !utf8.Valid(body) {
 		return models.Errorf(models.EInvalidRequest, "request body is not valid UTF-8")
 	}
+	if err := checkSurrogates(body); err != nil {
+		return err
+	}
 	if err := checkStructure(body); err != nil {
+		return err
+	}
+	if err := checkFieldNames(body, dst); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err)
+	}
+	return nil
+}
+
+// checkSurrogates refuses a \u escape naming half a UTF-16 surrogate pair
+// ("\ud800"), which encoding/json would quietly store as U+FFFD: what the
+// agent sent would not be what a reviewer sees and approves.
+func checkSurrogates(body []byte) error {
+	if off, found := visible.LoneSurrogate(body); found {
+		return models.Errorf(models.EInvalidRequest,
+			"the body holds a lone UTF-16 surrogate escape at byte %d (%.6s): send the character's full surrogate pair, or the character itself in UTF-8",
+			off, body[off:])
 	}
 	return nil
 }
@@ -81,6 +102,41 @@ func checkContentType(v string) error {
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return models.Errorf(models.EInvalidRequest, "Content-Type charset must be utf-8")
+	}
+	return nil
+}
+
+// checkFieldNames requires every top-level key of body (a well-formed JSON
+// object) to be one of dst's JSON field names exactly, byte for byte.
+func checkFieldNames(body []byte, dst any) error {
+	names := map[string]bool{}
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return models.Wrap(models.EInvalidRequest, err, "request body must be a JSON object")
+	}
+	for key := range top {
+		if names[key] {
+			continue
+		}
+		for name := range names {
+			if strings.EqualFold(key, name) {
+				return models.Errorf(models.EInvalidRequest, "field %q must be spelled %q: field names are case-sensitive", key, name)
+			}
+		}
+		return models.Errorf(models.EInvalidRequest, "unknown field %q", key)
 	}
 	return nil
 }

@@ -102,6 +102,7 @@ func TestExecuteErrors(t *testing.T) {
 		{"missing proposal", `{"token":"t"}`, `"proposal_id" is required`},
 		{"token not a string", `{"proposal_id":"p","token":{}}`, `"token" must be a string`},
 		{"trailing", `{"proposal_id":"p","token":"t"}]`, "after the JSON object"},
+		{"token twice, differing by case", `{"proposal_id":"p","token":"t","Token":"u"}`, `field "Token" must be spelled "token"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, post(tc.body), http.StatusBadRequest, models.EInvalidRequest, tc.mention)

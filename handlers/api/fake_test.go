@@ -36,22 +36,25 @@ type fakeProtocol struct {
 
 var _ api.Protocol = (*fakeProtocol)(nil)
 
-// The fixtures: two agents of tenant t1, one of tenant t2.
+// The fixtures: three agents of tenant t1 (B may read the tenant's
+// proposals, D only its own), one of tenant t2.
 var (
 	agentA = models.Agent{ID: "agt_a", TenantID: "t1", Name: "agent A"}
-	agentB = models.Agent{ID: "agt_b", TenantID: "t1", Name: "agent B"}
+	agentB = models.Agent{ID: "agt_b", TenantID: "t1", Name: "agent B", ReadAll: true}
 	agentC = models.Agent{ID: "agt_c", TenantID: "t2", Name: "agent C"}
+	agentD = models.Agent{ID: "agt_d", TenantID: "t1", Name: "agent D"}
 )
 
 const (
 	keyA = "key-a"
 	keyB = "key-b"
 	keyC = "key-c"
+	keyD = "key-d"
 )
 
 func newFake() *fakeProtocol {
 	return &fakeProtocol{
-		agents:    map[string]models.Agent{keyA: agentA, keyB: agentB, keyC: agentC},
+		agents:    map[string]models.Agent{keyA: agentA, keyB: agentB, keyC: agentC, keyD: agentD},
 		proposals: map[string]*models.Proposal{},
 		changed:   make(chan struct{}),
 		calls:     map[string]int{},
@@ -107,12 +110,12 @@ func (f *fakeProtocol) Propose(_ context.Context, agent models.Agent, in protoco
 	return f.proposeFn(agent, in)
 }
 
-func (f *fakeProtocol) Get(_ context.Context, tenantID, id string) (*models.Proposal, error) {
+func (f *fakeProtocol) AgentGet(_ context.Context, agent models.Agent, id string) (*models.Proposal, error) {
 	f.count("Get")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.proposals[id]
-	if !ok || p.TenantID != tenantID {
+	if !ok || !agent.MayRead(p) {
 		return nil, models.Errorf(models.ENotFound, "no such proposal")
 	}
 	cp := *p
@@ -146,10 +149,10 @@ func (f *fakeProtocol) AgentWait(ctx context.Context, _ models.Agent, from *mode
 	}
 }
 
-func (f *fakeProtocol) List(_ context.Context, tenantID string, q protocol.ListQuery) (protocol.Page, error) {
+func (f *fakeProtocol) AgentList(_ context.Context, agent models.Agent, q protocol.ListQuery) (protocol.Page, error) {
 	f.count("List")
 	if f.listFn != nil {
-		return f.listFn(tenantID, q)
+		return f.listFn(agent.TenantID, q)
 	}
 	return protocol.Page{}, nil
 }

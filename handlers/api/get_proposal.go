@@ -36,7 +36,7 @@ func (h *Handlers) GetProposal(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	id := c.Param("id")
-	p, err := h.p.Get(ctx, agent.TenantID, id)
+	p, err := h.p.AgentGet(ctx, agent, id)
 	if err != nil {
 		return err
 	}

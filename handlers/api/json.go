@@ -88,19 +88,21 @@ type fieldJSON struct {
 
 // executionJSON is an execution record (SPEC section 7).
 type executionJSON struct {
-	ExecutionID string            `json:"execution_id"`
-	ProposalID  string            `json:"proposal_id"`
-	RequestKey  string            `json:"request_key"`
-	Operation   string            `json:"operation"`
-	Status      models.Status     `json:"status"`
-	ArgsDigest  string            `json:"args_digest"`
-	Attempts    int               `json:"attempts"`
-	ProviderRef string            `json:"provider_ref"`
-	Result      json.RawMessage   `json:"result"`
-	Error       *executionErrJSON `json:"error"`
-	CreatedAt   string            `json:"created_at"`
-	UpdatedAt   string            `json:"updated_at"`
-	CompletedAt *string           `json:"completed_at"`
+	ExecutionID string `json:"execution_id"`
+	ProposalID  string `json:"proposal_id"`
+	RequestKey  string `json:"request_key"`
+	// DownstreamKey is the Idempotency-Key the business system saw.
+	DownstreamKey string            `json:"downstream_key"`
+	Operation     string            `json:"operation"`
+	Status        models.Status     `json:"status"`
+	ArgsDigest    string            `json:"args_digest"`
+	Attempts      int               `json:"attempts"`
+	ProviderRef   string            `json:"provider_ref"`
+	Result        json.RawMessage   `json:"result"`
+	Error         *executionErrJSON `json:"error"`
+	CreatedAt     string            `json:"created_at"`
+	UpdatedAt     string            `json:"updated_at"`
+	CompletedAt   *string           `json:"completed_at"`
 }
 
 type executionErrJSON struct {
@@ -207,17 +209,18 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 
 func newExecutionJSON(e *models.Execution) executionJSON {
 	out := executionJSON{
-		ExecutionID: e.ID,
-		ProposalID:  e.ProposalID,
-		RequestKey:  e.RequestKey,
-		Operation:   e.Operation,
-		Status:      e.Status,
-		ArgsDigest:  e.ArgsDigest,
-		Attempts:    e.Attempts,
-		ProviderRef: e.ProviderRef,
-		Result:      rawOrNull(e.Result),
-		CreatedAt:   timestamp(e.CreatedAt),
-		UpdatedAt:   timestamp(e.UpdatedAt),
+		ExecutionID:   e.ID,
+		ProposalID:    e.ProposalID,
+		RequestKey:    e.RequestKey,
+		DownstreamKey: e.DownstreamKey,
+		Operation:     e.Operation,
+		Status:        e.Status,
+		ArgsDigest:    e.ArgsDigest,
+		Attempts:      e.Attempts,
+		ProviderRef:   e.ProviderRef,
+		Result:        rawOrNull(e.Result),
+		CreatedAt:     timestamp(e.CreatedAt),
+		UpdatedAt:     timestamp(e.UpdatedAt),
 	}
 	if e.CompletedAt != nil {
 		out.CompletedAt = optionalTimestamp(*e.CompletedAt)

@@ -37,7 +37,7 @@ func (h *Handlers) ListProposals(c echo.Context) error {
 		}
 		q.Limit = n
 	}
-	page, err := h.p.List(c.Request().Context(), agent.TenantID, q)
+	page, err := h.p.AgentList(c.Request().Context(), agent, q)
 	if err != nil {
 		return err
 	}

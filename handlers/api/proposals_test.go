@@ -172,6 +172,21 @@ func TestGetProposalBadParameters(t *testing.T) {
 	}
 }
 
+// TestOtherAgentsProposalsAreNotFound: without tenant-wide read, another
+// agent's proposal is 404, as if it did not exist, and is never waited on.
+func TestOtherAgentsProposalsAreNotFound(t *testing.T) {
+	f := newFake()
+	f.add(sampleProposal("prop_1"))
+	srv := newServer(t, f)
+	for _, path := range []string{"/api/v1/proposals/prop_1", "/api/v1/proposals/prop_1?wait=5&since=1"} {
+		r := do(t, srv, request{method: "GET", path: path, key: keyD})
+		wantError(t, r, http.StatusNotFound, models.ENotFound)
+	}
+	if got := f.callCount("Wait"); got != 0 {
+		t.Errorf("Wait called %d times for a proposal the agent may not read", got)
+	}
+}
+
 func TestConfirmationTokenVisibility(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -180,7 +195,7 @@ func TestConfirmationTokenVisibility(t *testing.T) {
 		want   bool
 	}{
 		{"proposer while confirmed", keyA, confirm, true},
-		{"other agent of the tenant", keyB, confirm, false},
+		{"other agent of the tenant, with tenant-wide read", keyB, confirm, false},
 		{"proposer while awaiting", keyA, func(*models.Proposal) {}, false},
 		{"proposer once executing", keyA, func(p *models.Proposal) {
 			confirm(p)

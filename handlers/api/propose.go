@@ -4,24 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"regexp"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
 )
-
-// Limits on what an agent sends besides the arguments.
-const (
-	maxRequestKeyLen = 200
-	maxContextLen    = 4000 // characters
-)
-
-// requestKeyPattern is the alphabet of request keys: they travel as the
-// Idempotency-Key header to business systems, so they stay header-safe.
-var requestKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 
 type proposeRequest struct {
 	Tool       string          `json:"tool"`
@@ -75,14 +63,7 @@ func (r *proposeRequest) validate() error {
 		return models.Errorf(models.EInvalidRequest, "field \"arguments\" must be a JSON object")
 	}
 	r.Arguments = args
-	if len(r.RequestKey) > maxRequestKeyLen {
-		return models.Errorf(models.EInvalidRequest, "field \"request_key\" must be at most %d characters", maxRequestKeyLen)
-	}
-	if r.RequestKey != "" && !requestKeyPattern.MatchString(r.RequestKey) {
-		return models.Errorf(models.EInvalidRequest, "field \"request_key\" may contain only A-Z, a-z, 0-9, '.', '_', ':' and '-'")
-	}
-	if n := utf8.RuneCountInString(r.Context); n > maxContextLen {
-		return models.Errorf(models.EInvalidRequest, "field \"context\" must be at most %d characters, got %d", maxContextLen, n)
-	}
+	// request_key and context are checked by the protocol, the one place
+	// their limits live.
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 // reviewerNotices are the messages a redirect back to the list may ask for.
 var reviewerNotices = map[string]string{
-	"disabled": "The account was disabled and signed out everywhere.",
+	"disabled": "The account was disabled and signed out everywhere; its approvals of proposals still awaiting confirmation no longer count.",
 	"enabled":  "The account was enabled; its owner can sign in again.",
 }
 

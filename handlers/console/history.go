@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/views/history"
 	"github.com/countersign/countersign/views/ui"
 )
@@ -64,7 +65,7 @@ func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer mode
 		URL:          proposalURL(p.ID),
 		ToolTitle:    h.toolTitle(p.Tool),
 		Tool:         p.Tool,
-		Target:       target(p),
+		Target:       visible.Reveal(target(p), visible.Strict).Shown,
 		Status:       statusBadge(p.Status),
 		Tier:         tierBadge(p.Tier),
 		Requester:    p.AgentName,
@@ -75,14 +76,14 @@ func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer mode
 		CanRevoke:    canRevoke(p, viewer, h.clock.Now()),
 	}
 	for _, d := range p.Approvals() {
-		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+")")
+		it.Approvers = append(it.Approvers, d.UserName+" ("+amrText(d.AMR)+") · "+h.enrolmentText(d.Decider))
 		if len(d.Evidence) > 0 {
 			it.Evidence = append(it.Evidence, h.evidenceView(ctx, p, d))
 		}
 	}
 	for _, d := range p.Decisions {
 		if d.Kind == models.DecisionDecline {
-			it.Decliners = append(it.Decliners, history.Decline{Who: d.UserName, Reason: d.Reason})
+			it.Decliners = append(it.Decliners, history.Decline{Who: d.UserName, Reason: visible.Reveal(d.Reason, visible.FreeText).Shown})
 		}
 	}
 	return it

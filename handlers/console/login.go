@@ -18,9 +18,9 @@ import (
 
 // Authenticator checks sign-ins (*auth.Service).
 type Authenticator interface {
-	// Login returns a new session, EUnauthenticated with one message for
+	// SignIn returns a new session, EUnauthenticated with one message for
 	// every failure, or ERateLimited.
-	Login(ctx context.Context, tenantName, username, password, clientIP string) (auth.Session, error)
+	SignIn(ctx context.Context, in auth.LoginAttempt) (auth.Session, error)
 }
 
 // SessionCookies keeps sessions in the browser (*session.Manager).
@@ -31,6 +31,10 @@ type SessionCookies interface {
 	SignIn(c echo.Context, s auth.Session) error
 	// SignOut ends the browser's session.
 	SignOut(c echo.Context) error
+	// Device is the browser's remembered device (zero when unknown).
+	Device(c echo.Context) auth.Device
+	// RememberDevice records a successful sign-in in the browser.
+	RememberDevice(c echo.Context, s auth.Session, username string) error
 }
 
 var (
@@ -79,7 +83,10 @@ func (h *AuthHandlers) LoginPage(c echo.Context) error {
 func (h *AuthHandlers) Login(c echo.Context) error {
 	tenant, username := c.FormValue("org"), c.FormValue("username")
 	next := session.SafeNext(c.FormValue("next"))
-	s, err := h.auth.Login(c.Request().Context(), tenant, username, c.FormValue("password"), c.RealIP())
+	// c.RealIP() is the peer's address, or X-Forwarded-For's when the peer
+	// is a trusted proxy (web.Config.TrustedProxies).
+	s, err := h.auth.SignIn(c.Request().Context(), auth.LoginAttempt{Tenant: tenant, Username: username,
+		Password: c.FormValue("password"), ClientIP: c.RealIP(), Device: h.cookies.Device(c)})
 	if err != nil {
 		form := authviews.LoginPage{Tenant: tenant, Username: username, Next: next, Error: models.ErrorMessage(err)}
 		switch models.ErrorCode(err) {
@@ -95,6 +102,9 @@ func (h *AuthHandlers) Login(c echo.Context) error {
 		return err
 	}
 	if err := h.cookies.SignIn(c, s); err != nil {
+		return err
+	}
+	if err := h.cookies.RememberDevice(c, s, username); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, next)

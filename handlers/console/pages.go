@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views/layout"
 	"github.com/countersign/countersign/views/ui"
@@ -289,6 +290,16 @@ func (h *Pages) toolTitle(name string) string {
 }
 
 // target names what a proposal writes to, for a person.
+// revealer shows agent- and business-written text through visible.Reveal
+// and gathers what it found, for one warning per page or row.
+type revealer struct{ found []visible.Finding }
+
+func (r *revealer) show(s string, mode visible.Mode) string {
+	t := visible.Reveal(s, mode)
+	r.found = append(r.found, t.Findings...)
+	return t.Shown
+}
+
 func target(p *models.Proposal) string {
 	switch {
 	case p.ResourceLabel != "":
@@ -314,9 +325,11 @@ func amrText(amr []string) string {
 	out := make([]string, 0, len(amr))
 	for _, m := range amr {
 		switch m {
-		case "pwd":
+		case models.AMRPassword:
 			out = append(out, "password")
-		case "webauthn":
+		case models.AMRPasskey:
+			out = append(out, "passkey sign-in")
+		case models.AMRStepUp:
 			out = append(out, "security key")
 		default:
 			out = append(out, m)

@@ -99,5 +99,10 @@ func (h *Passkeys) Finish(c echo.Context) error {
 	if err := h.cookies.SignIn(c, s); err != nil {
 		return err
 	}
+	// A passkey sign-in proves the browser as well as a password does:
+	// later password sign-ins from it skip the guessing limits.
+	if err := h.cookies.RememberDevice(c, s, u.Name); err != nil {
+		return err
+	}
 	return redirectJSON(c, session.SafeNext(in.Next))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/views/pending"
 	"github.com/countersign/countersign/web/session"
 )
@@ -128,8 +129,7 @@ func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pen
 		URL:        proposalURL(p.ID),
 		ToolTitle:  h.toolTitle(p.Tool),
 		Tool:       p.Tool,
-		TargetID:   targetID(p),
-		Target:     target(p),
+		TargetID:   visible.Reveal(targetID(p), visible.Strict).Shown,
 		Tier:       tierBadge(p.Tier),
 		Quorum:     fmt.Sprintf("%d of %d", len(p.Approvals()), need),
 		Requester:  p.AgentName,
@@ -142,6 +142,8 @@ func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pen
 	if p.OwnedBy(u.ID) && !p.MayApprove(u.ID) {
 		row.OwnNote = "You own this agent, another reviewer must decide."
 	}
+	var seen revealer
+	row.Target = seen.show(target(p), visible.Strict)
 	// The key value is the first argument that is not the target itself
 	// nor the reason: the amount of a refund, the template of an email,
 	// the ids of a batch.
@@ -152,14 +154,21 @@ func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pen
 	for _, f := range h.preview(p) {
 		switch {
 		case f.Name == "reason":
-			row.Reason = excerpt(f.Display, reasonExcerpt)
+			row.Reason = excerpt(seen.show(f.Display, visible.FreeText), reasonExcerpt)
 		case f.Name != resourceField && row.Summary == "":
-			row.SummaryLabel, row.Summary = f.Label, f.Display
+			row.SummaryLabel, row.Summary = f.Label, seen.show(f.Display, visible.Strict)
 		}
 	}
 	if row.Reason == "" && p.Context != "" {
-		row.Reason = excerpt(p.Context, reasonExcerpt)
+		row.Reason = excerpt(visible.Reveal(p.Context, visible.FreeText).Shown, reasonExcerpt)
 	}
+	// The row shows only part of the proposal: warn when any argument
+	// or the context hides something, not only the part shown.
+	for _, f := range h.preview(p) {
+		seen.show(string(f.Value), visible.Strict)
+	}
+	seen.show(p.Context, visible.FreeText)
+	row.HiddenWarning = visible.Warning(seen.found)
 	return row
 }
 

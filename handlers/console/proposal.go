@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/views/proposals"
 	"github.com/countersign/countersign/views/ui"
 	"github.com/countersign/countersign/web/session"
@@ -133,7 +134,7 @@ func (h *Pages) refused(c echo.Context, s *session.Session, id, action string, e
 	status := httpstatus.Of(code)
 	switch code {
 	case models.EArgsMismatch, models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided,
-		models.EStateChanged, models.EStepUpRequired, models.ESelfApproval, models.EForbidden:
+		models.EStateChanged, models.EStepUpRequired, models.ESelfApproval, models.EDutyConflict, models.EForbidden:
 	case models.EInvalidRequest:
 		if action != "decline" {
 			return err
@@ -221,7 +222,11 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	case (p.Status == models.StatusConfirmed || p.Status == models.StatusExpired) && p.Token != nil:
 		expiryLabel, expires = "Token valid", h.countdown(p.Token.ExpiresAt, now)
 	}
+	// Everything an agent or the business system wrote is shown through
+	// one rule (visible.Reveal): hidden code points become ⟨U+…⟩.
+	var seen revealer
 	sum := h.summary(p)
+	sum.Line, sum.Approve = seen.show(sum.Line, visible.Strict), visible.Reveal(sum.Approve, visible.Strict).Shown
 	page := proposals.Page{
 		Summary:       sum.Line,
 		Owner:         p.AgentOwnerName,
@@ -236,13 +241,13 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		Title:         title,
 		Status:        statusBadge(p.Status),
 		Digest:        digest(p.ArgsDigest),
-		Resource:      p.Resource,
-		ResourceLabel: p.ResourceLabel,
-		StateVersion:  p.StateVersion,
+		Resource:      seen.show(p.Resource, visible.Strict),
+		ResourceLabel: seen.show(p.ResourceLabel, visible.Strict),
+		StateVersion:  seen.show(p.StateVersion, visible.Strict),
 		Tier:          tierBadge(p.Tier),
 		Confirmation:  confirmationText(p.Tier),
 		Zone:          h.loc.String(),
-		Context:       p.Context,
+		Context:       seen.show(p.Context, visible.FreeText),
 		Requester:     p.AgentName,
 		Created:       h.formatTime(p.CreatedAt),
 		Expired:       expired,
@@ -263,8 +268,12 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Batch = &proposals.Batch{Count: p.ResourceCount, IDs: p.ResourceSet, SetDigest: digest(p.ResourceSetDigest)}
 	}
 	for _, f := range h.preview(p) {
-		page.Fields = append(page.Fields, proposals.Field{Name: f.Name, Label: f.Label, Machine: string(f.Value), Display: f.Display})
+		before := len(seen.found)
+		page.Fields = append(page.Fields, proposals.Field{Name: f.Name, Label: f.Label,
+			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, visible.Strict)})
+		page.Fields[len(page.Fields)-1].Hidden = len(seen.found) > before
 	}
+	page.HiddenWarning = visible.Warning(seen.found)
 	for _, pr := range p.Problems {
 		page.Problems = append(page.Problems, pr.Message)
 	}
@@ -291,8 +300,14 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		}
 		page.Decisions = append(page.Decisions, proposals.Decision{
 			Who: who, Kind: kind, At: h.formatTime(d.CreatedAt), AtISO: d.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
-			Reason: d.Reason, AMR: amrText(d.AMR), DigestSeen: digest(d.DigestSeen),
+			Reason: visible.Reveal(d.Reason, visible.FreeText).Shown, AMR: amrText(d.AMR), DigestSeen: digest(d.DigestSeen),
+			Enrolment: h.enrolmentText(d.Decider),
 		})
+		if d.VoidedAt != nil {
+			page.Decisions[len(page.Decisions)-1].Voided = fmt.Sprintf(
+				"Voided at %s: this reviewer was disabled before the proposal was confirmed, so the approval does not count.",
+				h.formatTime(*d.VoidedAt))
+		}
 	}
 
 	awaiting := p.Decidable(now)
@@ -335,9 +350,29 @@ func (h *Pages) facts(ctx context.Context, p *models.Proposal) ([]proposals.Fact
 	}
 	out := make([]proposals.Fact, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, proposals.Fact{Label: f.Label, Value: f.Value})
+		out = append(out, proposals.Fact{Label: visible.Reveal(f.Label, visible.FreeText).Shown,
+			Value: visible.Reveal(f.Value, visible.FreeText).Shown})
 	}
 	return out, ""
+}
+
+// enrolmentText says who enrolled a decider and when, and who last reset
+// their password: a reviewer judging a quorum sees whether one
+// administrator stands behind several approvers.
+func (h *Pages) enrolmentText(e models.Enrolment) string {
+	var out string
+	switch e.EnrolledBy {
+	case "":
+		out = "enrolled " + h.formatTime(e.EnrolledAt) + " (by whom was not recorded)"
+	case models.EnrolledByCLI:
+		out = "enrolled from the command line " + h.formatTime(e.EnrolledAt)
+	default:
+		out = "enrolled by " + e.EnrolledBy + " " + h.formatTime(e.EnrolledAt)
+	}
+	if e.PasswordResetBy != "" && e.PasswordResetAt != nil {
+		out += " · password reset by " + e.PasswordResetBy + " " + h.formatTime(*e.PasswordResetAt)
+	}
+	return out
 }
 
 // settledNote says what became of a proposal that no longer waits.

@@ -108,7 +108,7 @@ func (h *Pages) stepUpRefusal(c echo.Context, s *session.Session, id string, err
 	code := models.ErrorCode(err)
 	switch code {
 	case models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided, models.EStateChanged,
-		models.ESelfApproval, models.EForbidden:
+		models.ESelfApproval, models.EDutyConflict, models.EForbidden:
 	default:
 		reword := false
 		for _, a := range also {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -93,6 +94,9 @@ type Config struct {
 	// its memory cost while it runs.
 	PasswordHash            secret.PasswordParams
 	PasswordHashConcurrency int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (web.Config.TrustedProxies).
+	TrustedProxies []netip.Prefix
 
 	// RPID is the WebAuthn relying party id security keys are bound to: the
 	// console's host name or a parent domain. Default: BaseURL's host, or
@@ -218,7 +222,7 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
-		Secure: secure, DefaultTenant: a.cfg.DefaultTenant},
+		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
 	return nil
@@ -289,7 +293,8 @@ func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) 
 			if sec == "" {
 				return nil, fmt.Errorf("tool %s: environment variable %s (the adapter's HMAC secret) is empty", t.Name, t.Adapter.SecretEnv)
 			}
-			ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec), Timeout: t.Adapter.Timeout})
+			ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec),
+				Timeout: t.Adapter.Timeout, UnsignedResponses: t.Adapter.UnsignedResponses})
 			if err != nil {
 				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 			}

@@ -109,9 +109,13 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 	if elapsed := time.Since(started); elapsed > 2500*time.Millisecond {
 		t.Fatalf("execute answered after %s: it waited for the business system past the tool's timeout", elapsed)
 	}
+	key, _ := ex["downstream_key"].(string)
+	if key == "" {
+		t.Fatalf("the execution names no downstream key: %v", ex)
+	}
 	// The first request is still in flight at the business system; the
 	// reconciler (every 50ms) has not sent another.
-	if got := biz.ExecuteCalls(p.RequestKey); got != 1 {
+	if got := biz.ExecuteCalls(key); got != 1 {
 		t.Fatalf("execute calls = %d while the first is in flight, want 1", got)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -128,7 +132,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if w, calls := biz.Writes(p.RequestKey), biz.ExecuteCalls(p.RequestKey); w != 1 || calls != 1 {
+	if w, calls := biz.Writes(key), biz.ExecuteCalls(key); w != 1 || calls != 1 {
 		t.Fatalf("writes=%d execute calls=%d, want 1 and 1 (the reconciler only asked)", w, calls)
 	}
 }

@@ -852,11 +852,21 @@ func TestPasskeySignIn(t *testing.T) {
 	status, out = finish(again, "demo", resp)
 	wantRefusal(t, "the same passkey answer again", status, out, http.StatusConflict, models.EAlreadyConsumed)
 
-	// Approving after a passkey sign-in: amr webauthn.
+	// A click approval after a passkey sign-in never reads as a
+	// security-key confirmation.
+	low := c.propose("ord_1003", 100)
+	b.get("/proposals/" + low.ID)
+	wantStatus(t, "click approval", b.postForm("/proposals/"+low.ID+"/approve", url.Values{"digest": {low.ArgsDigest}}), http.StatusSeeOther)
+	if cl := claimsOf(t, c.reloadProposal(low.ID)); !slices.Equal(cl.AMR, []string{"passkey"}) {
+		t.Errorf("amr of a click approval after a passkey sign-in = %v, want [passkey]", cl.AMR)
+	}
+
+	// Approving with a security key after a passkey sign-in: the token
+	// names both, the sign-in ("passkey") and the step-up ("webauthn").
 	kk := &key{t: t, b: b, rp: k.rp, auth: k.auth, cred: k.cred}
 	p := c.propose("ord_2001", 50000)
 	kk.approve(p)
-	if cl := claimsOf(t, c.reloadProposal(p.ID)); !slices.Equal(cl.AMR, []string{"webauthn"}) {
+	if cl := claimsOf(t, c.reloadProposal(p.ID)); !slices.Equal(cl.AMR, []string{"passkey", "webauthn"}) {
 		t.Errorf("amr after a passkey sign-in = %v", cl.AMR)
 	}
 

@@ -34,6 +34,12 @@ const (
 	DefaultMaxUserFailures = 5
 	DefaultMaxIPFailures   = 20
 	DefaultFailureWindow   = 15 * time.Minute
+	// DefaultUserBackoff is the first wait once an account's free
+	// failures are spent; it doubles per attempt up to FailureWindow.
+	DefaultUserBackoff = 2 * time.Second
+	// DefaultMaxDeviceFailures bounds failures per remembered device and
+	// account in FailureWindow.
+	DefaultMaxDeviceFailures = 10
 )
 
 // MaxNameLen bounds tenant, user and agent names, in bytes.
@@ -53,9 +59,10 @@ const (
 // AMRPassword is the authentication method of a password sign-in (RFC 8176).
 const AMRPassword = "pwd"
 
-// AMRWebAuthn is the authentication method of a passkey sign-in, as
-// countersign's tokens name it.
-const AMRWebAuthn = "webauthn"
+// AMRWebAuthn is the authentication method of a passkey sign-in:
+// models.AMRPasskey ("passkey"), never "webauthn", which in decisions and
+// tokens means that the write itself was confirmed with a security key.
+const AMRWebAuthn = models.AMRPasskey
 
 // badLoginMessage is the one answer to every failed sign-in, whatever failed:
 // the organization, the user, the password or a disabled account.
@@ -82,11 +89,97 @@ type Session struct {
 	ExpiresAt time.Time
 }
 
-// LoginLimit is one sign-in rate limit: at most Max failed attempts per
-// window for Key.
+// LoginLimit is one sign-in rate limit for Key. With Backoff zero it is a
+// fixed window: at most Max attempts per window. With Backoff set, Max
+// attempts are free and then each further attempt waits BackoffDelay.
 type LoginLimit struct {
-	Key string
-	Max int
+	Key     string
+	Max     int
+	Backoff time.Duration
+}
+
+// BackoffDelay is how long a backoff key waits after its n-th counted
+// attempt: nothing up to free attempts, then base, doubling with every
+// attempt, at most limit.
+func BackoffDelay(n, free int, base, limit time.Duration) time.Duration {
+	if n < free || base <= 0 {
+		return 0
+	}
+	d := base
+	for i := free; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// Device is a browser that signed in successfully before, as its
+// remembered-device cookie (signed and encrypted with the session cookie's
+// keys) says. The zero Device is an unknown browser.
+type Device struct {
+	// ID is the device's random id, made at its first successful sign-in.
+	ID string
+	// Accounts are the accounts that signed in from it, newest first.
+	Accounts []DeviceAccount
+}
+
+// DeviceAccount is one account that signed in from a device.
+type DeviceAccount struct {
+	TenantID, UserID string
+	// Tenant and User are the names typed at that sign-in.
+	Tenant, User string
+	At           time.Time
+}
+
+// MaxDeviceAccounts bounds how many accounts a device remembers.
+const MaxDeviceAccounts = 8
+
+// Knows reports whether the device signed in as that organization and
+// username before.
+func (d Device) Knows(tenantName, username string) bool {
+	return d.account(tenantName, username) != nil
+}
+
+func (d Device) account(tenantName, username string) *DeviceAccount {
+	if d.ID == "" {
+		return nil
+	}
+	for i := range d.Accounts {
+		if d.Accounts[i].Tenant == tenantName && d.Accounts[i].User == username {
+			return &d.Accounts[i]
+		}
+	}
+	return nil
+}
+
+// Remember returns the device with the session's account added (or moved)
+// to the front, at most MaxDeviceAccounts, and a new id when it had none.
+func (d Device) Remember(s Session, username string) (Device, error) {
+	out := Device{ID: d.ID}
+	if out.ID == "" {
+		id, err := secret.RandomToken(16)
+		if err != nil {
+			return Device{}, err
+		}
+		out.ID = id
+	}
+	out.Accounts = append(out.Accounts, DeviceAccount{TenantID: s.Tenant.ID, UserID: s.User.ID,
+		Tenant: s.Tenant.Name, User: username, At: s.CreatedAt})
+	for _, a := range d.Accounts {
+		if a.UserID != s.User.ID && len(out.Accounts) < MaxDeviceAccounts {
+			out.Accounts = append(out.Accounts, a)
+		}
+	}
+	return out, nil
+}
+
+// LoginAttempt is one password sign-in.
+type LoginAttempt struct {
+	Tenant, Username, Password string
+	// ClientIP is the client's address as the server determined it
+	// (behind trusted proxies, from X-Forwarded-For); may be empty.
+	ClientIP string
+	// Device is the browser's remembered device, zero when unknown.
+	Device Device
 }
 
 // Store is the persistence the service needs (*store.Store implements it).
@@ -153,6 +246,11 @@ type Config struct {
 	// Passwords hashes and checks passwords, with the configured costs and
 	// a bound on concurrent hashes; default costs when nil.
 	Passwords *secret.Passwords
+	// UserBackoff is the first wait once MaxUserFailures are spent.
+	UserBackoff time.Duration
+	// MaxDeviceFailures bounds failures from one remembered device on one
+	// account in FailureWindow.
+	MaxDeviceFailures int
 }
 
 // Service signs console users in and out and runs the admin operations.
@@ -167,6 +265,8 @@ type Service struct {
 	maxIP    int
 	window   time.Duration
 	pw       *secret.Passwords
+	backoff  time.Duration
+	maxDev   int
 
 	dummyOnce sync.Once
 	dummy     string
@@ -175,7 +275,8 @@ type Service struct {
 // New returns a Service over cfg.Store.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, clock: cfg.Clock, idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout,
-		maxUser: cfg.MaxUserFailures, maxIP: cfg.MaxIPFailures, window: cfg.FailureWindow, pw: cfg.Passwords}
+		maxUser: cfg.MaxUserFailures, maxIP: cfg.MaxIPFailures, window: cfg.FailureWindow,
+		backoff: cfg.UserBackoff, maxDev: cfg.MaxDeviceFailures, pw: cfg.Passwords}
 	if s.pw == nil {
 		s.pw, _ = secret.NewPasswords(secret.DefaultPasswordParams, 0)
 	}
@@ -197,6 +298,12 @@ func New(cfg Config) *Service {
 	if s.window <= 0 {
 		s.window = DefaultFailureWindow
 	}
+	if s.backoff <= 0 {
+		s.backoff = DefaultUserBackoff
+	}
+	if s.maxDev <= 0 {
+		s.maxDev = DefaultMaxDeviceFailures
+	}
 	return s
 }
 
@@ -208,25 +315,46 @@ func (s *Service) AbsoluteTimeout() time.Duration { return s.absolute }
 
 func badLogin() error { return models.Errorf(models.EUnauthenticated, badLoginMessage) }
 
-// Login checks a password sign-in and starts a new session. Every failure —
+// Login is SignIn from an unknown device.
+func (s *Service) Login(ctx context.Context, tenantName, username, password, clientIP string) (Session, error) {
+	return s.SignIn(ctx, LoginAttempt{Tenant: tenantName, Username: username, Password: password, ClientIP: clientIP})
+}
+
+// SignIn checks a password sign-in and starts a new session. Every failure —
 // unknown organization or user, wrong password, disabled account — is
 // EUnauthenticated with the same message and, as far as the password hash
-// allows, the same timing. Failed attempts are limited per organization and
-// username and per clientIP (which may be empty) within the failure window;
-// beyond either limit it is ERateLimited, saying when to try again, even for
-// the right password. A success clears the username's failures. It may also
-// return EUnavailable.
-func (s *Service) Login(ctx context.Context, tenantName, username, password, clientIP string) (Session, error) {
+// allows, the same timing.
+//
+// Guessing is limited so that an attacker cannot lock reviewers out:
+//   - from a device that signed in to this account before (in.Device), only
+//     that device's failures on the account count (MaxDeviceFailures per
+//     window); neither the account's backoff nor the source address's limit
+//     applies, so a flood of failures from elsewhere, or from the same
+//     shared proxy address, never denies the right password there;
+//   - from any other device, an account gets MaxUserFailures free failures,
+//     then each further attempt waits UserBackoff, doubling up to the
+//     failure window (a delay, not a lock: it ends by itself), and a source
+//     address gets MaxIPFailures attempts per window.
+//
+// Beyond a limit it is ERateLimited, saying when to try again, even for the
+// right password. Passkey sign-in (PasskeyLogin) has no password to guess
+// and is not limited here. A success forgets the failures it was counted
+// against. It may also return EUnavailable.
+func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (Session, error) {
 	now := s.clock.Now()
+	tenantName, username, password := in.Tenant, in.Username, in.Password
 	if !plausibleName(tenantName) || !plausibleName(username) || password == "" || len(password) > secret.MaxPasswordLen {
 		return Session{}, badLogin()
 	}
-	userKey := LoginUserKey(tenantName, username)
-	limits := []LoginLimit{{Key: userKey, Max: s.maxUser}}
-	ipKey := ""
-	if clientIP != "" {
-		ipKey = "ip:" + clientIP
-		limits = append(limits, LoginLimit{Key: ipKey, Max: s.maxIP})
+	var limits []LoginLimit
+	known := in.Device.account(tenantName, username)
+	if known != nil {
+		limits = []LoginLimit{{Key: "device:" + in.Device.ID + "\n" + known.UserID, Max: s.maxDev}}
+	} else {
+		limits = []LoginLimit{{Key: LoginUserKey(tenantName, username), Max: s.maxUser, Backoff: s.backoff}}
+		if in.ClientIP != "" {
+			limits = append(limits, LoginLimit{Key: "ip:" + in.ClientIP, Max: s.maxIP})
+		}
 	}
 	retryAt, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.window, limits)
 	if err != nil {
@@ -251,11 +379,13 @@ func (s *Service) Login(ctx context.Context, tenantName, username, password, cli
 	}
 
 	// The attempt succeeded: it was counted in advance, so take it back.
-	if err := s.store.ClearLoginAttempts(ctx, userKey); err != nil {
-		return Session{}, err
-	}
-	if ipKey != "" {
-		if err := s.store.ReleaseLoginAttempt(ctx, ipKey); err != nil {
+	for i, l := range limits {
+		if i == 0 {
+			err = s.store.ClearLoginAttempts(ctx, l.Key)
+		} else {
+			err = s.store.ReleaseLoginAttempt(ctx, l.Key)
+		}
+		if err != nil {
 			return Session{}, err
 		}
 	}
@@ -318,13 +448,15 @@ func LoginUserKey(tenantName, username string) string {
 
 func rateLimited(now, retryAt time.Time) error {
 	wait := max(retryAt.Sub(now), time.Second)
-	mins := int(math.Ceil(wait.Minutes()))
-	unit := "minutes"
-	if mins == 1 {
-		unit = "minute"
+	n, unit := int(math.Ceil(wait.Minutes())), "minute"
+	if wait < time.Minute {
+		n, unit = int(math.Ceil(wait.Seconds())), "second"
+	}
+	if n != 1 {
+		unit += "s"
 	}
 	e := models.Errorf(models.ERateLimited, "Too many failed sign-in attempts. Try again in %d %s (after %s).",
-		mins, unit, retryAt.UTC().Format("15:04 UTC"))
+		n, unit, retryAt.UTC().Format("15:04 UTC"))
 	e.Details = map[string]any{"retry_after": int(math.Ceil(wait.Seconds()))}
 	return e
 }
@@ -471,7 +603,8 @@ func (s *Service) CreateUser(ctx context.Context, actor models.User, name string
 }
 
 // SetUserDisabled disables or re-enables a user of the actor's tenant;
-// disabling ends the user's sessions in the same transaction. EForbidden
+// disabling ends the user's sessions and voids the user's approvals of
+// proposals still awaiting confirmation, in the same transaction. EForbidden
 // unless actor is an admin, and for an admin disabling themselves;
 // ENotFound for users of other tenants.
 func (s *Service) SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error) {

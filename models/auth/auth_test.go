@@ -3,11 +3,13 @@ package auth_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
@@ -35,11 +37,26 @@ const (
 // production is, through auth.Config.Passwords.
 var cheapPasswords, _ = secret.NewPasswords(secret.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, 0)
 
-func newEnv(t *testing.T) *env {
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func newEnv(t *testing.T) *env { return newEnvOn(t, "sqlite") }
+
+// eachDB runs fn on a fresh SQLite file and on a fresh PostgreSQL database.
+func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) { fn(t, newEnvOn(t, kind)) })
+	}
+}
+
+func newEnvOn(t *testing.T, kind string) *env {
 	t.Helper()
 	ctx := context.Background()
 	clock := models.NewFixedClock(t0)
-	st, err := store.Open("sqlite://"+filepath.Join(t.TempDir(), "auth.db"), store.Options{Clock: clock})
+	url := "sqlite://" + filepath.Join(t.TempDir(), "auth.db")
+	if kind == "postgres" {
+		url = pgtest.DSN(t)
+	}
+	st, err := store.Open(url, store.Options{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,44 +147,159 @@ func TestLoginFailuresLookAlike(t *testing.T) {
 	}
 }
 
-func TestLoginRateLimit(t *testing.T) {
+func TestLoginBackoffPerAccount(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	for i := range 5 {
 		if _, err := e.svc.Login(ctx, "acme", "alice", "wrong-password", "192.0.2.1"); !models.IsCode(err, models.EUnauthenticated) {
 			t.Fatalf("failure %d: %v", i+1, err)
 		}
-		e.clock.Advance(time.Minute)
 	}
-	// The sixth attempt is refused even with the right password.
+	// The free failures are spent: the next attempt waits, even with the
+	// right password, and the wait doubles with every further attempt.
 	_, err := e.svc.Login(ctx, "acme", "alice", alicePW, "192.0.2.1")
 	if !models.IsCode(err, models.ERateLimited) {
 		t.Fatalf("sixth attempt: %v, want rate_limited", err)
 	}
 	msg := models.ErrorMessage(err)
-	if !strings.Contains(msg, "Try again in 10 minutes") || !strings.Contains(msg, "09:15 UTC") {
+	if !strings.Contains(msg, "Try again in 2 seconds") {
 		t.Errorf("message %q does not say when to try again", msg)
 	}
-	if secs, ok := auth.RetryAfter(err); !ok || secs != 600 {
-		t.Errorf("RetryAfter = %d, %v; want 600", secs, ok)
+	if secs, ok := auth.RetryAfter(err); !ok || secs != 2 {
+		t.Errorf("RetryAfter = %d, %v; want 2", secs, ok)
+	}
+	for _, wait := range []int{2, 4, 8, 16} {
+		e.clock.Advance(time.Duration(wait)*time.Second - time.Millisecond)
+		if _, err := e.svc.Login(ctx, "acme", "alice", "wrong-password", "192.0.2.1"); !models.IsCode(err, models.ERateLimited) {
+			t.Fatalf("a millisecond before the %d s wait ends: %v", wait, err)
+		}
+		e.clock.Advance(time.Millisecond)
+		if _, err := e.svc.Login(ctx, "acme", "alice", "wrong-password", "192.0.2.1"); !models.IsCode(err, models.EUnauthenticated) {
+			t.Fatalf("when the %d s wait ends: %v", wait, err)
+		}
 	}
 	// Another user from elsewhere is not affected.
 	if _, err := e.svc.Login(ctx, "acme", "root", adminPW, "198.51.100.7"); err != nil {
 		t.Errorf("another user: %v", err)
 	}
-	// Once the window has passed, the right password works and clears the
-	// counter: five new failures are allowed again.
-	e.clock.Set(t0.Add(auth.DefaultFailureWindow))
-	if _, err := e.svc.Login(ctx, "acme", "alice", alicePW, "192.0.2.1"); err != nil {
-		t.Fatalf("after the window: %v", err)
-	}
-	for i := range 4 {
+	// The wait doubles up to the failure window and stays there while the
+	// guessing goes on; after it the right password works and clears the
+	// account's failures.
+	wait := 32 * time.Second
+	var waits []int
+	for range 6 {
+		e.clock.Advance(wait)
 		if _, err := e.svc.Login(ctx, "acme", "alice", "wrong-password", "192.0.2.1"); !models.IsCode(err, models.EUnauthenticated) {
+			t.Fatalf("after waiting %v: %v", wait, err)
+		}
+		_, err := e.svc.Login(ctx, "acme", "alice", alicePW, "192.0.2.2")
+		secs, ok := auth.RetryAfter(err)
+		if !ok {
+			t.Fatalf("right password right after a failure: %v, want rate_limited", err)
+		}
+		waits = append(waits, secs)
+		wait = time.Duration(secs) * time.Second
+	}
+	if got, want := fmt.Sprint(waits), "[64 128 256 512 900 900]"; got != want {
+		t.Errorf("waits = %s, want %s (doubling, capped at the failure window)", got, want)
+	}
+	e.clock.Advance(wait)
+	if _, err := e.svc.Login(ctx, "acme", "alice", alicePW, "192.0.2.2"); err != nil {
+		t.Fatalf("after the wait: %v", err)
+	}
+	for i := range 5 {
+		if _, err := e.svc.Login(ctx, "acme", "alice", "wrong-password", "192.0.2.2"); !models.IsCode(err, models.EUnauthenticated) {
 			t.Fatalf("failure %d after success: %v", i+1, err)
 		}
 	}
-	if _, err := e.svc.Login(ctx, "acme", "alice", alicePW, "192.0.2.1"); err != nil {
-		t.Errorf("success after 4 failures: %v", err)
+}
+
+// rememberedDevice signs in once, as a browser would, and returns the
+// device its cookie would then carry.
+func rememberedDevice(t *testing.T, e *env, user, pw string) auth.Device {
+	t.Helper()
+	s, err := e.svc.Login(context.Background(), "acme", user, pw, "192.0.2.50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := auth.Device{}.Remember(s, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// An attacker guessing alice's password from many addresses delays
+// sign-ins to her account from unknown browsers, never from hers.
+func TestAttackerCannotLockOutARememberedDevice(t *testing.T) {
+	eachDB(t, testAttackerCannotLockOutARememberedDevice)
+}
+
+func testAttackerCannotLockOutARememberedDevice(t *testing.T, e *env) {
+	ctx := context.Background()
+	device := rememberedDevice(t, e, "alice", alicePW)
+	for i := range 60 {
+		e.svc.Login(ctx, "acme", "alice", fmt.Sprintf("guess-%d", i), fmt.Sprintf("203.0.113.%d", i))
+	}
+	if _, err := e.svc.Login(ctx, "acme", "alice", alicePW, "198.51.100.1"); !models.IsCode(err, models.ERateLimited) {
+		t.Fatalf("unknown browser during the attack: %v, want rate_limited", err)
+	}
+	s, err := e.svc.SignIn(ctx, auth.LoginAttempt{Tenant: "acme", Username: "alice", Password: alicePW,
+		ClientIP: "203.0.113.7", Device: device})
+	if err != nil {
+		t.Fatalf("alice's own browser during the attack: %v", err)
+	}
+	if s.User.ID != e.alice.ID {
+		t.Fatalf("signed in as %s", s.User.Name)
+	}
+	// Her browser's exemption covers her account only, and its own
+	// guesses are bounded.
+	if _, err := e.svc.SignIn(ctx, auth.LoginAttempt{Tenant: "acme", Username: "root", Password: adminPW,
+		ClientIP: "203.0.113.7", Device: device}); err != nil {
+		t.Errorf("another account from alice's browser, right password: %v", err)
+	}
+	for range auth.DefaultMaxDeviceFailures {
+		e.svc.SignIn(ctx, auth.LoginAttempt{Tenant: "acme", Username: "alice", Password: "nope", Device: device})
+	}
+	_, err = e.svc.SignIn(ctx, auth.LoginAttempt{Tenant: "acme", Username: "alice", Password: alicePW, Device: device})
+	if !models.IsCode(err, models.ERateLimited) {
+		t.Errorf("after %d failures from the device: %v, want rate_limited", auth.DefaultMaxDeviceFailures, err)
+	}
+	// A device cookie for another account grants nothing for alice.
+	other, err := auth.Device{ID: "someone-else"}.Remember(s, "someone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Knows("acme", "alice") {
+		t.Error("a device knows an account that never signed in from it")
+	}
+}
+
+// Twenty failures on random names from one address (a shared proxy)
+// block unknown browsers there, not reviewers whose browsers signed in
+// before, and not passkey sign-in.
+func TestSharedAddressFloodSparesKnownDevices(t *testing.T) {
+	eachDB(t, testSharedAddressFloodSparesKnownDevices)
+}
+
+func testSharedAddressFloodSparesKnownDevices(t *testing.T, e *env) {
+	ctx := context.Background()
+	device := rememberedDevice(t, e, "root", adminPW)
+	const proxy = "10.0.0.1"
+	for i := range 20 {
+		if _, err := e.svc.Login(ctx, "acme", fmt.Sprintf("random-%d", i), "x", proxy); !models.IsCode(err, models.EUnauthenticated) {
+			t.Fatalf("failure %d: %v", i+1, err)
+		}
+	}
+	if _, err := e.svc.Login(ctx, "acme", "alice", alicePW, proxy); !models.IsCode(err, models.ERateLimited) {
+		t.Fatalf("unknown browser behind the flooded address: %v, want rate_limited", err)
+	}
+	if _, err := e.svc.SignIn(ctx, auth.LoginAttempt{Tenant: "acme", Username: "root", Password: adminPW,
+		ClientIP: proxy, Device: device}); err != nil {
+		t.Errorf("known browser behind the flooded address: %v", err)
+	}
+	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice); err != nil {
+		t.Errorf("passkey sign-in behind the flooded address: %v", err)
 	}
 }
 

@@ -201,7 +201,7 @@ func TestTimeoutIsUnknownThenReconciledWithoutSecondWrite(t *testing.T) {
 			t.Fatalf("status after timeout = %s, want %s", got, want)
 		}
 		biz.SetExecuteDelay(0)
-		if got := biz.Writes(p.RequestKey); got != 1 {
+		if got := biz.Writes(e.downstreamKey(p)); got != 1 {
 			t.Fatalf("writes = %d, want 1", got)
 		}
 		// Presenting the token again does not send a second write.
@@ -216,7 +216,7 @@ func TestTimeoutIsUnknownThenReconciledWithoutSecondWrite(t *testing.T) {
 		if got.Status != models.StatusSucceeded || got.Execution.ProviderRef == "" {
 			t.Fatalf("after reconcile: %s %+v", got.Status, got.Execution)
 		}
-		if w, calls := biz.Writes(p.RequestKey), biz.ExecuteCalls(p.RequestKey); w != 1 || calls != 1 {
+		if w, calls := biz.Writes(e.downstreamKey(p)), biz.ExecuteCalls(e.downstreamKey(p)); w != 1 || calls != 1 {
 			t.Fatalf("writes=%d execute calls=%d, want 1 and 1 (the reconciler only asked)", w, calls)
 		}
 		if got := biz.Balance("ord_1001"); got != 19900-5000 {
@@ -237,10 +237,10 @@ func TestRetryableFailureRetriesWithTheSameKey(t *testing.T) {
 	if err != nil || ex.Status != models.StatusSucceeded || ex.Attempts != 2 {
 		t.Fatalf("retry: %+v %v", ex, err)
 	}
-	if got := biz.ExecuteCalls(p.RequestKey); got != 2 {
+	if got := biz.ExecuteCalls(e.downstreamKey(p)); got != 2 {
 		t.Errorf("execute calls with the key = %d, want 2", got)
 	}
-	if got := biz.Writes(p.RequestKey); got != 1 {
+	if got := biz.Writes(e.downstreamKey(p)); got != 1 {
 		t.Errorf("writes = %d, want 1", got)
 	}
 	_, err = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
@@ -269,13 +269,14 @@ func TestCrashBetweenConsumeAndExecute(t *testing.T) {
 		now := e.clock.Now()
 		_, consumed, err := e.store.ConsumeToken(e.ctx, store.Consume{TenantID: e.tenant, AgentID: e.agent.ID,
 			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
-			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
+			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey,
+				DownstreamKey: e.downstreamKey(p), Operation: p.Tool,
 				ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(10 * time.Second)}})
 		if err != nil || !consumed {
 			t.Fatalf("consume: %v %v", consumed, err)
 		}
 		// …crash. While the lease runs, nobody touches it.
-		if n, _ := e.svc.Reconcile(e.ctx); n != 0 || biz.ExecuteCalls(p.RequestKey) != 0 {
+		if n, _ := e.svc.Reconcile(e.ctx); n != 0 || biz.ExecuteCalls(e.downstreamKey(p)) != 0 {
 			t.Fatal("reconciler took an execution whose lease had not run out")
 		}
 		_, err = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
@@ -292,7 +293,7 @@ func TestCrashBetweenConsumeAndExecute(t *testing.T) {
 		if got.Status != models.StatusSucceeded {
 			t.Fatalf("after reconcile: %s", got.Status)
 		}
-		if w := biz.Writes(p.RequestKey); w != 1 {
+		if w := biz.Writes(e.downstreamKey(p)); w != 1 {
 			t.Fatalf("writes = %d, want 1", w)
 		}
 	})

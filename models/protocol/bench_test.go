@@ -29,7 +29,7 @@ func BenchmarkProtocolOverhead(b *testing.B) {
 				t0 := time.Now()
 				_, err := e.ledger.Execute(e.ctx, models.ExecuteRequest{Tool: "refund_order", Tenant: e.tenant,
 					Arguments:            refundArgs("ord_2002", 1),
-					RequestKey:           "bench-direct-" + strconv.Itoa(i),
+					IdempotencyKey:       "bench-direct-" + strconv.Itoa(i),
 					ExpectedStateVersion: strconv.FormatInt(version, 10)})
 				direct += time.Since(t0)
 				if err != nil {

@@ -22,9 +22,9 @@ const MaxReason = 1000
 // state is unchanged since the preview.
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
-// EArgsMismatch, ESelfApproval, EStepUpRequired, EStateChanged,
-// EAlreadyDecided, EUnavailable; EInvalidRequest for a comment that is too
-// long.
+// EArgsMismatch, ESelfApproval, EDutyConflict, EStepUpRequired,
+// EStateChanged, EAlreadyDecided, EUnavailable; EInvalidRequest for a
+// comment that is too long.
 func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
 	comment := strings.TrimSpace(in.Comment)
 	if len(comment) > MaxReason {
@@ -35,7 +35,7 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, "webauthn") || len(in.Evidence) == 0) {
+	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, models.AMRStepUp) || len(in.Evidence) == 0) {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
 	}
 	ad, err := s.adapter(p.Tool)
@@ -54,10 +54,9 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 		}
 		return nil, e
 	}
-	amr := slices.Clone(in.AMR)
-	if len(amr) == 0 {
-		amr = []string{"pwd"}
-	}
+	// The stored amr says how the reviewer signed in and, only with step-up
+	// evidence, that this write was confirmed with a security key.
+	amr := models.DecisionAMR(in.AMR, hasAMR(in.AMR, models.AMRStepUp) && len(in.Evidence) > 0)
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
 		Kind: models.DecisionApprove, Reason: comment, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
 	now := s.clock.Now()
@@ -78,7 +77,8 @@ func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 // decided it already. It changes nothing; Confirm checks everything again.
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
-// EArgsMismatch, ESelfApproval, EAlreadyDecided, EUnavailable.
+// EArgsMismatch, ESelfApproval, EDutyConflict, EAlreadyDecided,
+// EUnavailable.
 func (s *Service) CheckApprove(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (*models.Proposal, error) {
 	p, err := s.approvable(ctx, reviewer, proposalID, digestSeen)
 	if err != nil {
@@ -95,7 +95,9 @@ func (s *Service) CheckApprove(ctx context.Context, reviewer models.User, propos
 	return p, nil
 }
 
-// approvable is decidable plus the self-approval rule: the requester (the
+// approvable is decidable plus separation of duties (models.DutyConflict;
+// the store checks it again inside the deciding transaction) and the
+// self-approval rule: the requester (the
 // agent's owner) may not approve unless the tier allows it, and never
 // counts toward a quorum of two or more, whatever the tier says — N
 // distinct approvers means N people besides the one who asked.
@@ -104,12 +106,25 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 	if err != nil {
 		return nil, err
 	}
-	if !p.MayApprove(reviewer.ID) {
-		if p.Tier.Quorum > 1 {
-			return nil, models.Errorf(models.ESelfApproval,
-				"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", p.AgentName, p.Tier.Quorum)
+	agent, err := s.store.AgentByID(ctx, p.TenantID, p.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	if adminID, conflict := models.DutyConflict(reviewer, agent); conflict {
+		name := "an administrator"
+		if admin, err := s.store.UserByID(ctx, p.TenantID, adminID); err == nil {
+			name = admin.Name
 		}
-		return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", p.AgentName)
+		return nil, models.DutyConflictError(name, agent.Name)
+	}
+	if models.SelfApprovalForbidden(p.Tier) {
+		if agent.OwnerUserID != "" && agent.OwnerUserID == reviewer.ID {
+			if p.Tier.Quorum > 1 {
+				return nil, models.Errorf(models.ESelfApproval,
+					"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", agent.Name, p.Tier.Quorum)
+			}
+			return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", agent.Name)
+		}
 	}
 	return p, nil
 }
@@ -188,7 +203,11 @@ func (s *Service) issue(ctx context.Context, p *models.Proposal, now time.Time) 
 		Status: models.TokenIssued, Compact: compact, IssuedAt: iat, ExpiresAt: exp}, nil
 }
 
-// Revoke withdraws a confirmed, unused token (administrators only).
+// Revoke withdraws a confirmation (administrators only) while that can
+// still prevent a write: a confirmed, unused, unexpired token, or a
+// failed_retryable execution (which then ends failed_terminal with nothing
+// written, and is never retried). models.Proposal.Revocable is the same rule
+// for showing the action.
 // Errors: EForbidden, ENotFound, EInvalidState.
 func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error) {
 	if admin.Role != models.RoleAdmin || admin.Disabled {

@@ -165,3 +165,13 @@ func wantCode(t testing.TB, err error, want models.Code) {
 		t.Fatalf("error code = %q (%v), want %q", got, err, want)
 	}
 }
+
+// downstreamKey is the idempotency key the business system sees for p.
+func (e *env) downstreamKey(p *models.Proposal) string {
+	e.t.Helper()
+	id, err := e.store.Installation(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return models.DownstreamKey(id, p.TenantID, p.AgentID, p.RequestKey)
+}

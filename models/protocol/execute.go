@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -15,14 +16,16 @@ import (
 // service, the caller is sub, the tenant matches, op, policy, resource,
 // request key and args_digest match the stored proposal, now < exp, and the
 // token is consumed atomically right now (one conditional UPDATE). Then the
-// adapter executes with the request key as idempotency key and the expected
-// state version, and the outcome is recorded.
+// adapter executes with the execution's downstream key
+// (models.DownstreamKey: installation, tenant, agent and request key) as
+// idempotency key and the expected state version, and the outcome is
+// recorded.
 //
 // A token that was consumed before answers EAlreadyConsumed with the
 // original execution (Details: execution_id, execution_status, receipt) and
 // never reaches the business system again — except to retry a
-// failed_retryable execution with the same request key, or to ask the
-// business system about an unknown one.
+// failed_retryable execution with the same key before the token's exp, or
+// to ask the business system about an unknown one.
 //
 // Errors: EInvalidSignature, EAudienceMismatch, ETenantMismatch,
 // ESubjectMismatch, ENotFound, EOperationMismatch, EArgsMismatch,
@@ -69,7 +72,7 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 	now := s.clock.Now()
 	switch tok.Status {
 	case models.TokenConsumed:
-		return s.alreadyConsumed(ctx, p, tok)
+		return s.alreadyConsumed(ctx, p, tok, c)
 	case models.TokenRevoked:
 		return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
 	case models.TokenExpired:
@@ -88,8 +91,9 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 
 	exec, consumed, err := s.store.ConsumeToken(ctx, store.Consume{
 		TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
-		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
-			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
+		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey,
+			DownstreamKey: models.DownstreamKey(s.installation, p.TenantID, p.AgentID, p.RequestKey),
+			Operation:     p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
 	})
 	if models.IsCode(err, models.EOutcomeUncertain) {
 		return nil, &models.Error{Code: models.EOutcomeUncertain,
@@ -108,7 +112,7 @@ func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, c
 		}
 		switch tok.Status {
 		case models.TokenConsumed:
-			return s.alreadyConsumed(ctx, p, tok)
+			return s.alreadyConsumed(ctx, p, tok, c)
 		case models.TokenRevoked:
 			return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
 		default:
@@ -167,15 +171,27 @@ func (s *Service) adapter(tool string) (models.Adapter, error) {
 	return a, nil
 }
 
+// retryExpired answers a redemption of a failed attempt at or after the
+// token's exp.
+func retryExpired(tok models.Token, e models.Execution) error {
+	return &models.Error{Code: models.ETokenExpired,
+		Message: fmt.Sprintf("the confirmation expired at %s; the failed attempt is not retried after that. "+
+			"Nothing was written: propose again with a new request key", tok.ExpiresAt.Format(time.RFC3339)),
+		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+}
+
 func expiredErr(tok models.Token) error {
 	return models.Errorf(models.ETokenExpired, "the confirmation expired at %s; ask for a new one", tok.ExpiresAt.Format(time.RFC3339))
 }
 
 // alreadyConsumed answers a redemption of a consumed token. It never writes
 // with a new key: a failed_retryable execution is retried with its own
-// request key, an unknown (or abandoned executing) one is reconciled by
-// asking the business system about that key.
-func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok models.Token) (*models.Execution, error) {
+// downstream key, but only before the confirmation's exp (a retry is a
+// write, and the reviewer confirmed a write before exp); an unknown (or
+// abandoned executing) one is reconciled by asking the business system
+// about that key, which stays allowed after exp because asking writes
+// nothing.
+func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok models.Token, c models.Claims) (*models.Execution, error) {
 	e, err := s.store.Execution(ctx, p.TenantID, tok.ExecutionID)
 	if err != nil {
 		return nil, err
@@ -183,7 +199,22 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	now := s.clock.Now()
 	switch {
 	case e.Status == models.StatusFailedRetryable:
-		claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID, []models.Status{models.StatusFailedRetryable}, now, now.Add(s.lease(e.Operation)))
+		if !now.Before(tok.ExpiresAt) || !now.Before(time.Unix(c.Expiry, 0)) {
+			// Settle it now rather than at the next sweep: the execution
+			// ends failed_terminal (token_expired), the proposal expired.
+			if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
+				return nil, err
+			}
+			s.changed(ctx, p.TenantID, p.ID)
+			if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
+				return nil, err
+			}
+			return nil, retryExpired(tok, e)
+		}
+		// ClaimRetry re-checks the expiry and the state in one conditional
+		// UPDATE, so neither a revocation nor the clock can slip between
+		// this check and the claim.
+		claimed, ok, err := s.store.ClaimRetry(ctx, e.TenantID, e.ID, now, now.Add(s.lease(e.Operation)))
 		if err != nil {
 			return nil, err
 		}
@@ -201,6 +232,13 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 	}
 	if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
 		return nil, err
+	}
+	if e.ErrorCode == string(models.ETokenExpired) {
+		return nil, retryExpired(tok, e)
+	}
+	if e.ErrorCode == string(models.ERevoked) {
+		return nil, &models.Error{Code: models.ERevoked, Message: "the confirmation was revoked before a retry; nothing was written",
+			Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
 	}
 	return nil, &models.Error{Code: models.EAlreadyConsumed, Message: "this confirmation was already redeemed",
 		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
@@ -246,7 +284,7 @@ func (s *Service) attempt(ctx context.Context, p *models.Proposal, e models.Exec
 	// lease outlasts.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout(p.Tool))
 	res, err := ad.Execute(actx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
-		Tenant: p.TenantID, RequestKey: e.RequestKey, ExpectedStateVersion: p.StateVersion})
+		Tenant: p.TenantID, IdempotencyKey: e.DownstreamKey, ExpectedStateVersion: p.StateVersion})
 	cancel()
 	o := s.outcome(e, res, err)
 	done, err := s.finish(ctx, p, e, o)
@@ -277,7 +315,8 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 		// Refused before anything was written.
 		return store.Outcome{Status: models.StatusFailedTerminal, ErrorCode: string(de.Code), ErrorMessage: de.Message}
 	default:
-		s.log.Warn("execution outcome unknown", "execution", e.ID, "request_key", e.RequestKey, "err", err)
+		s.log.Warn("execution outcome unknown", "execution", e.ID, "request_key", e.RequestKey,
+			"downstream_key", e.DownstreamKey, "err", err)
 		return store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
 			ErrorMessage: "the business system did not answer; the outcome will be asked for by request key",
 			RetryAt:      now.Add(backoff(e.Attempts))}
@@ -334,9 +373,10 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 }
 
 // reconcile claims one due execution and settles it: the business system's
-// recorded outcome when it has one; when the write never arrived, the same
-// request is sent again with the same key (the business system deduplicates
-// on it, so this can never write twice); when it cannot be asked, it stays
+// recorded outcome when it has one; when the write never arrived and the
+// confirmation has not expired, the same request is sent again with the
+// same key (the business system deduplicates on it, so this can never write
+// twice); after expiry nothing is sent; when it cannot be asked, it stays
 // unknown until the next try.
 func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	now := s.clock.Now()
@@ -355,10 +395,25 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	}
 	s.changed(ctx, p.TenantID, p.ID)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout(e.Operation))
-	res, err := ad.Status(actx, p.TenantID, claimed.RequestKey)
+	res, err := ad.Status(actx, p.TenantID, claimed.DownstreamKey)
 	cancel()
 	switch {
 	case errors.Is(err, models.ErrNeverArrived):
+		// Sending it now would be a write. Before the confirmation's exp
+		// that is the write the reviewer confirmed, under the same key. At
+		// or after exp it is not: the write is never sent, and the
+		// execution stays unknown rather than failed, because "never
+		// arrived" only says the business system has not seen it yet — an
+		// earlier attempt still in flight may land later, and then the
+		// next question finds its outcome.
+		tok, terr := s.store.TokenByJTI(ctx, claimed.TenantID, claimed.TokenJTI)
+		if terr != nil || !s.clock.Now().Before(tok.ExpiresAt) {
+			_, err = s.finish(ctx, p, claimed, store.Outcome{Status: models.StatusUnknown, ErrorCode: "not_sent_after_expiry",
+				ErrorMessage: "the write had not reached the business system when the confirmation expired; it is not sent " +
+					"after expiry, and the business system will be asked again",
+				RetryAt: s.clock.Now().Add(backoff(claimed.Attempts))})
+			return errors.Join(terr, err)
+		}
 		// The status call used up part of the lease: renew it before the
 		// write, so the write, too, is covered from its start.
 		now := s.clock.Now()

@@ -45,7 +45,7 @@ func TestCrashedInstanceIsRecoveredWithinSeconds(t *testing.T) {
 		now := a.clock.Now()
 		_, consumed, err := a.store.ConsumeToken(a.ctx, store.Consume{TenantID: a.tenant, AgentID: a.agent.ID,
 			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
-			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
+			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: a.downstreamKey(p), Operation: p.Tool,
 				ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(time.Hour)}})
 		if err != nil || !consumed {
 			t.Fatalf("consume: %v %v", consumed, err)
@@ -74,7 +74,7 @@ func TestCrashedInstanceIsRecoveredWithinSeconds(t *testing.T) {
 		}
 		// A crashes: no more heartbeats. Just inside the timeout, still left.
 		a.clock.Advance(protocol.DefaultInstanceTimeout - time.Millisecond)
-		if n := reconcileB(); n != 0 || biz.ExecuteCalls(p.RequestKey) != 0 {
+		if n := reconcileB(); n != 0 || biz.ExecuteCalls(a.downstreamKey(p)) != 0 {
 			t.Fatal("B took over before A's heartbeat was stale")
 		}
 		a.clock.Advance(time.Millisecond)
@@ -87,7 +87,7 @@ func TestCrashedInstanceIsRecoveredWithinSeconds(t *testing.T) {
 		if err != nil || got.Status != models.StatusSucceeded {
 			t.Fatalf("after B's reconcile: %v %v", got.Status, err)
 		}
-		if w, calls := biz.Writes(p.RequestKey), biz.ExecuteCalls(p.RequestKey); w != 1 || calls != 1 {
+		if w, calls := biz.Writes(a.downstreamKey(p)), biz.ExecuteCalls(a.downstreamKey(p)); w != 1 || calls != 1 {
 			t.Fatalf("writes=%d execute calls=%d, want 1 and 1", w, calls)
 		}
 		if got.Execution.Attempts != 2 {
@@ -109,7 +109,7 @@ func TestLiveOwnerKeepsItsExecution(t *testing.T) {
 	now := e.clock.Now()
 	if _, _, err := e.store.ConsumeToken(e.ctx, store.Consume{TenantID: e.tenant, AgentID: e.agent.ID,
 		ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
-		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
+		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: e.downstreamKey(p), Operation: p.Tool,
 			ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestLiveOwnerKeepsItsExecution(t *testing.T) {
 	e.clock.Advance(protocol.DefaultInstanceTimeout - time.Second)
 	_, err := b.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
 	wantCode(t, err, models.EAlreadyConsumed)
-	if n, _ := b.Reconcile(e.ctx); n != 0 || biz.ExecuteCalls(p.RequestKey) != 0 {
+	if n, _ := b.Reconcile(e.ctx); n != 0 || biz.ExecuteCalls(e.downstreamKey(p)) != 0 {
 		t.Fatal("a live instance's execution was taken over")
 	}
 }
@@ -135,7 +135,7 @@ func TestTokenPresentedAgainAfterTheOwnerDied(t *testing.T) {
 		now := a.clock.Now()
 		if _, _, err := a.store.ConsumeToken(a.ctx, store.Consume{TenantID: a.tenant, AgentID: a.agent.ID,
 			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
-			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, Operation: p.Tool,
+			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: a.downstreamKey(p), Operation: p.Tool,
 				ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(time.Hour)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestTokenPresentedAgainAfterTheOwnerDied(t *testing.T) {
 		if !asError(err, &me) || me.Details["execution_status"] != models.StatusSucceeded {
 			t.Fatalf("details = %v, want the execution settled as succeeded", me)
 		}
-		if w := biz.Writes(p.RequestKey); w != 1 {
+		if w := biz.Writes(a.downstreamKey(p)); w != 1 {
 			t.Fatalf("writes = %d, want 1", w)
 		}
 	})

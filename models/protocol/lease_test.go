@@ -67,7 +67,7 @@ func TestSlowBusinessSystemIsNeverSentTwiceWhileInFlight(t *testing.T) {
 			ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
 			done <- answer{ex, err}
 		}()
-		waitUntil(t, "the write reaches the business system", func() bool { return biz.ExecuteCalls(p.RequestKey) == 1 })
+		waitUntil(t, "the write reaches the business system", func() bool { return biz.ExecuteCalls(e.downstreamKey(p)) == 1 })
 		// The server clock moves past the adapter's timeout but stays within
 		// timeout + margin: the attempt still owns the execution.
 		e.clock.Advance(timeout + margin - time.Millisecond)
@@ -91,7 +91,7 @@ func TestSlowBusinessSystemIsNeverSentTwiceWhileInFlight(t *testing.T) {
 		if got, want := a.ex.Status, models.StatusUnknown; got != want {
 			t.Fatalf("status = %s, want %s", got, want)
 		}
-		if got := biz.ExecuteCalls(p.RequestKey); got != 1 {
+		if got := biz.ExecuteCalls(e.downstreamKey(p)); got != 1 {
 			t.Fatalf("execute calls while in flight = %d, want 1", got)
 		}
 		biz.SetExecuteDelay(0)
@@ -103,7 +103,7 @@ func TestSlowBusinessSystemIsNeverSentTwiceWhileInFlight(t *testing.T) {
 		if err != nil || got.Status != models.StatusSucceeded {
 			t.Fatalf("after reconcile: %v %v", got.Status, err)
 		}
-		if w, calls := biz.Writes(p.RequestKey), biz.ExecuteCalls(p.RequestKey); w != 1 || calls != 1 {
+		if w, calls := biz.Writes(e.downstreamKey(p)), biz.ExecuteCalls(e.downstreamKey(p)); w != 1 || calls != 1 {
 			t.Fatalf("writes=%d execute calls=%d, want 1 and 1", w, calls)
 		}
 	})
@@ -121,7 +121,7 @@ func TestLeaseIsDerivedFromTheAdapterTimeout(t *testing.T) {
 		_, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
 		done <- err
 	}()
-	waitUntil(t, "the write reaches the business system", func() bool { return biz.ExecuteCalls(p.RequestKey) == 1 })
+	waitUntil(t, "the write reaches the business system", func() bool { return biz.ExecuteCalls(e.downstreamKey(p)) == 1 })
 	got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
 	if err != nil || got.Execution == nil {
 		t.Fatalf("get: %v", err)

@@ -101,6 +101,9 @@ type Service struct {
 	instance string
 	changes  *notifier
 	limits   models.Limits
+	// installation is this installation's id, part of every downstream
+	// idempotency key.
+	installation string
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -165,6 +168,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := s.tokens.EnsureKey(ctx); err != nil {
 		return nil, err
 	}
+	id, err := s.store.Installation(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.installation = id
 	return s, nil
 }
 
@@ -193,10 +201,29 @@ func (s *Service) AuthenticateAgent(ctx context.Context, apiKey string) (models.
 	return s.store.AgentByKeyHash(ctx, secret.HashAPIKey(apiKey))
 }
 
+// requestKeyPattern is the alphabet of request keys: ASCII letters, digits
+// and . _ : -, at most MaxRequestKey characters.
 var requestKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+
+// MaxRequestKey bounds request keys, in characters (all ASCII).
+const MaxRequestKey = 200
 
 // MaxContext bounds the free text an agent gives reviewers, in characters.
 const MaxContext = 4000
+
+// checkRequestKey refuses a request key that could not travel unchanged as
+// an HTTP header value and as one URL path segment, or that would be read as
+// a path step ("." and ".."): such a key must be refused before anything is
+// stored or sent, never left to fail at execute time. The business system
+// sees a key derived from it (models.DownstreamKey), but the request key
+// itself appears in tokens, receipts and logs of both sides.
+func checkRequestKey(key string) error {
+	if !requestKeyPattern.MatchString(key) || key == "." || key == ".." {
+		return models.Errorf(models.EInvalidRequest,
+			"request_key must be 1–%d characters of A–Z a–z 0–9 . _ : - and not \".\" or \"..\"", MaxRequestKey)
+	}
+	return nil
+}
 
 // Propose turns an agent's proposed write into an immutable snapshot awaiting
 // confirmation: normalize, validate strictly, ask the business system
@@ -220,11 +247,13 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if !ok {
 		return nil, false, models.Errorf(models.EUnknownTool, "no tool named %q", in.Tool)
 	}
-	if in.RequestKey != "" && !requestKeyPattern.MatchString(in.RequestKey) {
-		return nil, false, models.Errorf(models.EInvalidRequest, "request_key must be 1–200 characters of A–Z a–z 0–9 . _ : -")
+	if in.RequestKey != "" {
+		if err := checkRequestKey(in.RequestKey); err != nil {
+			return nil, false, err
+		}
 	}
-	if utf8.RuneCountInString(in.Context) > MaxContext {
-		return nil, false, models.Errorf(models.EInvalidRequest, "context is limited to %d characters", MaxContext)
+	if n := utf8.RuneCountInString(in.Context); n > MaxContext {
+		return nil, false, models.Errorf(models.EInvalidRequest, "context must be at most %d characters, got %d", MaxContext, n)
 	}
 	prep, err := tool.Prepare(in.Arguments)
 	if err != nil {
@@ -234,10 +263,26 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if err != nil {
 		return nil, false, err
 	}
+	id := models.NewID("prop")
+	requestKey := in.RequestKey
+	if requestKey == "" {
+		// Derived before the business system is asked or anything is
+		// stored, so that a resource id no key can carry is refused now.
+		target := prep.Resource
+		if prep.ResourceSetDigest != "" {
+			target = "set-" + strings.TrimPrefix(prep.ResourceSetDigest, models.DigestPrefix)[:16]
+		}
+		requestKey = fmt.Sprintf("%s:%s:%s:%s", tool.Name, agent.TenantID, target, id)
+		if err := checkRequestKey(requestKey); err != nil {
+			return nil, false, models.Errorf(models.EInvalidRequest,
+				"the resource id %q cannot be part of a request key (A–Z a–z 0–9 . _ : -, at most %d characters in all); "+
+					"send a request_key of your own", target, MaxRequestKey)
+		}
+	}
 	if in.RequestKey != "" {
 		// A retry must find its proposal even when the business state has
 		// moved on since (e.g. the refund ran), so look before validating.
-		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, in.RequestKey)
+		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, agent.ID, in.RequestKey)
 		if err == nil {
 			return sameRequest(prev, agent, tool.Name, digest)
 		}
@@ -269,23 +314,16 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	}
 	now := s.clock.Now()
 	p := &models.Proposal{
-		ID: models.NewID("prop"), TenantID: agent.TenantID, AgentID: agent.ID, AgentName: agent.Name,
+		ID: id, TenantID: agent.TenantID, AgentID: agent.ID, AgentName: agent.Name,
 		Tool: tool.Name, Arguments: prep.Arguments, ArgsDigest: digest, Preview: preview,
 		Resource: prep.Resource, ResourceSet: prep.ResourceSet, ResourceSetDigest: prep.ResourceSetDigest,
 		ResourceCount: len(prep.ResourceSet), ResourceLabel: vr.ResourceLabel, StateVersion: vr.StateVersion,
-		Tier: tier, PolicyVersion: tool.PolicyVersion, RequestKey: in.RequestKey, Context: in.Context,
+		Tier: tier, PolicyVersion: tool.PolicyVersion, RequestKey: requestKey, Context: in.Context,
 		Status: models.StatusAwaitingConfirmation, Revision: 1,
 		CreatedAt: now, ExpiresAt: now.Add(tier.TTL), UpdatedAt: now,
 	}
 	if !p.Batch() {
 		p.ResourceCount = 1
-	}
-	if p.RequestKey == "" {
-		target := p.Resource
-		if p.Batch() {
-			target = "set-" + strings.TrimPrefix(p.ResourceSetDigest, models.DigestPrefix)[:16]
-		}
-		p.RequestKey = fmt.Sprintf("%s:%s:%s:%s", tool.Name, agent.TenantID, target, p.ID)
 	}
 	if !vr.OK {
 		p.Status = models.StatusRejected
@@ -318,12 +356,19 @@ func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInp
 	return p, true, nil
 }
 
-// sameRequest decides whether prev, found under the same request key, is an
-// idempotent retry of the agent's request.
+// sameRequest decides whether prev, the agent's own proposal under the same
+// request key, is an idempotent retry of the agent's request: the same tool
+// and digest return it; anything else is EIdempotencyKeyReuse.
 func sameRequest(prev *models.Proposal, agent models.Agent, tool, digest string) (*models.Proposal, bool, error) {
-	if prev.AgentID != agent.ID || prev.Tool != tool || prev.ArgsDigest != digest {
-		return nil, false, models.Errorf(models.EIdempotencyKeyReuse,
-			"request key %q was already used for another write; use a new key for new arguments", prev.RequestKey)
+	if prev.AgentID != agent.ID {
+		// Keys are per agent; the store only finds the agent's own.
+		return nil, false, models.Errorf(models.EInternal, "request key lookup crossed agents")
+	}
+	if prev.Tool != tool || prev.ArgsDigest != digest {
+		return nil, false, &models.Error{Code: models.EIdempotencyKeyReuse,
+			Message: fmt.Sprintf("request key %q was already used by this agent for other arguments (proposal %s); "+
+				"repeat the same write to get that proposal back, or use a new key for a new write", prev.RequestKey, prev.ID),
+			Details: map[string]any{"proposal_id": prev.ID}}
 	}
 	if prev.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
@@ -349,6 +394,33 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (*models.Proposa
 	return p, nil
 }
 
+// AgentGet is Get for an agent: it returns the proposal only when the agent
+// may read it (models.Agent.MayRead: its own, or any of the tenant's with
+// tenant-wide read). ENotFound otherwise, as for an unknown id, so that
+// other agents' proposals are not revealed.
+func (s *Service) AgentGet(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error) {
+	p, err := s.Get(ctx, agent.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if !agent.MayRead(p) {
+		return nil, models.Errorf(models.ENotFound, "no proposal %q", id)
+	}
+	return p, nil
+}
+
+// AgentList is List for an agent: only its own proposals, unless it may
+// read the tenant's (then q.AgentID narrows as usual).
+func (s *Service) AgentList(ctx context.Context, agent models.Agent, q ListQuery) (Page, error) {
+	if !agent.ReadAll {
+		if q.AgentID != "" && q.AgentID != agent.ID {
+			return Page{}, nil
+		}
+		q.AgentID = agent.ID
+	}
+	return s.List(ctx, agent.TenantID, q)
+}
+
 // due reports whether p has something to expire at now.
 func (s *Service) due(p *models.Proposal, now time.Time) bool {
 	switch p.Status {
@@ -356,6 +428,8 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 		return p.Expired(now)
 	case models.StatusConfirmed:
 		return p.Token != nil && p.Token.Status == models.TokenIssued && !now.Before(p.Token.ExpiresAt)
+	case models.StatusFailedRetryable:
+		return p.Token != nil && !now.Before(p.Token.ExpiresAt)
 	}
 	return false
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/visible"
 )
 
 // Prepared is the result of Prepare: what a proposal snapshot stores.
@@ -82,6 +83,7 @@ func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 		problems = append(problems, schemaProblems(verr)...)
 	}
 	problems = append(problems, numberProblems(args, "")...)
+	problems = append(problems, t.invisibleProblems(args)...)
 	if len(problems) > 0 {
 		fields := mergeProblems(problems)
 		e := models.Errorf(models.ESchemaViolation, "arguments do not match the %s schema: %s", t.Name, pointers(fields))
@@ -151,10 +153,47 @@ func (t *Tool) Tier(args json.RawMessage) (models.Tier, error) {
 	return models.Tier{}, fmt.Errorf("registry: %s: no risk rule matched", t.Name) // unreachable: Parse requires a catch-all
 }
 
+// invisibleProblems lists, for the arguments under reject_invisible, every
+// string holding a hidden code point (visible.Find), at its JSON pointer.
+func (t *Tool) invisibleProblems(args map[string]any) []models.FieldProblem {
+	if !t.rejectInvisibleAll && len(t.rejectInvisible) == 0 {
+		return nil
+	}
+	var out []models.FieldProblem
+	var walk func(v any, ptr string)
+	walk = func(v any, ptr string) {
+		switch x := v.(type) {
+		case string:
+			if f, found := visible.Find(x, visible.Strict); found {
+				out = append(out, models.FieldProblem{Pointer: ptr, Message: fmt.Sprintf(
+					"holds %s (%s) at byte %d; this tool refuses characters a reviewer cannot see", f.Escape(), f.Kind, f.Offset)})
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, ptr+"/"+strconv.Itoa(i))
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				walk(x[k], ptr+"/"+escapePointer(k))
+			}
+		}
+	}
+	for _, k := range sortedKeys(args) {
+		if t.rejectInvisibleAll || t.rejectInvisible[k] {
+			walk(args[k], "/"+escapePointer(k))
+		}
+	}
+	return out
+}
+
 // decodeStrict decodes one JSON value with numbers kept as json.Number and
 // refuses duplicate object keys, which different parsers resolve differently
 // (a reviewer must see exactly what runs).
 func decodeStrict(raw []byte) (any, error) {
+	if off, found := visible.LoneSurrogate(raw); found {
+		return nil, models.Errorf(models.EInvalidRequest,
+			"arguments hold a lone UTF-16 surrogate escape at byte %d: send the full surrogate pair or the character in UTF-8", off)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	v, err := decodeValue(dec, 0)

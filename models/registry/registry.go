@@ -75,6 +75,10 @@ type AdapterConfig struct {
 	SecretEnv string
 	// Timeout bounds one http adapter call; 10s unless the file says otherwise.
 	Timeout time.Duration
+	// UnsignedResponses, set only by an explicit `unsigned_responses: true`,
+	// makes the http adapter accept answers that carry no valid response
+	// signature. Off, an unsigned answer counts as no answer.
+	UnsignedResponses bool
 }
 
 // Adapter kinds.
@@ -118,6 +122,10 @@ type Tool struct {
 	display    map[string]displaySpec
 	summary    summaryTemplates
 	risk       []riskRule
+	// rejectInvisible names the arguments whose strings Prepare checks
+	// with visible.Find; all: every argument.
+	rejectInvisible    map[string]bool
+	rejectInvisibleAll bool
 }
 
 // InputSchema returns the tool's argument schema as JSON (draft 2020-12), as
@@ -185,6 +193,9 @@ type toolDoc struct {
 	Display       map[string]displayDoc `yaml:"display"`
 	Summary       *summaryDoc           `yaml:"summary"`
 	Risk          []riskDoc             `yaml:"risk"`
+	// RejectInvisible lists top-level arguments (or "*" for all) whose
+	// strings may hold no hidden code point (models/visible).
+	RejectInvisible []string `yaml:"reject_invisible"`
 }
 
 type summaryDoc struct {
@@ -193,10 +204,11 @@ type summaryDoc struct {
 }
 
 type adapterDoc struct {
-	Kind      string `yaml:"kind"`
-	BaseURL   string `yaml:"base_url"`
-	SecretEnv string `yaml:"secret_env"`
-	Timeout   string `yaml:"timeout"`
+	Kind              string `yaml:"kind"`
+	BaseURL           string `yaml:"base_url"`
+	SecretEnv         string `yaml:"secret_env"`
+	Timeout           string `yaml:"timeout"`
+	UnsignedResponses *bool  `yaml:"unsigned_responses"`
 }
 
 type clarifyDoc struct {
@@ -244,10 +256,12 @@ var (
 //   - policy_version (required): any non-empty string; change it whenever the
 //     tool's rules change, since confirmation tokens carry it.
 //   - adapter (required): {kind: demo_ledger}, or {kind: http, base_url,
-//     secret_env, timeout}. For http, base_url is an absolute http or https
-//     URL, secret_env the name of the environment variable holding the HMAC
-//     secret, and timeout a Go duration ("10s", the default) between 1s and
-//     5m. demo_ledger takes no other key.
+//     secret_env, timeout, unsigned_responses}. For http, base_url is an
+//     absolute http or https URL, secret_env the name of the environment
+//     variable holding the HMAC secret, timeout a Go duration ("10s", the
+//     default) between 1s and 5m, and unsigned_responses (false by default)
+//     accepts answers without a response signature when set to true.
+//     demo_ledger takes no other key.
 //   - resource (required): the top-level argument naming the target resource,
 //     whose schema must be {type: string}; or {field: NAME, batch: true} for a
 //     batch tool, whose argument must be {type: array, items: {type: string}}.
@@ -286,6 +300,13 @@ var (
 //     (a resource field shows its bare id), {len(FIELD)} the length of an
 //     array. Without it the line is the title and the target, and the
 //     button says "Approve".
+//   - reject_invisible (optional): a list of top-level argument names, or
+//     ["*"] for every argument, whose strings (at any depth) may not hold
+//     a code point a reviewer cannot see or that changes direction or
+//     appearance (package models/visible: Cf, Cc, Zl/Zp, bidi controls,
+//     variation selectors, non-NFC text). Prepare refuses such arguments
+//     with schema_violation at the string's JSON pointer. Without it the
+//     console shows such characters as ⟨U+…⟩ escapes with a warning.
 //   - risk (required): an ordered list of rules; the first whose when holds
 //     picks the tier. Each rule has tier (a name, ^[a-z][a-z0-9_]{0,31}$),
 //     when (optional; see below), confirmation (click or webauthn), quorum
@@ -419,7 +440,22 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 	buildDisplay(t, d.Display, props, bad)
 	buildSummary(t, d.Summary, bad)
 	buildRisk(t, d.Risk, props, bad)
+	buildRejectInvisible(t, d.RejectInvisible, props, bad)
 	return t
+}
+
+func buildRejectInvisible(t *Tool, names []string, props map[string]*propInfo, bad func(string, ...any)) {
+	t.rejectInvisible = map[string]bool{}
+	for _, n := range names {
+		switch {
+		case n == "*":
+			t.rejectInvisibleAll = true
+		case props != nil && props[n] == nil:
+			bad("reject_invisible: %q is not a property of the schema", n)
+		default:
+			t.rejectInvisible[n] = true
+		}
+	}
 }
 
 func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
@@ -430,8 +466,8 @@ func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
 	a := AdapterConfig{Kind: d.Kind, BaseURL: d.BaseURL, SecretEnv: d.SecretEnv}
 	switch d.Kind {
 	case AdapterDemoLedger:
-		if d.BaseURL != "" || d.SecretEnv != "" || d.Timeout != "" {
-			bad("adapter: demo_ledger takes no base_url, secret_env or timeout")
+		if d.BaseURL != "" || d.SecretEnv != "" || d.Timeout != "" || d.UnsignedResponses != nil {
+			bad("adapter: demo_ledger takes no base_url, secret_env, timeout or unsigned_responses")
 		}
 	case AdapterHTTP:
 		u, err := url.Parse(d.BaseURL)
@@ -446,6 +482,7 @@ func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
 		if !envNameRE.MatchString(d.SecretEnv) {
 			bad("adapter: http needs secret_env, the name of the environment variable holding the HMAC secret")
 		}
+		a.UnsignedResponses = d.UnsignedResponses != nil && *d.UnsignedResponses
 		a.Timeout = DefaultAdapterTimeout
 		if d.Timeout != "" {
 			to, err := time.ParseDuration(d.Timeout)

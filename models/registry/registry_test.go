@@ -95,6 +95,20 @@ func TestExampleParses(t *testing.T) {
 	if got != want {
 		t.Errorf("adapter = %+v, want %+v", got, want)
 	}
+	// Answers must be signed unless a tool says otherwise, explicitly.
+	for yaml, want := range map[string]bool{
+		"adapter: {kind: http, base_url: https://x.example, secret_env: S}":                            false,
+		"adapter: {kind: http, base_url: https://x.example, secret_env: S, unsigned_responses: false}": false,
+		"adapter: {kind: http, base_url: https://x.example, secret_env: S, unsigned_responses: true}":  true,
+	} {
+		reg, err := Parse([]byte(strings.Replace(string(DemoYAML()), "adapter: {kind: demo_ledger}", yaml, 1)))
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		if got := anyUnsigned(reg); got != want {
+			t.Errorf("%s: unsigned responses = %v, want %v", yaml, got, want)
+		}
+	}
 	batch, ok := r.Tool("archive_tickets")
 	if !ok || !batch.Batch || batch.ResourceField != "ticket_ids" {
 		t.Errorf("archive_tickets = %+v, want a batch over ticket_ids", batch)
@@ -249,6 +263,8 @@ func TestParseRejects(t *testing.T) {
 			want: tool + "adapter: http needs secret_env"},
 		{name: "http with a bad timeout", old: "adapter: {kind: demo_ledger}", new: "adapter: {kind: http, base_url: https://x.example, secret_env: S, timeout: 1h}",
 			want: tool + `adapter: timeout "1h" must be a duration between 1s and 5m`},
+		{name: "demo_ledger with unsigned_responses", old: "adapter: {kind: demo_ledger}", new: "adapter: {kind: demo_ledger, unsigned_responses: true}",
+			want: tool + "adapter: demo_ledger takes no base_url, secret_env, timeout or unsigned_responses"},
 		{name: "unknown adapter kind", old: "kind: demo_ledger", new: "kind: grpc",
 			want: tool + `adapter: unknown kind "grpc"`},
 		{name: "missing adapter", old: "    adapter: {kind: demo_ledger}\n", new: "",
@@ -645,4 +661,13 @@ func TestPrepareNumbersKeepTheirValue(t *testing.T) {
 			t.Errorf("Prepare(n=%s): code %s, pointers %v (%v); want schema_violation at /n", n, code, got, err)
 		}
 	}
+}
+
+func anyUnsigned(r *Registry) bool {
+	for _, t := range r.Tools() {
+		if t.Adapter.UnsignedResponses {
+			return true
+		}
+	}
+	return false
 }

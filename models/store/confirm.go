@@ -22,6 +22,7 @@ type decisionRow struct {
 	AMR        string `gorm:"column:amr"`
 	Evidence   string
 	CreatedAt  int64 `gorm:"autoCreateTime:false"`
+	VoidedAt   *int64
 }
 
 func (decisionRow) TableName() string { return "decisions" }
@@ -77,11 +78,22 @@ func loadDecisionsOf(tx *gorm.DB, ps []*models.Proposal) error {
 
 func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error) {
 	var rows []struct {
-		Row      decisionRow `gorm:"embedded"`
-		UserName string
+		Row             decisionRow `gorm:"embedded"`
+		UserName        string
+		UserCreatedAt   int64
+		UserCreatedBy   string
+		EnrollerName    *string
+		PasswordResetAt *int64
+		ResetterName    *string
+		ResetBy         string
 	}
-	err := tx.Table("decisions AS d").Select("d.*, u.name AS user_name").
+	err := tx.Table("decisions AS d").
+		Select("d.*, u.name AS user_name, u.created_at AS user_created_at, u.created_by AS user_created_by,"+
+			" e.name AS enroller_name, u.password_reset_at AS password_reset_at,"+
+			" u.password_reset_by AS reset_by, r.name AS resetter_name").
 		Joins("JOIN users u ON u.id = d.user_id").
+		Joins("LEFT JOIN users e ON e.id = u.created_by AND e.tenant_id = u.tenant_id").
+		Joins("LEFT JOIN users r ON r.id = u.password_reset_by AND r.tenant_id = u.tenant_id").
 		Where("d.proposal_id IN ?", proposalIDs).Order("d.created_at, d.id").Find(&rows).Error
 	if err != nil {
 		return nil, err
@@ -91,7 +103,9 @@ func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error
 		row := r.Row
 		d := models.Decision{ID: row.ID, ProposalID: row.ProposalID, UserID: row.UserID, UserName: r.UserName,
 			Kind: models.DecisionKind(row.Kind), Reason: row.Reason, DigestSeen: row.DigestSeen,
-			CreatedAt: fromMS(row.CreatedAt)}
+			CreatedAt: fromMS(row.CreatedAt), VoidedAt: fromMSPtr(row.VoidedAt)}
+		d.Decider = models.Enrolment{EnrolledBy: nameOf(r.UserCreatedBy, r.EnrollerName), EnrolledAt: fromMS(r.UserCreatedAt),
+			PasswordResetBy: nameOf(r.ResetBy, r.ResetterName), PasswordResetAt: fromMSPtr(r.PasswordResetAt)}
 		if row.Evidence != "" {
 			d.Evidence = json.RawMessage(row.Evidence)
 		}
@@ -101,6 +115,15 @@ func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// nameOf shows a CreatedBy/PasswordResetBy value: the user's name when it
+// is a user id, else the value itself ("cli", "").
+func nameOf(id string, name *string) string {
+	if name != nil {
+		return *name
+	}
+	return id
 }
 
 // IssueFunc builds the token for a proposal whose quorum is complete, given
@@ -114,10 +137,17 @@ type IssueFunc func(p *models.Proposal) (models.Token, error)
 // first, which serializes concurrent deciders on it (a row lock on
 // PostgreSQL, the single writer on SQLite), so the approval count is exact.
 //
-// Errors: ENotFound, EProposalExpired, EInvalidState (no longer awaiting),
-// EAlreadyDecided (this reviewer decided before: double submits record one
-// decision), EUnavailable, EOutcomeUncertain (the commit failed and reading
-// back could not show the decision stored).
+// Before anything else the transaction locks the reviewer's row and
+// re-checks it: a reviewer disabled meanwhile is EForbidden (disabling
+// locks the same row, so an approval is either refused or in place to be
+// voided), and an approval that separation of duties forbids
+// (models.DutyConflict against the agent) is EDutyConflict.
+//
+// Errors: ENotFound, EForbidden, EDutyConflict, EProposalExpired,
+// EInvalidState (no longer awaiting), EAlreadyDecided (this reviewer decided
+// before: double submits record one decision), EUnavailable,
+// EOutcomeUncertain (the commit failed and reading back could not show the
+// decision stored).
 func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID string, now time.Time, issue IssueFunc) (*models.Proposal, error) {
 	amr, err := json.Marshal(d.AMR)
 	if err != nil {
@@ -128,6 +158,15 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		Evidence: string(d.Evidence), CreatedAt: ms(now)}
 	var out *models.Proposal
 	err = s.tx(ctx, func(tx *gorm.DB) error {
+		reviewer, err := lockActiveUser(tx, tenantID, d.UserID)
+		if err != nil {
+			return err
+		}
+		if d.Kind == models.DecisionApprove {
+			if err := checkDuties(tx, tenantID, d.ProposalID, reviewer); err != nil {
+				return err
+			}
+		}
 		res := tx.Model(&proposalRow{}).
 			Where("tenant_id = ? AND id = ? AND status = ? AND expires_at > ?",
 				tenantID, d.ProposalID, string(models.StatusAwaitingConfirmation), ms(now)).
@@ -211,10 +250,66 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 	return out, nil
 }
 
-// RevokeToken withdraws the confirmation of a confirmed proposal whose token
-// has neither been redeemed nor expired at now: the token becomes revoked and the proposal revoked,
-// in one transaction. EInvalidState when the token was consumed, expired or
-// revoked already; ENotFound for unknown or foreign proposals.
+// lockActiveUser takes the user's row lock (a no-op UPDATE that only
+// matches an enabled user) and returns the row; EForbidden when the user is
+// disabled or unknown.
+func lockActiveUser(tx *gorm.DB, tenantID, userID string) (models.User, error) {
+	res := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ? AND disabled = ?", tenantID, userID, false).
+		Update("disabled", false)
+	if res.Error != nil {
+		return models.User{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return models.User{}, models.Errorf(models.EForbidden, "your account may not decide proposals")
+	}
+	var row userRow
+	if err := tx.Where("tenant_id = ? AND id = ?", tenantID, userID).Take(&row).Error; err != nil {
+		return models.User{}, err
+	}
+	return row.model(), nil
+}
+
+// checkDuties refuses an approval that models.DutyConflict forbids, with
+// the rows as they are inside the deciding transaction.
+func checkDuties(tx *gorm.DB, tenantID, proposalID string, reviewer models.User) error {
+	var ag agentRow
+	err := tx.Table("agents AS a").Select("a.*").
+		Joins("JOIN proposals p ON p.agent_id = a.id AND p.tenant_id = a.tenant_id").
+		Where("p.tenant_id = ? AND p.id = ?", tenantID, proposalID).Take(&ag).Error
+	if err != nil {
+		return notFound(err, "no proposal %q", proposalID)
+	}
+	return dutyError(tx, reviewer, ag.model())
+}
+
+// dutyError is nil when models.DutyConflict allows reviewer to approve
+// agent's proposals, else EDutyConflict naming the administrator.
+func dutyError(tx *gorm.DB, reviewer models.User, agent models.Agent) error {
+	adminID, conflict := models.DutyConflict(reviewer, agent)
+	if !conflict {
+		return nil
+	}
+	name := "an administrator"
+	var admin userRow
+	if tx.Where("tenant_id = ? AND id = ?", reviewer.TenantID, adminID).Take(&admin).Error == nil {
+		name = admin.Name
+	}
+	return models.DutyConflictError(name, agent.Name)
+}
+
+// RevokeToken withdraws a confirmation, in one transaction, while that can
+// still prevent a write:
+//   - a confirmed proposal whose token is issued and unexpired at now: the
+//     token becomes revoked and the proposal revoked;
+//   - a failed_retryable proposal (the business system refused for now and
+//     wrote nothing): the execution leaves failed_retryable for
+//     failed_terminal (error "revoked") by a conditional UPDATE that races
+//     fairly with a retry's claim of the same row, the token becomes revoked
+//     and the proposal revoked.
+//
+// EInvalidState when the token was expired, revoked or consumed by an
+// execution that is running, unknown or settled; ENotFound for unknown or
+// foreign proposals.
 func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&tokenRow{}).
@@ -224,22 +319,55 @@ func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, no
 		if res.Error != nil {
 			return res.Error
 		}
+		from := models.StatusConfirmed
 		if res.RowsAffected == 0 {
-			var row proposalRow
-			if err := tx.Select("status").Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
-				return notFound(err, "no proposal %q", proposalID)
+			revoked, err := revokeRetry(tx, tenantID, proposalID, now)
+			if err != nil {
+				return err
 			}
-			return models.Errorf(models.EInvalidState, "the proposal is %s: only a confirmed, unused token can be revoked", row.Status)
+			if !revoked {
+				var row proposalRow
+				if err := tx.Select("status").Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
+					return notFound(err, "no proposal %q", proposalID)
+				}
+				return models.Errorf(models.EInvalidState,
+					"the proposal is %s: only a confirmed, unused token or a failed_retryable execution can be revoked", row.Status)
+			}
+			from = models.StatusFailedRetryable
 		}
-		ok, err := transition(tx, tenantID, proposalID, models.StatusRevoked, now, "status = ?", string(models.StatusConfirmed))
+		ok, err := transition(tx, tenantID, proposalID, models.StatusRevoked, now, "status = ?", string(from))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
+			return models.Errorf(models.EInvalidState, "the proposal is no longer %s", from)
 		}
 		return s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil)
 	})
+}
+
+// revokeRetry ends a failed_retryable execution of the proposal that no
+// attempt holds, and revokes its consumed token.
+func revokeRetry(tx *gorm.DB, tenantID, proposalID string, now time.Time) (bool, error) {
+	res := tx.Model(&executionRow{}).
+		Where("tenant_id = ? AND proposal_id = ? AND status = ? AND lease_until <= ?",
+			tenantID, proposalID, string(models.StatusFailedRetryable), ms(now)).
+		Updates(map[string]any{"status": string(models.StatusFailedTerminal), "error_code": string(models.ERevoked),
+			"error_message": "an administrator revoked the confirmation before a retry; nothing was written",
+			"updated_at":    ms(now), "completed_at": ms(now)})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return false, res.Error
+	}
+	res = tx.Model(&tokenRow{}).
+		Where("tenant_id = ? AND proposal_id = ? AND status = ?", tenantID, proposalID, string(models.TokenConsumed)).
+		Update("status", string(models.TokenRevoked))
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return false, models.Errorf(models.EInvalidState, "the confirmation's token is not consumed")
+	}
+	return true, nil
 }
 
 // TokenByJTI returns a token record of the tenant, or EUnknownToken.

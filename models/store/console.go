@@ -36,6 +36,7 @@ type loginAttemptRow struct {
 	AttemptKey  string `gorm:"primaryKey"`
 	WindowStart int64
 	Failures    int
+	NextAt      int64
 }
 
 func (loginAttemptRow) TableName() string { return "login_attempts" }
@@ -142,11 +143,17 @@ var errLimited = errors.New("login attempt limit reached")
 
 // ReserveLoginAttempt counts one sign-in attempt against every limit, or
 // against none when any of them is reached: then ok is false and retryAt is
-// when the latest blocking window ends. Each key's window starts with its
-// first attempt and restarts once it is window old. The counting is a
-// conditional UPDATE (failures < max), so parallel attempts cannot overshoot
-// a limit on any database or across instances. EUnavailable on database
-// errors.
+// when the latest blocking limit lets an attempt through again.
+//
+// A fixed-window limit (Backoff 0) allows Max attempts per window, which
+// starts with the key's first attempt and restarts once it is window old;
+// its count is a conditional UPDATE (failures < max). A backoff limit allows
+// Max attempts freely, then makes each further attempt wait Backoff,
+// doubling per attempt up to window; it starts over once quiet for a
+// window past its last wait.
+// Its count is a compare-and-set on the failure count and next_at, so
+// parallel attempts cannot overshoot either kind of limit on any database
+// or across instances. EUnavailable on database errors.
 func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []auth.LoginLimit) (time.Time, bool, error) {
 	var retryAt time.Time
 	err := s.tx(ctx, func(tx *gorm.DB) error {
@@ -155,27 +162,29 @@ func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window t
 			if _, err := insertOnce(tx, &loginAttemptRow{AttemptKey: l.Key, WindowStart: ms(now)}); err != nil {
 				return err
 			}
+			// A key quiet for a whole window (and, for a backoff key, a
+			// whole window past its last wait) starts over.
+			quiet := ms(now.Add(-window))
 			err := tx.Model(&loginAttemptRow{}).
-				Where("attempt_key = ? AND window_start <= ?", l.Key, ms(now.Add(-window))).
-				Updates(map[string]any{"window_start": ms(now), "failures": 0}).Error
+				Where("attempt_key = ? AND window_start <= ? AND next_at <= ?", l.Key, quiet, quiet).
+				Updates(map[string]any{"window_start": ms(now), "failures": 0, "next_at": 0}).Error
 			if err != nil {
 				return err
 			}
-			res := tx.Model(&loginAttemptRow{}).Where("attempt_key = ? AND failures < ?", l.Key, l.Max).
-				Update("failures", gorm.Expr("failures + 1"))
-			if res.Error != nil {
-				return res.Error
+			var until time.Time
+			if l.Backoff > 0 {
+				until, err = reserveBackoff(tx, l, now, window)
+			} else {
+				until, err = reserveWindow(tx, l, window)
 			}
-			if res.RowsAffected == 1 {
-				continue
-			}
-			var row loginAttemptRow
-			if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+			if err != nil {
 				return err
 			}
-			limited = true
-			if end := fromMS(row.WindowStart).Add(window); end.After(retryAt) {
-				retryAt = end
+			if !until.IsZero() {
+				limited = true
+				if until.After(retryAt) {
+					retryAt = until
+				}
 			}
 		}
 		if limited {
@@ -190,6 +199,54 @@ func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window t
 		return time.Time{}, false, dbErr(err)
 	}
 	return time.Time{}, true, nil
+}
+
+// reserveWindow counts one attempt on a fixed-window key; when the window
+// is full it returns the window's end.
+func reserveWindow(tx *gorm.DB, l auth.LoginLimit, window time.Duration) (time.Time, error) {
+	res := tx.Model(&loginAttemptRow{}).Where("attempt_key = ? AND failures < ?", l.Key, l.Max).
+		Update("failures", gorm.Expr("failures + 1"))
+	if res.Error != nil {
+		return time.Time{}, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return time.Time{}, nil
+	}
+	var row loginAttemptRow
+	if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+		return time.Time{}, err
+	}
+	return fromMS(row.WindowStart).Add(window), nil
+}
+
+// reserveBackoff counts one attempt on a backoff key unless the key must
+// still wait; then it returns when the wait ends.
+func reserveBackoff(tx *gorm.DB, l auth.LoginLimit, now time.Time, window time.Duration) (time.Time, error) {
+	for range 8 {
+		var row loginAttemptRow
+		if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
+			return time.Time{}, err
+		}
+		if row.NextAt > ms(now) {
+			return fromMS(row.NextAt), nil
+		}
+		n := row.Failures + 1
+		next := int64(0)
+		if d := auth.BackoffDelay(n, l.Max, l.Backoff, window); d > 0 {
+			next = ms(now.Add(d))
+		}
+		res := tx.Model(&loginAttemptRow{}).
+			Where("attempt_key = ? AND failures = ? AND next_at <= ?", l.Key, row.Failures, ms(now)).
+			Updates(map[string]any{"failures": n, "next_at": next, "window_start": ms(now)})
+		if res.Error != nil {
+			return time.Time{}, res.Error
+		}
+		if res.RowsAffected == 1 {
+			return time.Time{}, nil
+		}
+		// Another attempt counted first: look again.
+	}
+	return time.Time{}, errors.New("login attempt backoff: too much contention")
 }
 
 // ReleaseLoginAttempt takes back one attempt counted for key.
@@ -274,7 +331,7 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
 	}
 	row := userRow{ID: models.NewID("usr"), TenantID: actor.TenantID, Name: name, Role: string(role),
-		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now())}
+		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now()), CreatedBy: actor.ID}
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := requireAdmin(tx, actor); err != nil {
 			return err
@@ -294,22 +351,53 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 	return row.model(), nil
 }
 
-// AdminSetUserDisabled disables or re-enables a user of the actor's tenant;
-// disabling also ends the user's sessions, in the same transaction.
-// EForbidden unless actor is an active admin; ENotFound for users of other
-// tenants.
+// AdminSetUserDisabled disables or re-enables a user of the actor's tenant.
+// Disabling also, in the same transaction, ends the user's sessions and
+// voids the user's approvals of proposals still awaiting confirmation, so
+// they stop counting toward a quorum (each such proposal's revision moves,
+// waking waiters). Confirmations already issued stay; an administrator
+// revokes them explicitly. EForbidden unless actor is an active admin;
+// ENotFound for users of other tenants.
 func (s *Store) AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error) {
-	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"disabled": disabled}, disabled, now)
+	var after func(tx *gorm.DB) error
+	if disabled {
+		after = func(tx *gorm.DB) error { return voidPendingApprovals(tx, actor.TenantID, userID, now) }
+	}
+	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"disabled": disabled}, disabled, now, after)
+}
+
+// voidPendingApprovals voids userID's approvals of the tenant's proposals
+// that still await confirmation. It runs after the user row was updated in
+// the same transaction: a concurrent RecordDecision locks that row first, so
+// either its approval is in place to be voided here, or it waits and then
+// finds the user disabled.
+func voidPendingApprovals(tx *gorm.DB, tenantID, userID string, now time.Time) error {
+	pending := tx.Model(&decisionRow{}).Select("proposal_id").
+		Where("tenant_id = ? AND user_id = ? AND kind = ? AND voided_at IS NULL", tenantID, userID, string(models.DecisionApprove))
+	awaiting := tx.Model(&proposalRow{}).Select("id").
+		Where("tenant_id = ? AND status = ?", tenantID, string(models.StatusAwaitingConfirmation))
+	err := tx.Model(&proposalRow{}).
+		Where("tenant_id = ? AND status = ? AND id IN (?)", tenantID, string(models.StatusAwaitingConfirmation), pending).
+		Updates(map[string]any{"revision": gorm.Expr("revision + 1"), "updated_at": ms(now)}).Error
+	if err != nil {
+		return err
+	}
+	return tx.Model(&decisionRow{}).
+		Where("tenant_id = ? AND user_id = ? AND kind = ? AND voided_at IS NULL AND proposal_id IN (?)",
+			tenantID, userID, string(models.DecisionApprove), awaiting).
+		Update("voided_at", ms(now)).Error
 }
 
 // AdminSetPassword replaces the password hash of a user of the actor's
-// tenant and ends the user's sessions, in one transaction. EForbidden unless
-// actor is an active admin; ENotFound for users of other tenants.
+// tenant, records the actor as the last to reset it, and ends the user's
+// sessions, in one transaction. EForbidden unless actor is an active admin;
+// ENotFound for users of other tenants.
 func (s *Store) AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error) {
-	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"password_hash": passwordHash}, true, now)
+	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"password_hash": passwordHash,
+		"password_reset_by": actor.ID, "password_reset_at": ms(now)}, true, now, nil)
 }
 
-func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, set map[string]any, endSessions bool, now time.Time) (models.User, error) {
+func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, set map[string]any, endSessions bool, now time.Time, after func(tx *gorm.DB) error) (models.User, error) {
 	var row userRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := requireAdmin(tx, actor); err != nil {
@@ -324,6 +412,11 @@ func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID s
 		}
 		if endSessions {
 			if err := revokeUserSessions(tx, actor.TenantID, userID, now); err != nil {
+				return err
+			}
+		}
+		if after != nil {
+			if err := after(tx); err != nil {
 				return err
 			}
 		}
@@ -360,7 +453,8 @@ func (s *Store) AdminListAgents(ctx context.Context, actor models.User) ([]model
 // active admin; ENotFound for an owner outside the tenant; EAlreadyExists
 // when the name is taken.
 func (s *Store) AdminCreateAgent(ctx context.Context, actor models.User, name, ownerUserID, keyHash string) (models.Agent, error) {
-	row := agentRow{ID: models.NewID("agt"), TenantID: actor.TenantID, Name: name, KeyHash: keyHash, CreatedAt: ms(s.clock.Now())}
+	row := agentRow{ID: models.NewID("agt"), TenantID: actor.TenantID, Name: name, KeyHash: keyHash,
+		CreatedBy: actor.ID, CreatedAt: ms(s.clock.Now())}
 	if ownerUserID != "" {
 		row.OwnerUserID = &ownerUserID
 	}

@@ -59,7 +59,7 @@ func (s *Store) SeedDemo(ctx context.Context, seed DemoSeed) (DemoResult, error)
 		}
 		for _, u := range users {
 			if _, err := insertOnce(tx, &userRow{ID: models.NewID("usr"), TenantID: t.ID, Name: u.name,
-				Role: string(u.role), PasswordHash: u.hash, CreatedAt: now}); err != nil {
+				Role: string(u.role), PasswordHash: u.hash, CreatedAt: now, CreatedBy: models.EnrolledByCLI}); err != nil {
 				return err
 			}
 			if err := tx.Model(&userRow{}).Where("tenant_id = ? AND name = ?", t.ID, u.name).
@@ -74,7 +74,7 @@ func (s *Store) SeedDemo(ctx context.Context, seed DemoSeed) (DemoResult, error)
 		}
 
 		if _, err := insertOnce(tx, &agentRow{ID: models.NewID("agt"), TenantID: t.ID, Name: seed.AgentName,
-			KeyHash: seed.AgentKeyHash, CreatedAt: now}); err != nil {
+			KeyHash: seed.AgentKeyHash, CreatedBy: models.EnrolledByCLI, CreatedAt: now}); err != nil {
 			return err
 		}
 		if err := tx.Model(&agentRow{}).Where("tenant_id = ? AND name = ?", t.ID, seed.AgentName).

@@ -30,7 +30,7 @@ func TestDemoLedgerFactsFollowTheLedger(t *testing.T) {
 			t.Errorf("before the refund: %v, want %v", got, want)
 		}
 		if _, err := l.Execute(ctx, models.ExecuteRequest{Tool: "refund_order", Arguments: args, Tenant: d.Tenant.ID,
-			RequestKey: "k-facts", ExpectedStateVersion: "1"}); err != nil {
+			IdempotencyKey: "k-facts", ExpectedStateVersion: "1"}); err != nil {
 			t.Fatal(err)
 		}
 		want = []models.Fact{{Label: "Paid", Value: "¥199.00 CNY"}, {Label: "Already refunded", Value: "¥50.00 CNY"},

@@ -19,7 +19,8 @@ import (
 // DemoLedger is the built-in demo business system: refunds over demo orders,
 // customer emails into an outbox and deletion of demo log entries. It keeps
 // the HTTP adapter contract in-process: validation answers a state version,
-// execution is idempotent on the request key (its own record is written in
+// execution is idempotent on the idempotency key, the execution's downstream
+// key (its own record, whose request_key column holds that key, is written in
 // the same transaction as the change) and guarded by optimistic concurrency
 // on that version.
 type DemoLedger struct{ s *Store }
@@ -186,15 +187,15 @@ func logSetVersion(live []string) string {
 // errConflict rolls back an execute transaction whose expected state moved.
 var errConflict = errors.New("demo ledger: state moved")
 
-// Execute performs the write once per request key.
+// Execute performs the write once per idempotency key.
 func (l *DemoLedger) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
-	if req.RequestKey == "" {
-		return models.ExecuteResult{}, models.Errorf(models.EInvalidRequest, "missing request key")
+	if req.IdempotencyKey == "" {
+		return models.ExecuteResult{}, models.Errorf(models.EInvalidRequest, "missing idempotency key")
 	}
 	now := ms(l.s.clock.Now())
 	var out models.ExecuteResult
 	err := l.s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		claim := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.RequestKey, Tool: req.Tool,
+		claim := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
 			Status: "pending", ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"), Result: "{}", CreatedAt: now}
 		ok, err := insertOnce(tx, &claim)
 		if err != nil {
@@ -203,7 +204,7 @@ func (l *DemoLedger) Execute(ctx context.Context, req models.ExecuteRequest) (mo
 		if !ok {
 			// A write with this key arrived before: answer its outcome.
 			var prev demoLedgerExecRow
-			if err := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.RequestKey).Take(&prev).Error; err != nil {
+			if err := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).Take(&prev).Error; err != nil {
 				return err
 			}
 			out = prev.result()
@@ -214,7 +215,7 @@ func (l *DemoLedger) Execute(ctx context.Context, req models.ExecuteRequest) (mo
 			return err
 		}
 		claim.Status, claim.Result = string(status), string(result)
-		if err := tx.Model(&claim).Where("tenant_id = ? AND request_key = ?", req.Tenant, req.RequestKey).
+		if err := tx.Model(&claim).Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).
 			Updates(map[string]any{"status": claim.Status, "result": claim.Result}).Error; err != nil {
 			return err
 		}
@@ -281,7 +282,7 @@ func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (m
 		if res.RowsAffected == 0 {
 			return "", nil, errConflict
 		}
-		row := demoOutboxRow{TenantID: req.Tenant, RequestKey: req.RequestKey, CustomerID: a.CustomerID,
+		row := demoOutboxRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, CustomerID: a.CustomerID,
 			Template: a.Template, Subject: a.Subject, Body: a.Body, CreatedAt: now}
 		if a.SendAt != nil {
 			t, err := time.Parse(time.RFC3339, *a.SendAt)
@@ -323,11 +324,11 @@ func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (m
 	return "", nil, models.Errorf(models.EBusinessRule, "the demo ledger does not handle %s", req.Tool)
 }
 
-// Status reports the outcome recorded for a request key, or
+// Status reports the outcome recorded for an idempotency key, or
 // models.ErrNeverArrived.
-func (l *DemoLedger) Status(ctx context.Context, tenant, requestKey string) (models.ExecuteResult, error) {
+func (l *DemoLedger) Status(ctx context.Context, tenant, idempotencyKey string) (models.ExecuteResult, error) {
 	var row demoLedgerExecRow
-	err := l.s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", tenant, requestKey).Take(&row).Error
+	err := l.s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", tenant, idempotencyKey).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.ExecuteResult{}, models.ErrNeverArrived
 	}
@@ -371,11 +372,12 @@ func (l *DemoLedger) BumpOrder(ctx context.Context, tenantID, id string) error {
 	return nil
 }
 
-// ExecutionsFor counts the demo ledger's applied writes for a request key:
-// the business-side proof of exactly-once.
-func (l *DemoLedger) ExecutionsFor(ctx context.Context, tenantID, requestKey string) (int, error) {
+// ExecutionsFor counts the demo ledger's applied writes for an idempotency
+// key (an execution's DownstreamKey): the business-side proof of
+// exactly-once.
+func (l *DemoLedger) ExecutionsFor(ctx context.Context, tenantID, idempotencyKey string) (int, error) {
 	var n int64
 	err := l.s.db.WithContext(ctx).Model(&demoLedgerExecRow{}).
-		Where("tenant_id = ? AND request_key = ? AND status = ?", tenantID, requestKey, string(models.StatusSucceeded)).Count(&n).Error
+		Where("tenant_id = ? AND request_key = ? AND status = ?", tenantID, idempotencyKey, string(models.StatusSucceeded)).Count(&n).Error
 	return int(n), dbErr(err)
 }

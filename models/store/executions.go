@@ -29,6 +29,7 @@ type executionRow struct {
 	// OwnerInstance is the instance holding the current attempt (see
 	// RegisterInstance); empty for executions from before instances.
 	OwnerInstance string
+	DownstreamKey string
 	CreatedAt     int64 `gorm:"autoCreateTime:false"`
 	UpdatedAt     int64 `gorm:"autoUpdateTime:false"`
 	CompletedAt   *int64
@@ -38,7 +39,7 @@ func (executionRow) TableName() string { return "executions" }
 
 func (r executionRow) model() models.Execution {
 	e := models.Execution{ID: r.ID, TenantID: r.TenantID, ProposalID: r.ProposalID, TokenJTI: r.TokenJTI,
-		RequestKey: r.RequestKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
+		RequestKey: r.RequestKey, DownstreamKey: r.DownstreamKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
 		Status: models.Status(r.Status), Attempts: r.Attempts, ProviderRef: r.ProviderRef,
 		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, LeaseUntil: fromMS(r.LeaseUntil),
 		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt)}
@@ -54,7 +55,7 @@ type Consume struct {
 	AgentID    string
 	ProposalID string
 	JTI        string
-	Execution  models.Execution // ID, RequestKey, Operation, ArgsDigest, LeaseUntil set by the caller
+	Execution  models.Execution // ID, RequestKey, DownstreamKey, Operation, ArgsDigest, LeaseUntil set by the caller
 	Now        time.Time
 }
 
@@ -64,12 +65,16 @@ type Consume struct {
 // record for the request key and moves the proposal from confirmed to
 // executing. consumed=false (and nothing written) means another redemption,
 // a revocation or the expiry came first; the caller reads the token to tell
-// which. A request key that already has an execution for another digest is
-// EIdempotencyKeyReuse.
+// which. A downstream key that already has an execution for another digest
+// is EIdempotencyKeyReuse. An empty downstream key is EInternal: it would
+// reach the business system as no key at all.
 func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execution, consumed bool, err error) {
+	if c.Execution.DownstreamKey == "" {
+		return models.Execution{}, false, models.Errorf(models.EInternal, "execution without a downstream key")
+	}
 	now := ms(c.Now)
 	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
-		RequestKey: c.Execution.RequestKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
+		RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
 		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
 		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
@@ -89,7 +94,7 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		}
 		if !ok {
 			var other executionRow
-			if err := tx.Where("tenant_id = ? AND request_key = ?", c.TenantID, c.Execution.RequestKey).Take(&other).Error; err != nil {
+			if err := tx.Where("tenant_id = ? AND downstream_key = ?", c.TenantID, c.Execution.DownstreamKey).Take(&other).Error; err != nil {
 				return err
 			}
 			if other.ArgsDigest != row.ArgsDigest {
@@ -189,6 +194,44 @@ func (s *Store) ExtendLease(ctx context.Context, tenantID, id string, attempt in
 		return false, dbErr(res.Error)
 	}
 	return res.RowsAffected == 1, nil
+}
+
+// ClaimRetry takes a failed_retryable execution for one more attempt, like
+// ClaimExecution, and only while its token's expiry is after now (windows
+// are right-open): the same conditional UPDATE checks the execution's state
+// and the token's immutable expires_at, so no retry can be claimed at or
+// after exp. A revocation moves the execution out of failed_retryable in
+// its own conditional UPDATE of the same row, so exactly one of the two
+// wins. ok=false means it is expired, revoked, settled or held by another
+// attempt; the caller reads the records to tell which.
+func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseUntil time.Time) (models.Execution, bool, error) {
+	var (
+		out models.Execution
+		ok  bool
+	)
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ok = false
+		res := tx.Model(&executionRow{}).
+			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
+				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
+			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").
+				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))).
+			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		var row executionRow
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			return err
+		}
+		if err := s.mirror(tx, row, now); err != nil {
+			return err
+		}
+		out, ok = row.model(), true
+		return nil
+	})
+	return out, ok, err
 }
 
 // Outcome is the result of one execution attempt.

@@ -3,9 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 
+	"github.com/pressly/goose/v3"
 	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/migrations"
 )
 
 // ExplainList returns the database's plan for ListProposals(f), one line
@@ -73,3 +77,30 @@ func (s *Store) HoldRead(ctx context.Context) (release func(), err error) {
 func (s *Store) ReaderExec(ctx context.Context, stmt string) error {
 	return s.read.WithContext(ctx).Exec(stmt).Error
 }
+
+// MigrateTo applies migrations up to and including version, so that a test
+// can write data in an older schema and then upgrade it.
+func (s *Store) MigrateTo(ctx context.Context, version int64) error {
+	dialect := goose.DialectSQLite3
+	if s.dialect == Postgres {
+		dialect = goose.DialectPostgres
+	}
+	sub, err := fs.Sub(migrations.FS, ".")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(dialect, s.sqlDB, sub)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}
+
+// Exec runs raw SQL, for tests that write rows of an older schema.
+func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
+	return s.db.WithContext(ctx).Exec(sql, args...).Error
+}
+
+// URLForTest is the URL the store was opened with.
+func (s *Store) URLForTest() string { return s.url }

@@ -26,13 +26,18 @@ type userRow struct {
 	PasswordHash string
 	Disabled     bool
 	CreatedAt    int64 `gorm:"autoCreateTime:false"`
+	// CreatedBy, PasswordResetBy: a user id, models.EnrolledByCLI or "".
+	CreatedBy       string
+	PasswordResetBy string
+	PasswordResetAt *int64
 }
 
 func (userRow) TableName() string { return "users" }
 
 func (r userRow) model() models.User {
 	return models.User{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: models.Role(r.Role),
-		Disabled: r.Disabled, CreatedAt: fromMS(r.CreatedAt)}
+		Disabled: r.Disabled, CreatedAt: fromMS(r.CreatedAt), CreatedBy: r.CreatedBy,
+		PasswordResetBy: r.PasswordResetBy, PasswordResetAt: fromMSPtr(r.PasswordResetAt)}
 }
 
 type agentRow struct {
@@ -41,6 +46,8 @@ type agentRow struct {
 	Name        string
 	OwnerUserID *string
 	KeyHash     string
+	ReadAll     bool
+	CreatedBy   string
 	CreatedAt   int64 `gorm:"autoCreateTime:false"`
 	RevokedAt   *int64
 }
@@ -48,7 +55,7 @@ type agentRow struct {
 func (agentRow) TableName() string { return "agents" }
 
 func (r agentRow) model() models.Agent {
-	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name,
+	a := models.Agent{ID: r.ID, TenantID: r.TenantID, Name: r.Name, ReadAll: r.ReadAll, CreatedBy: r.CreatedBy,
 		CreatedAt: fromMS(r.CreatedAt), RevokedAt: fromMSPtr(r.RevokedAt)}
 	if r.OwnerUserID != nil {
 		a.OwnerUserID = *r.OwnerUserID
@@ -106,14 +113,15 @@ func (s *Store) TenantByID(ctx context.Context, id string) (models.Tenant, error
 	return models.Tenant{ID: row.ID, Name: row.Name, CreatedAt: fromMS(row.CreatedAt)}, nil
 }
 
-// CreateUser creates a console user with an already hashed password. It
-// returns EAlreadyExists when the tenant has a user of that name.
+// CreateUser creates a console user with an already hashed password, as the
+// command line does: its CreatedBy is models.EnrolledByCLI. It returns
+// EAlreadyExists when the tenant has a user of that name.
 func (s *Store) CreateUser(ctx context.Context, tenantID, name string, role models.Role, passwordHash string) (models.User, error) {
 	if !role.Valid() {
 		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
 	}
 	row := userRow{ID: models.NewID("usr"), TenantID: tenantID, Name: name, Role: string(role),
-		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now())}
+		PasswordHash: passwordHash, CreatedAt: ms(s.clock.Now()), CreatedBy: models.EnrolledByCLI}
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok, err := insertOnce(tx, &row)
 		if err != nil {
@@ -151,10 +159,12 @@ func (s *Store) UserByID(ctx context.Context, tenantID, id string) (models.User,
 	return row.model(), nil
 }
 
-// CreateAgent creates an agent principal whose API key hashes to keyHash.
-// ownerUserID may be empty. EAlreadyExists when the name is taken.
+// CreateAgent creates an agent principal whose API key hashes to keyHash,
+// as the command line does (CreatedBy models.EnrolledByCLI). ownerUserID
+// may be empty. EAlreadyExists when the name is taken.
 func (s *Store) CreateAgent(ctx context.Context, tenantID, name, ownerUserID, keyHash string) (models.Agent, error) {
-	row := agentRow{ID: models.NewID("agt"), TenantID: tenantID, Name: name, KeyHash: keyHash, CreatedAt: ms(s.clock.Now())}
+	row := agentRow{ID: models.NewID("agt"), TenantID: tenantID, Name: name, KeyHash: keyHash,
+		CreatedBy: models.EnrolledByCLI, CreatedAt: ms(s.clock.Now())}
 	if ownerUserID != "" {
 		row.OwnerUserID = &ownerUserID
 	}
@@ -197,6 +207,29 @@ func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agen
 	return row.model(), nil
 }
 
+// SetAgentReadAll grants (on) or withdraws an agent's right to read every
+// proposal of its tenant, and returns the agent. ENotFound for an unknown
+// or foreign agent.
+func (s *Store) SetAgentReadAll(ctx context.Context, tenantID, agentID string, on bool) (models.Agent, error) {
+	var out models.Agent
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&agentRow{}).Where("tenant_id = ? AND id = ?", tenantID, agentID).Update("read_all", on)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.ENotFound, "no agent %q", agentID)
+		}
+		var row agentRow
+		if err := tx.Where("id = ?", agentID).Take(&row).Error; err != nil {
+			return err
+		}
+		out = row.model()
+		return nil
+	})
+	return out, err
+}
+
 // RevokeAgent disables an agent's key.
 func (s *Store) RevokeAgent(ctx context.Context, tenantID, agentID string) error {
 	res := s.db.WithContext(ctx).Model(&agentRow{}).
@@ -218,20 +251,20 @@ func notFound(err error, format string, args ...any) error {
 	return dbErr(err)
 }
 
+// AgentByName returns the tenant's agent with that name, or ENotFound.
+func (s *Store) AgentByName(ctx context.Context, tenantID, name string) (models.Agent, error) {
+	var row agentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error; err != nil {
+		return models.Agent{}, notFound(err, "no agent %q", name)
+	}
+	return row.model(), nil
+}
+
 // AgentByID returns an agent of the tenant, or ENotFound.
 func (s *Store) AgentByID(ctx context.Context, tenantID, id string) (models.Agent, error) {
 	var row agentRow
 	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
 		return models.Agent{}, notFound(err, "no agent %q", id)
-	}
-	return row.model(), nil
-}
-
-// AgentByName returns the tenant's agent of that name, or ENotFound.
-func (s *Store) AgentByName(ctx context.Context, tenantID, name string) (models.Agent, error) {
-	var row agentRow
-	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenantID, name).Take(&row).Error; err != nil {
-		return models.Agent{}, notFound(err, "no agent %q", name)
 	}
 	return row.model(), nil
 }

@@ -109,8 +109,8 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 	return p, nil
 }
 
-// CreateProposal stores a new proposal snapshot. When the tenant already has
-// a proposal with the same request key, nothing is written and the existing
+// CreateProposal stores a new proposal snapshot. When the proposing agent
+// already has a proposal with the same request key, nothing is written and the existing
 // proposal is returned with inserted=false; the caller decides whether that
 // is an idempotent retry or idempotency_key_reuse.
 //
@@ -178,7 +178,7 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 		return nil, true, nil
 	}
 	var other proposalRow
-	err = s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&other).Error
+	err = s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id = ? AND request_key = ?", p.TenantID, p.AgentID, p.RequestKey).Take(&other).Error
 	if err != nil {
 		return nil, false, dbErr(err)
 	}
@@ -537,9 +537,10 @@ type ProposalRef struct {
 }
 
 // ExpireDue moves what has run out of time to expired, atomically per row:
-// proposals still awaiting confirmation whose window closed, and confirmed
+// proposals still awaiting confirmation whose window closed, confirmed
 // proposals whose token was never redeemed before its expiry (the token
-// becomes expired too). With a proposal id it handles only that proposal (the
+// becomes expired too), and failed_retryable proposals whose token expired
+// before a retry (the execution ends failed_terminal, token_expired). With a proposal id it handles only that proposal (the
 // expire-on-read path); with "" it sweeps the whole database. It returns how
 // many proposals it expired.
 func (s *Store) ExpireDue(ctx context.Context, tenantID, proposalID string, now time.Time) (int, error) {
@@ -612,6 +613,47 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 				}
 			}
 		}
+
+		// Failed attempts whose confirmation ran out: the business system
+		// refused for now and wrote nothing, and no retry may follow after
+		// exp, so the execution ends failed_terminal (token_expired) and
+		// the proposal expired. Each row moves by a conditional UPDATE that
+		// a concurrent retry's claim (which needs expires_at > now) or
+		// revocation cannot also win.
+		var stale []executionRow
+		eq := tx.Select("id", "tenant_id", "proposal_id").
+			Where("status = ? AND lease_until <= ?", string(models.StatusFailedRetryable), ms(now)).
+			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").Where("expires_at <= ?", ms(now)))
+		if proposalID != "" {
+			eq = eq.Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID)
+		}
+		if err := eq.Find(&stale).Error; err != nil {
+			return err
+		}
+		for _, e := range stale {
+			res := tx.Model(&executionRow{}).
+				Where("id = ? AND status = ? AND lease_until <= ?", e.ID, string(models.StatusFailedRetryable), ms(now)).
+				Updates(map[string]any{"status": string(models.StatusFailedTerminal), "error_code": string(models.ETokenExpired),
+					"error_message": "the confirmation expired before the failed attempt could be retried; nothing was written",
+					"updated_at":    ms(now), "completed_at": ms(now)})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				continue
+			}
+			ok, err := transition(tx, e.TenantID, e.ProposalID, models.StatusExpired, now, "status = ?", string(models.StatusFailedRetryable))
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, ProposalRef{TenantID: e.TenantID, ID: e.ProposalID})
+				if err := s.recordEvent(tx, e.TenantID, e.ProposalID, models.StatusEvent(models.StatusExpired), now,
+					map[string]any{"retry_expired": true}); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -620,11 +662,12 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 	return out, nil
 }
 
-// ProposalByRequestKey returns the tenant's proposal with that request key,
-// or ENotFound.
-func (s *Store) ProposalByRequestKey(ctx context.Context, tenantID, requestKey string) (*models.Proposal, error) {
+// ProposalByRequestKey returns the agent's proposal with that request key,
+// or ENotFound. Request keys are idempotent per agent: another agent's
+// proposal with the same key is never found here.
+func (s *Store) ProposalByRequestKey(ctx context.Context, tenantID, agentID, requestKey string) (*models.Proposal, error) {
 	var row proposalRow
-	err := s.db.WithContext(ctx).Select("id").Where("tenant_id = ? AND request_key = ?", tenantID, requestKey).Take(&row).Error
+	err := s.db.WithContext(ctx).Select("id").Where("tenant_id = ? AND agent_id = ? AND request_key = ?", tenantID, agentID, requestKey).Take(&row).Error
 	if err != nil {
 		return nil, notFound(err, "no proposal with that request key")
 	}

@@ -11,13 +11,17 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -121,6 +125,9 @@ func Open(url string, opts Options) (*Store, error) {
 		if path == "" {
 			return nil, models.Errorf(models.EInvalidRequest, "sqlite URL needs a path, e.g. sqlite://./countersign.db")
 		}
+		if err := createPrivate(path); err != nil {
+			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
+		}
 		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
 		if opts.WrapDriver != nil {
 			conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.WrapDriver)
@@ -169,6 +176,25 @@ func Open(url string, opts Options) (*Store, error) {
 		}
 	}
 	return st, nil
+}
+
+// createPrivate creates the SQLite database file, when it does not exist
+// yet, readable and writable by its owner only (0600): it holds password
+// hashes, token signing keys and every proposal. SQLite creates the -wal
+// and -shm files with the database file's permissions, so they are 0600
+// too. An existing file keeps the permissions it has.
+func createPrivate(path string) error {
+	if path == ":memory:" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // readerConns is the size of SQLite's reader pool: reads run in parallel
@@ -310,8 +336,15 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) 
 // commitUncertain reports whether err is a failed commit.
 func commitUncertain(err error) bool { return errors.Is(err, ErrCommitUncertain) }
 
-// dbErr passes domain errors and nil through and turns anything else from
-// the database into EUnavailable (nothing was committed).
+// dbErr passes domain errors and nil through and classifies anything else
+// from the database (nothing was committed either way):
+//   - EUnavailable when the database could not be reached or asked in time,
+//     or refused for now (connection lost or refused, timeout, cancelled
+//     request, busy or locked, out of resources, serialization conflict):
+//     trying again later may work;
+//   - EInternal for everything else — above all a violated constraint,
+//     which means a bug or a rule the code failed to check first, not an
+//     outage, and is logged as such by the error handler.
 func dbErr(err error) error {
 	if err == nil {
 		return nil
@@ -324,9 +357,53 @@ func dbErr(err error) error {
 		return models.Wrap(models.ENotFound, err, "not found")
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return models.Wrap(models.EUnavailable, err, "request cancelled")
+		return models.Wrap(models.EUnavailable, err, "request cancelled or timed out")
 	}
-	return models.Wrap(models.EUnavailable, err, "database error")
+	if transient(err) {
+		return models.Wrap(models.EUnavailable, err, "database unavailable")
+	}
+	return models.Wrap(models.EInternal, err, "database error")
+}
+
+// transient reports whether err says the database could not be reached or
+// refused the work for now, as opposed to refusing the work itself.
+func transient(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, gorm.ErrInvalidDB) || strings.Contains(err.Error(), "sql: database is closed") {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	// PostgreSQL: SQLSTATE class 08 connection exception, 53 insufficient
+	// resources, 57 operator intervention (shutdown, cancel); serialization
+	// failure, deadlock and lock timeout are worth a retry too.
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) {
+		st := pg.SQLState()
+		switch {
+		case strings.HasPrefix(st, "08"), strings.HasPrefix(st, "53"), strings.HasPrefix(st, "57"),
+			st == "40001", st == "40P01", st == "55P03":
+			return true
+		}
+		return false
+	}
+	// SQLite result codes (primary code in the low byte): BUSY, LOCKED,
+	// IOERR, FULL, CANTOPEN.
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) {
+		switch lite.Code() & 0xff {
+		case 5, 6, 10, 13, 14:
+			return true
+		}
+	}
+	return false
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -97,7 +97,7 @@ func TestDemoLedgerIsIdempotentPerKey(t *testing.T) {
 		d := seed(t, st)
 		l := st.DemoLedger()
 		args := json.RawMessage(`{"amount_minor":5000,"currency":"CNY","order_id":"ord_1002","reason":"x"}`)
-		req := models.ExecuteRequest{Tool: "refund_order", Arguments: args, Tenant: d.Tenant.ID, RequestKey: "k-1", ExpectedStateVersion: "1"}
+		req := models.ExecuteRequest{Tool: "refund_order", Arguments: args, Tenant: d.Tenant.ID, IdempotencyKey: "k-1", ExpectedStateVersion: "1"}
 		var wg sync.WaitGroup
 		refs := make([]string, 20)
 		for i := range refs {
@@ -123,7 +123,7 @@ func TestDemoLedgerIsIdempotentPerKey(t *testing.T) {
 			t.Fatalf("order after 20 executes with one key: refunded %d version %d", o.RefundedMinor, o.Version)
 		}
 		// Another key with the stale version: a conflict, and nothing recorded for it.
-		req.RequestKey = "k-2"
+		req.IdempotencyKey = "k-2"
 		if _, err := l.Execute(ctx, req); !errors.Is(err, models.ErrStateConflict) {
 			t.Fatalf("stale version: %v", err)
 		}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -24,7 +25,18 @@ import (
 const (
 	CookieName      = "countersign_session"
 	LoginCookieName = "countersign_login"
+	// DeviceCookieName remembers the accounts that signed in from this
+	// browser (auth.Device), so that their sign-ins are exempt from the
+	// per-account and per-address guessing limits. Sent to /login only.
+	DeviceCookieName = "countersign_device"
 )
+
+// DefaultDeviceLifetime is how long a browser stays remembered after its
+// last successful sign-in.
+const DefaultDeviceLifetime = 90 * 24 * time.Hour
+
+// deviceKey is the device cookie's one value: auth.Device as JSON.
+const deviceKey = "device"
 
 // Form field and header that carry the CSRF token.
 const (
@@ -66,6 +78,9 @@ type Config struct {
 	// LoginTokenLifetime bounds the sign-in form's token;
 	// DefaultLoginTokenLifetime when 0.
 	LoginTokenLifetime time.Duration
+	// DeviceLifetime bounds the remembered-device cookie;
+	// DefaultDeviceLifetime when 0.
+	DeviceLifetime time.Duration
 }
 
 // Manager keeps console sessions in cookies and guards console routes.
@@ -73,6 +88,7 @@ type Manager struct {
 	svc     Sessions
 	session *sessions.CookieStore
 	login   *sessions.CookieStore
+	device  *sessions.CookieStore
 }
 
 // NewManager returns a Manager over svc. It fails when a key is missing or
@@ -103,7 +119,12 @@ func NewManager(svc Sessions, cfg Config) (*Manager, error) {
 			HttpOnly: true, Secure: cfg.Secure, SameSite: http.SameSiteLaxMode}
 		return cs
 	}
-	m := &Manager{svc: svc, session: newStore("/", lifetime), login: newStore("/login", loginLifetime)}
+	deviceLifetime := cfg.DeviceLifetime
+	if deviceLifetime <= 0 {
+		deviceLifetime = DefaultDeviceLifetime
+	}
+	m := &Manager{svc: svc, session: newStore("/", lifetime), login: newStore("/login", loginLifetime),
+		device: newStore("/login", deviceLifetime)}
 	// The session cookie has no Max-Age: it ends with the browser, and the
 	// server ends the session sooner on its own. Lax, not Strict, so that a
 	// link to a proposal in a chat or a mail opens signed in; every
@@ -305,6 +326,43 @@ func (m *Manager) SignIn(c echo.Context, s auth.Session) error {
 	expire(c, m.login, LoginCookieName)
 	Set(c, toSession(s))
 	return nil
+}
+
+// Device returns the browser's remembered device from its cookie, or the
+// zero Device when there is none or it does not decode with our keys (or
+// is older than the device lifetime).
+func (m *Manager) Device(c echo.Context) auth.Device {
+	r := c.Request()
+	if _, err := r.Cookie(DeviceCookieName); err != nil {
+		return auth.Device{}
+	}
+	s, err := m.device.New(r, DeviceCookieName)
+	if err != nil {
+		return auth.Device{}
+	}
+	raw, _ := s.Values[deviceKey].(string)
+	var d auth.Device
+	if json.Unmarshal([]byte(raw), &d) != nil {
+		return auth.Device{}
+	}
+	return d
+}
+
+// RememberDevice records in the browser's device cookie that s signed in
+// from it as username, renewing the cookie's lifetime. Call it after a
+// successful sign-in only.
+func (m *Manager) RememberDevice(c echo.Context, s auth.Session, username string) error {
+	d, err := m.Device(c).Remember(s, username)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	cs, _ := m.device.New(c.Request(), DeviceCookieName)
+	cs.Values = map[any]any{deviceKey: string(raw)}
+	return m.device.Save(c.Request(), c.Response(), cs)
 }
 
 // SignOut ends the browser's session on the server and drops its cookie.

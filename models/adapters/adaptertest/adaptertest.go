@@ -9,7 +9,9 @@
 //
 //	{"order_id": "ord_1", "amount_minor": 1500}
 //
-// Execute is idempotent on the Idempotency-Key, applies a write only when
+// Execute is idempotent on the Idempotency-Key alone, which is safe because
+// countersign derives that key from its installation, the tenant, the agent
+// and the request key (models.DownstreamKey). It applies a write only when
 // the expected state version still matches (an optimistic
 // "UPDATE … WHERE version = ?"), and counts what it applied so tests can
 // assert exactly-once.
@@ -31,7 +33,8 @@ import (
 
 // Server is the reference business system. It is an http.Handler; every
 // request must be signed (httpadapter.Sign) with the server's secret or is
-// answered 401. All methods are safe for concurrent use.
+// answered 401, and every answer is signed with the same secret
+// (httpadapter.SignResponse). All methods are safe for concurrent use.
 //
 // Routes, relative to where it is served:
 //
@@ -42,11 +45,12 @@ import (
 type Server struct {
 	secret []byte
 	mux    *http.ServeMux
+	signed http.Handler
 
 	mu           sync.Mutex
 	resources    map[string]*resource
-	outcomes     map[string]outcome // recorded outcome per request key
-	writes       map[string]int     // writes applied per request key
+	outcomes     map[string]outcome // recorded outcome per idempotency key
+	writes       map[string]int     // writes applied per idempotency key
 	totalWrites  int
 	executeCalls map[string]int
 	delay        time.Duration
@@ -82,6 +86,7 @@ func New(secret []byte) *Server {
 	s.mux.HandleFunc("POST /execute", s.handleExecute)
 	s.mux.HandleFunc("GET /executions/{key}", s.handleStatus)
 	s.mux.HandleFunc("POST /facts", s.handleFacts)
+	s.signed = httpadapter.SignResponses(s.secret, nil, http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -106,12 +111,12 @@ func (s *Server) Bump(id string) {
 	r.version++
 }
 
-// Writes reports how many times a write was applied for requestKey. A
+// Writes reports how many times a write was applied for idemKey. A
 // correct client and server keep it at 0 or 1.
-func (s *Server) Writes(requestKey string) int {
+func (s *Server) Writes(idemKey string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.writes[requestKey]
+	return s.writes[idemKey]
 }
 
 // TotalWrites reports how many writes were applied in all.
@@ -122,11 +127,11 @@ func (s *Server) TotalWrites() int {
 }
 
 // ExecuteCalls reports how many signed execute requests arrived for
-// requestKey, including repeats answered from the recorded outcome.
-func (s *Server) ExecuteCalls(requestKey string) int {
+// idemKey, including repeats answered from the recorded outcome.
+func (s *Server) ExecuteCalls(idemKey string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.executeCalls[requestKey]
+	return s.executeCalls[idemKey]
 }
 
 // Balance returns the refundable balance of resource id, 0 if unknown.
@@ -170,8 +175,13 @@ func (s *Server) FailNextExecutes(n int) {
 }
 
 // ServeHTTP verifies the request signature, answering 401 if it is bad,
-// and then routes the request.
+// and then routes the request. Every answer, a 401 included, is signed for
+// the request it answers (httpadapter.SignResponses).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.signed.ServeHTTP(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if _, err := httpadapter.VerifyRequest(s.secret, r, time.Now(), 0); err != nil {
 		status := http.StatusUnauthorized
 		if errors.Is(err, httpadapter.ErrBodyTooLarge) {
@@ -405,7 +415,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	// Another tenant's execution is reported as absent, never revealed.
 	if !ok || (tenant != "" && o.tenant != "" && tenant != o.tenant) {
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no execution for this request key"})
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "not_found", Message: "no execution for this idempotency key"})
 		return
 	}
 	writeJSON(w, http.StatusOK, o.result)

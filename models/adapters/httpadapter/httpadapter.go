@@ -6,7 +6,7 @@
 //
 //	POST {base}/validate               {tool, arguments, tenant, principal}
 //	                                   → {ok, state_version, resource_label, problems[]}
-//	POST {base}/execute                Idempotency-Key: <request_key>
+//	POST {base}/execute                Idempotency-Key: <downstream key>
 //	                                   {tool, arguments, tenant, expected_state_version}
 //	                                   → {status, provider_ref, result}; 409 on a version conflict
 //	GET  {base}/executions/{key}?tenant=…  → the same body as execute; 404 if it never arrived
@@ -14,7 +14,9 @@
 //	                                   → {facts: [{label, value}]}; optional: 404 means none
 //
 // Every request is signed (see Sign); business systems written in Go verify
-// calls with VerifyRequest.
+// calls with VerifyRequest. Every answer must be signed too (SignResponse,
+// bound to the request it answers); an answer without a valid signature is
+// treated as no answer unless Config.UnsignedResponses is set.
 //
 // The failure rules exist so that a write is never sent twice under two
 // keys and an unknown outcome is never reported as a failure: whenever an
@@ -46,7 +48,7 @@ const DefaultTimeout = 10 * time.Second
 // MinSecretLen is the shortest accepted shared secret, in bytes.
 const MinSecretLen = 16
 
-// maxKeyLen bounds request keys; countersign's own keys are far shorter.
+// maxKeyLen bounds idempotency keys; countersign's own keys are far shorter.
 const maxKeyLen = 255
 
 // Config configures an Adapter.
@@ -66,8 +68,17 @@ type Config struct {
 	// redirected write would be ambiguous), so the caller's client is not
 	// modified.
 	Client *http.Client
-	// Clock supplies the signing timestamps; time.Now when nil.
+	// Clock supplies the signing timestamps and checks the answers'; time.Now
+	// when nil.
 	Clock func() time.Time
+	// UnsignedResponses accepts answers without a valid response signature
+	// (SignResponse). Off by default: an unsigned or wrongly signed answer
+	// is then treated as no answer at all — outcome unknown for execute,
+	// unavailable for validate and status — because anyone on the path
+	// could have written it. Set it only for a business system that cannot
+	// sign yet and is reached over a channel that is authenticated some
+	// other way.
+	UnsignedResponses bool
 }
 
 // Adapter calls a business system over the HTTP adapter contract. It
@@ -78,6 +89,8 @@ type Adapter struct {
 	timeout time.Duration
 	client  *http.Client
 	clock   func() time.Time
+	// unsigned accepts answers without a response signature.
+	unsigned bool
 }
 
 var _ models.Adapter = (*Adapter)(nil)
@@ -112,10 +125,11 @@ func New(cfg Config) (*Adapter, error) {
 	base.RawPath = escaped
 
 	a := &Adapter{
-		base:    base,
-		secret:  bytes.Clone(cfg.Secret),
-		timeout: cfg.Timeout,
-		clock:   cfg.Clock,
+		base:     base,
+		secret:   bytes.Clone(cfg.Secret),
+		timeout:  cfg.Timeout,
+		clock:    cfg.Clock,
+		unsigned: cfg.UnsignedResponses,
 	}
 	if a.timeout == 0 {
 		a.timeout = DefaultTimeout
@@ -175,8 +189,9 @@ func unavailable(cause error) error {
 // text) or string; an ok answer without one is a contract violation.
 //
 // Errors: EUnavailable (*models.Error) when the request fails, times out,
-// is answered with anything but 2xx (including 401 for a bad signature), or
-// the body is oversized or not a valid answer.
+// is answered with anything but 2xx (including 401 for a bad signature),
+// the answer carries no valid response signature (unless
+// Config.UnsignedResponses), or the body is oversized or not a valid answer.
 func (a *Adapter) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
 	body, err := json.Marshal(validateBody{
 		Tool:      req.Tool,
@@ -249,9 +264,11 @@ func stateVersion(raw json.RawMessage) (string, error) {
 func (a *Adapter) Timeout() time.Duration { return a.timeout }
 
 // Execute asks the business system to perform the write once, with
-// req.RequestKey as the Idempotency-Key.
+// req.IdempotencyKey as the Idempotency-Key.
 //
-// Outcomes:
+// Outcomes, for an answer whose response signature verifies (or any answer
+// with Config.UnsignedResponses; an answer that does not verify is treated
+// like a lost one, below):
 //   - a 2xx answer with status succeeded, failed_terminal or failed_retryable
 //     is returned as is;
 //   - 409 returns an error wrapping models.ErrStateConflict (nothing written);
@@ -261,16 +278,17 @@ func (a *Adapter) Timeout() time.Duration { return a.timeout }
 //     explicitly refused) returns a failed_terminal result whose Result is
 //     {"http_status": N, "body": <the answer's JSON, or its text>};
 //   - anything else — a transport error or timeout, a 5xx, a redirect, an
-//     oversized or undecodable 2xx body, an unknown or missing status —
+//     oversized or undecodable 2xx body, an unknown or missing status, an
+//     answer without a valid response signature —
 //     returns an error wrapping models.ErrOutcomeUnknown (and the cause, so
 //     errors.Is also finds e.g. context.DeadlineExceeded). The write may
 //     have happened: ask Status with the same key, never execute again under
 //     another key.
 //
-// An empty or malformed request key is refused before anything is sent,
+// An empty or malformed idempotency key is refused before anything is sent,
 // with EInternal: the caller has a bug.
 func (a *Adapter) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
-	if err := checkKey(req.RequestKey); err != nil {
+	if err := checkKey(req.IdempotencyKey); err != nil {
 		return models.ExecuteResult{}, err
 	}
 	body, err := json.Marshal(executeBody{
@@ -283,15 +301,15 @@ func (a *Adapter) Execute(ctx context.Context, req models.ExecuteRequest) (model
 		return models.ExecuteResult{}, models.Wrap(models.EInternal, err, "cannot encode the execute request")
 	}
 	unknown := func(cause error) error {
-		return fmt.Errorf("httpadapter: execute %q: %w: %w", req.RequestKey, models.ErrOutcomeUnknown, cause)
+		return fmt.Errorf("httpadapter: execute %q: %w: %w", req.IdempotencyKey, models.ErrOutcomeUnknown, cause)
 	}
 
-	resp, err := a.do(ctx, http.MethodPost, a.endpoint("execute", ""), req.RequestKey, body)
+	resp, err := a.do(ctx, http.MethodPost, a.endpoint("execute", ""), req.IdempotencyKey, body)
 	switch {
 	case err != nil:
 		return models.ExecuteResult{}, unknown(err)
 	case resp.code == http.StatusConflict:
-		return models.ExecuteResult{}, fmt.Errorf("httpadapter: execute %q: %w", req.RequestKey, models.ErrStateConflict)
+		return models.ExecuteResult{}, fmt.Errorf("httpadapter: execute %q: %w", req.IdempotencyKey, models.ErrStateConflict)
 	case is2xx(resp.code):
 		res, err := decodeOutcome(resp)
 		if err != nil {
@@ -308,7 +326,7 @@ func (a *Adapter) Execute(ctx context.Context, req models.ExecuteRequest) (model
 }
 
 // Status asks the business system for the outcome of an earlier Execute by
-// request key (sent as GET {base}/executions/{key}?tenant=…).
+// idempotency key (sent as GET {base}/executions/{key}?tenant=…).
 //
 // Errors: models.ErrNeverArrived (wrapped) on 404; otherwise, when the
 // business system could not be asked or gave no usable answer (transport
@@ -418,7 +436,8 @@ func (a *Adapter) do(ctx context.Context, method string, u *url.URL, idemKey str
 	ts := a.clock().Unix()
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	// Sign exactly the target net/http writes on the request line.
-	req.Header.Set(HeaderSignature, Sign(a.secret, ts, method, req.URL.RequestURI(), idemKey, body))
+	reqSig := Sign(a.secret, ts, method, req.URL.RequestURI(), idemKey, body)
+	req.Header.Set(HeaderSignature, reqSig)
 
 	res, err := a.client.Do(req)
 	if err != nil {
@@ -432,6 +451,17 @@ func (a *Adapter) do(ctx context.Context, method string, u *url.URL, idemKey str
 	out := response{code: res.StatusCode, body: data}
 	if len(data) > MaxBodyBytes {
 		out.body, out.tooLarge = nil, true
+	}
+	if !a.unsigned {
+		// An answer that does not prove it comes from the business system,
+		// for this very request, is no answer: the callers treat the error
+		// like a lost response. A cut body cannot be checked either.
+		if out.tooLarge {
+			return response{}, fmt.Errorf("answer (HTTP %d) too large to verify: %w", res.StatusCode, ErrResponseSignature)
+		}
+		if err := VerifyResponse(a.secret, res.Header, res.StatusCode, reqSig, data, a.clock(), 0); err != nil {
+			return response{}, fmt.Errorf("answer (HTTP %d): %w", res.StatusCode, err)
+		}
 	}
 	return out, nil
 }
@@ -449,11 +479,11 @@ func (a *Adapter) endpoint(rel, rawQuery string) *url.URL {
 // path segment.
 func checkKey(key string) error {
 	if key == "" || key == "." || key == ".." || len(key) > maxKeyLen {
-		return models.Errorf(models.EInternal, "invalid request key")
+		return models.Errorf(models.EInternal, "invalid idempotency key")
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c <= ' ' || c >= 0x7f {
-			return models.Errorf(models.EInternal, "invalid request key")
+			return models.Errorf(models.EInternal, "invalid idempotency key")
 		}
 	}
 	return nil

@@ -22,7 +22,7 @@ const (
 	// comma-separated list ("v1=…,v1=…") and succeeds if any entry matches,
 	// so a sender may sign with an old and a new secret during rotation.
 	HeaderSignature = "X-Countersign-Signature"
-	// HeaderIdempotencyKey carries the request key of an execute. It is part
+	// HeaderIdempotencyKey carries the idempotency key of an execute (the execution's downstream key). It is part
 	// of the signed string, so it cannot be swapped in transit.
 	HeaderIdempotencyKey = "Idempotency-Key"
 )
@@ -126,23 +126,7 @@ func VerifyRequest(secret []byte, r *http.Request, now time.Time, maxSkew time.D
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	want := mac(secret, ts, r.Method, requestTarget(r), r.Header.Get(HeaderIdempotencyKey), body)
-	ok := false
-	for _, part := range strings.Split(sigText, ",") {
-		v, found := strings.CutPrefix(strings.TrimSpace(part), "v1=")
-		if !found {
-			continue
-		}
-		got, err := hex.DecodeString(v)
-		if err != nil {
-			continue
-		}
-		// Keep looping after a match so the time taken does not depend on
-		// which entry matched.
-		if hmac.Equal(got, want) {
-			ok = true
-		}
-	}
-	if !ok {
+	if !anyMatch(sigText, want) {
 		return nil, ErrSignatureInvalid
 	}
 	return body, nil
@@ -162,4 +146,151 @@ func requestTarget(r *http.Request) string {
 		return u.RequestURI()
 	}
 	return rt
+}
+
+// ErrResponseSignature: an answer from the business system carries no valid
+// signature for the request it claims to answer (missing, malformed, made
+// with another secret, for another request, or outside the allowed skew).
+var ErrResponseSignature = errors.New("httpadapter: invalid response signature")
+
+// SignResponse returns the value of the X-Countersign-Signature header of a
+// business system's answer: "v1=" followed by the lower-case hex
+// HMAC-SHA256, keyed with the same secret as requests, of
+//
+//	"response\n" + ts + "\n" + status + "\n" + requestSignature + "\n" + body
+//
+// where ts is the answer's X-Countersign-Timestamp in base 10, status the
+// HTTP status code in base 10, requestSignature the X-Countersign-Signature
+// header of the request being answered, exactly as received, and body the
+// answer's body byte for byte. The "response" prefix keeps an answer's MAC
+// from ever passing as a request's. The request's signature covers its
+// timestamp, method, target, idempotency key and body, so an answer signed
+// for one request does not verify for any other.
+func SignResponse(secret []byte, ts int64, status int, requestSignature string, body []byte) string {
+	return "v1=" + hex.EncodeToString(responseMAC(secret, ts, status, requestSignature, body))
+}
+
+func responseMAC(secret []byte, ts int64, status int, requestSignature string, body []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	io.WriteString(h, "response\n")
+	io.WriteString(h, strconv.FormatInt(ts, 10))
+	io.WriteString(h, "\n")
+	io.WriteString(h, strconv.Itoa(status))
+	io.WriteString(h, "\n")
+	io.WriteString(h, requestSignature)
+	io.WriteString(h, "\n")
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// WriteSignedResponse writes an answer to r signed with SignResponse, for
+// business systems written in Go: it sets X-Countersign-Timestamp (now) and
+// X-Countersign-Signature, then the status and body. Set other headers
+// (e.g. Content-Type) before calling it.
+func WriteSignedResponse(w http.ResponseWriter, r *http.Request, secret []byte, now time.Time, status int, body []byte) error {
+	ts := now.Unix()
+	w.Header().Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	w.Header().Set(HeaderSignature, SignResponse(secret, ts, status, r.Header.Get(HeaderSignature), body))
+	w.WriteHeader(status)
+	_, err := w.Write(body)
+	return err
+}
+
+// VerifyResponse checks an answer's signature headers against the request
+// signature it was sent with: the timestamp must be within maxSkew of now
+// (DefaultMaxSkew when maxSkew <= 0) and one of the comma-separated "v1="
+// entries must match in constant time. It returns ErrResponseSignature.
+func VerifyResponse(secret []byte, header http.Header, status int, requestSignature string, body []byte, now time.Time, maxSkew time.Duration) error {
+	if maxSkew <= 0 {
+		maxSkew = DefaultMaxSkew
+	}
+	tsText, sigText := header.Get(HeaderTimestamp), header.Get(HeaderSignature)
+	if tsText == "" || sigText == "" || len(secret) == 0 || requestSignature == "" {
+		return ErrResponseSignature
+	}
+	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil || strconv.FormatInt(ts, 10) != tsText {
+		return ErrResponseSignature
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > maxSkew || d < -maxSkew {
+		return ErrResponseSignature
+	}
+	if !anyMatch(sigText, responseMAC(secret, ts, status, requestSignature, body)) {
+		return ErrResponseSignature
+	}
+	return nil
+}
+
+// anyMatch reports whether one of the comma-separated "v1=<hex>" entries of
+// header equals want, comparing every entry in constant time.
+func anyMatch(header string, want []byte) bool {
+	ok := false
+	for _, part := range strings.Split(header, ",") {
+		v, found := strings.CutPrefix(strings.TrimSpace(part), "v1=")
+		if !found {
+			continue
+		}
+		got, err := hex.DecodeString(v)
+		if err != nil {
+			continue
+		}
+		// Keep looping after a match so the time taken does not depend on
+		// which entry matched.
+		if hmac.Equal(got, want) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// SignResponses wraps a business system's handler so that every answer it
+// gives is signed with SignResponse for the request it answers. The answer
+// is held in memory until the handler returns (at most MaxBodyBytes+1 bytes
+// are kept; a longer body is cut, and countersign refuses it as oversized),
+// then sent with X-Countersign-Timestamp and X-Countersign-Signature. now is
+// time.Now when nil.
+func SignResponses(secret []byte, now func() time.Time, next http.Handler) http.Handler {
+	secret = bytes.Clone(secret)
+	if now == nil {
+		now = time.Now
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		if rec.hijacked {
+			return
+		}
+		_ = WriteSignedResponse(w, r, secret, now(), rec.status, rec.body.Bytes())
+	})
+}
+
+// recorder holds an answer until it can be signed. Headers go straight to
+// the real writer's header map; status and body are kept.
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+	body        bytes.Buffer
+	hijacked    bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = code, true
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.wroteHeader = true
+	if room := MaxBodyBytes + 1 - r.body.Len(); room > 0 {
+		r.body.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Unwrap lets http.ResponseController reach the real writer (a handler
+// that hijacks the connection sends nothing through the recorder).
+func (r *recorder) Unwrap() http.ResponseWriter {
+	r.hijacked = true
+	return r.ResponseWriter
 }
