@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -334,7 +335,34 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.DecidedNote = h.settledNote(p, expired)
 	}
 	page.CanRevoke = canRevoke(p, s.User, now)
+	for _, e := range p.Timeline() {
+		st := proposals.Step{At: h.formatTime(e.At), AtISO: e.At.UTC().Format(time.RFC3339), Text: h.stepText(e)}
+		if e.Decision != nil {
+			st.Detail = visible.Reveal(e.Detail, visible.FreeText).Shown
+		}
+		page.Timeline = append(page.Timeline, st)
+	}
 	return page, nil
+}
+
+// stepText words one step of a proposal's timeline.
+func (h *Pages) stepText(e models.TimelineEvent) string {
+	switch e.Kind {
+	case models.StepProposed:
+		return "Proposed by " + e.Who
+	case models.StepApproved:
+		return "Approved by " + e.Who + " (" + amrText(e.Decision.AMR) + ")"
+	case models.StepDeclined:
+		return "Declined by " + e.Who
+	case models.StepConfirmed:
+		return "Confirmed: a one-time token was issued"
+	case models.StepRedeemed:
+		return "Token redeemed by " + e.Who + ": execution started"
+	case models.StepExecuted:
+		return "The business system answered: " + statusBadge(models.Status(e.Detail)).Text
+	default:
+		return statusBadge(models.Status(e.Detail)).Text
+	}
 }
 
 // contextFold is the length past which the agent's context is folded away:

@@ -482,3 +482,107 @@ func atoi(s string) int {
 	fmt.Sscan(s, &n)
 	return n
 }
+
+// TestBrowserHistoryAnswersQuestions: each history card says what the
+// write did, what the business system answered (the refunded amount) or
+// why nothing was done, who approved with which method and comment; the
+// history filters by target, agent, reviewer, tool, status and date, pages
+// by keyset, and a proposal's page shows its whole timeline.
+func TestBrowserHistoryAnswersQuestions(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	term := d.terminal(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	other := d.ownedAgent(t, term, "billing-bot", d.creds.Admin)
+	admin := terminalUser(t, term, d.creds.Admin)
+	alice := terminalUser(t, term, d.creds.Reviewer)
+	ctx := context.Background()
+	approve := func(u models.User, id, comment string) *models.Proposal {
+		t.Helper()
+		p, err := term.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Comment: comment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	refund := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1001","amount_minor":5000,"currency":"CNY","reason":"Goodwill"}}`)
+	p := approve(alice, refund.ID, "Loyal customer")
+	if exec := agent.execute(refund.ID, p.Token.Compact); exec["status"] != "succeeded" {
+		t.Fatalf("execute: %v", exec)
+	}
+	declined := other.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1002","amount_minor":7000,"currency":"CNY","reason":"Late"}}`)
+	if _, err := term.Protocol.Decline(ctx, protocol.DeclineInput{Reviewer: alice, ProposalID: declined.ID,
+		DigestSeen: mustDigest(t, term, alice, declined.ID), Reason: "Already compensated by coupon"}); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for i := range 22 { // enough for a second page of 20
+		c := agent.propose(fmt.Sprintf(`{"tool":"send_customer_email","arguments":{"customer_id":"cus_00%d","template":"apology","subject":"Sorry %d","body":"b","send_at":null}}`, 1+i%3, i))
+		approve(admin, c.ID, "")
+		rest = append(rest, c.ID)
+	}
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	card := func(id string) string { return fmt.Sprintf(`[data-testid=history-row][data-id="%s"] `, id) }
+	for _, s := range screens {
+		j.step("history by target at "+s.name, chromedp.EmulateViewport(s.width, s.height),
+			chromedp.Navigate(d.base+"/history?target=ord_1001"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid=history-row]`)))
+		if n := j.eval(`String(document.querySelectorAll('[data-testid=history-row]').length)`); n != "1" {
+			t.Errorf("%s: %s cards for ord_1001, want 1", s.name, n)
+		}
+		if got := j.text(card(refund.ID) + `[data-testid=history-summary]`); got != "Refund ¥50.00 CNY to order ord_1001 · original payment method" {
+			t.Errorf("%s: summary = %q", s.name, got)
+		}
+		if got := j.text(card(refund.ID) + `[data-testid=history-result]`); !strings.Contains(got, "Succeeded") || !strings.Contains(got, "refunded: ¥50.00 CNY") {
+			t.Errorf("%s: result = %q", s.name, got)
+		}
+		if got := j.text(card(refund.ID) + `[data-testid=approvers]`); !strings.Contains(got, "alice (password)") {
+			t.Errorf("%s: approvers = %q", s.name, got)
+		}
+		if got := j.text(card(refund.ID) + `[data-testid=approver-comment]`); !strings.Contains(got, "Loyal customer") {
+			t.Errorf("%s: comment = %q", s.name, got)
+		}
+		j.shot("history-" + s.name + ".png")
+
+		// Agent, reviewer, tool, status and date.
+		count := func(query string) string {
+			j.step("history "+query, chromedp.Navigate(d.base+"/history?"+query), chromedp.WaitVisible(chromedp.CSS(`h1`)))
+			return j.eval(`String(document.querySelectorAll('[data-testid=history-row]').length)`)
+		}
+		if n := count("agent=billing-bot"); n != "1" {
+			t.Errorf("%s: %s cards of billing-bot, want 1", s.name, n)
+		}
+		if got := j.text(card(declined.ID) + `[data-testid=history-result]`); !strings.Contains(got, "Already compensated by coupon") {
+			t.Errorf("%s: rejection reason = %q", s.name, got)
+		}
+		if n := count("reviewer=alice"); n != "2" {
+			t.Errorf("%s: %s cards decided by alice, want 2", s.name, n)
+		}
+		if n := count("reviewer=alice&tool=refund_order&status=declined"); n != "1" {
+			t.Errorf("%s: %s declined refunds by alice, want 1", s.name, n)
+		}
+		yesterday := time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")
+		if n := count("before=" + yesterday); n != "0" {
+			t.Errorf("%s: %s cards proposed before %s, want 0", s.name, n, yesterday)
+		}
+		// Keyset pages: 24 settled proposals, 20 per page, each once.
+		if n := count("tool=send_customer_email"); n != "20" {
+			t.Errorf("%s: first page has %s cards, want 20", s.name, n)
+		}
+		j.step("older page", chromedp.Click(chromedp.CSS(`[data-testid=older]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=newest]`)))
+		if got := j.eval(`[...document.querySelectorAll('[data-testid=history-row]')].map(e => e.dataset.id).join(' ')`); got != strings.Join([]string{rest[1], rest[0]}, " ") {
+			t.Errorf("%s: second page = %q, want the two oldest e-mails", s.name, got)
+		}
+
+		// The proposal's page tells its whole story.
+		j.step("timeline", chromedp.Navigate(d.base+"/proposals/"+refund.ID), chromedp.WaitVisible(chromedp.CSS(`[data-testid=timeline]`)))
+		steps := j.eval(`[...document.querySelectorAll('[data-testid=timeline-step] span')].map(e => e.textContent).join(' | ')`)
+		for _, want := range []string{"Proposed by demo-agent", "Approved by alice (password)", "Confirmed: a one-time token was issued",
+			"Token redeemed by demo-agent: execution started", "The business system answered: Succeeded"} {
+			if !strings.Contains(steps, want) {
+				t.Errorf("%s: timeline %q lacks %q", s.name, steps, want)
+			}
+		}
+		j.shot("proposal-timeline-" + s.name + ".png")
+	}
+}

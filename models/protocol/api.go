@@ -21,9 +21,12 @@ type ListQuery struct {
 	Statuses   []models.Status // when set, only these states
 	Tool       string
 	Tier       string
-	Resource   string    // one target: a resource id or a batch's set digest
-	ReviewerID string    // only what this reviewer decided
-	Before     time.Time // only what was created before (zero: no bound)
+	Resource   string // one target: a resource id or a batch's set digest
+	ReviewerID string // only what this reviewer decided
+	// AgentName and ReviewerName filter by name (the console's search);
+	// a name that names nobody matches nothing.
+	AgentName, ReviewerName string
+	Before                  time.Time // only what was created before (zero: no bound)
 	// ByTimeLeft sorts by expiry, soonest first, instead of newest first.
 	ByTimeLeft bool
 	// WithDecisions loads the decisions of each listed proposal.

@@ -615,6 +615,26 @@ func (s *Service) List(ctx context.Context, tenantID string, q ListQuery) (Page,
 			return Page{}, models.Errorf(models.EInvalidRequest, "unknown status %q", st)
 		}
 	}
+	if q.AgentName != "" {
+		a, err := s.store.AgentByName(ctx, tenantID, q.AgentName)
+		if models.IsCode(err, models.ENotFound) || (err == nil && q.AgentID != "" && a.ID != q.AgentID) {
+			return Page{}, nil
+		}
+		if err != nil {
+			return Page{}, err
+		}
+		q.AgentID = a.ID
+	}
+	if q.ReviewerName != "" {
+		u, _, err := s.store.UserCredentials(ctx, tenantID, q.ReviewerName)
+		if models.IsCode(err, models.ENotFound) {
+			return Page{}, nil
+		}
+		if err != nil {
+			return Page{}, err
+		}
+		q.ReviewerID = u.ID
+	}
 	f := store.ListFilter{TenantID: tenantID, AgentID: q.AgentID, Statuses: q.Statuses, Tool: q.Tool, Tier: q.Tier,
 		Resource: q.Resource, ReviewerID: q.ReviewerID, CreatedBefore: q.Before, WithDecisions: q.WithDecisions,
 		Cursor: q.Cursor, Limit: q.Limit}
