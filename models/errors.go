@@ -26,6 +26,7 @@ const (
 	ESelfApproval        Code = "self_approval"         // 403: the requester may not approve its own proposal
 	EDutyConflict        Code = "separation_of_duties"  // 403: the reviewer's enrolment ties them to the agent's administrator
 	ENotFound            Code = "not_found"             // 404: no such object in this tenant
+	EMethodNotAllowed    Code = "method_not_allowed"    // 405: the route exists, the method does not
 	EUnknownToken        Code = "unknown_token"         // 404: no such token id
 	EAlreadyConsumed     Code = "already_consumed"      // 409: token was redeemed before
 	EStateChanged        Code = "state_changed"         // 409: business state moved; a new preview is needed

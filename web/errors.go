@@ -43,7 +43,7 @@ const internalMessage = "internal error"
 // errorHandler is the server's one error handler. A *models.Error anywhere in
 // the chain gives the status of its code and its caller-safe message, fields
 // and details; echo's own errors (no route, wrong method) become not_found
-// or invalid_request; anything else is 500 internal. The text of an error is
+// or method_not_allowed; anything else is 500 internal. The text of an error is
 // never shown unless it is a *models.Error message, which is written for the
 // caller; causes are logged, with the request id, for every 5xx.
 //
@@ -148,7 +148,7 @@ func errorResponse(err error) (int, errorBody) {
 		case he.Code == http.StatusNotFound:
 			return he.Code, errorBody{Error: errorJSON{Code: models.ENotFound, Message: "no such route"}}
 		case he.Code == http.StatusMethodNotAllowed:
-			return he.Code, errorBody{Error: errorJSON{Code: models.EInvalidRequest, Message: "method not allowed on this route"}}
+			return he.Code, errorBody{Error: errorJSON{Code: models.EMethodNotAllowed, Message: "method not allowed on this route"}}
 		case he.Code == http.StatusRequestEntityTooLarge:
 			return http.StatusBadRequest, errorBody{Error: errorJSON{Code: models.EInvalidRequest, Message: "request body too large"}}
 		case he.Code >= 400 && he.Code < 500:

@@ -117,3 +117,11 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.POST("/admin/deliveries/:id/redeliver", wh.Redeliver, adminForm...)
 	}
 }
+
+// operatorRoutes are the operator's, not the API's or the console's:
+// /metrics exists only when configured (and protects itself).
+func operatorRoutes(e *echo.Echo, metrics http.Handler) {
+	if metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(metrics))
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/countersign/countersign/handlers/api"
 	"github.com/countersign/countersign/handlers/console"
@@ -48,6 +50,15 @@ type Config struct {
 	// that is not itself a trusted proxy. Empty: the connection's peer is
 	// the client, and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
+	// Drain, when set, refuses new requests with 503 once started, for a
+	// graceful shutdown (see Drain).
+	Drain *Drain
+	// Metrics, when set, is served at GET /metrics; it does its own
+	// authentication.
+	Metrics http.Handler
+	// Tracer, when set, makes a server span for every request (see
+	// serverSpan).
+	Tracer trace.Tracer
 }
 
 // Deps are the server's collaborators.
@@ -183,14 +194,17 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	// line.
 	e.Use(
 		requestID(),
+		serverSpan(cfg.Tracer),
 		noSniff,
 		session.SecurityHeaders(cfg.Secure),
 		accessLog(logger),
+		drainMiddleware(cfg.Drain),
 		recoverPanics,
 		headStopsAtHeaders,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
 	routes(e, apiHandlers, con)
+	operatorRoutes(e, cfg.Metrics)
 	return e
 }
 

@@ -374,8 +374,8 @@ func TestEchoErrorsUseTheEnvelope(t *testing.T) {
 	}{
 		{"GET", "/no/such/route", nil, http.StatusNotFound, models.ENotFound},
 		{"GET", "/api/v1/no-such-route", authed, http.StatusNotFound, models.ENotFound},
-		{"DELETE", "/healthz", nil, http.StatusMethodNotAllowed, models.EInvalidRequest},
-		{"PUT", "/api/v1/proposals/prop_1", authed, http.StatusMethodNotAllowed, models.EInvalidRequest},
+		{"DELETE", "/healthz", nil, http.StatusMethodNotAllowed, models.EMethodNotAllowed},
+		{"PUT", "/api/v1/proposals/prop_1", authed, http.StatusMethodNotAllowed, models.EMethodNotAllowed},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			r := get(t, srv, tc.method, tc.path, tc.header)

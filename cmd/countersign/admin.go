@@ -270,7 +270,8 @@ Creates a new Ed25519 token signing key, makes it the one that signs new
 confirmation tokens and prints its key id (kid). Earlier keys stay in the
 JWKS and keep verifying the tokens they signed. A running server switches to
 the new key the next time it re-reads the key set (any JWKS request makes it
-do so) or when it restarts.`, c.stdout)
+do so) or when it restarts. When the database's keys are encrypted, give the
+key-encryption key in COUNTERSIGN_KEK_FILE or COUNTERSIGN_KEK.`, c.stdout)
 	dbFlag(cmd.fs, &db)
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
@@ -282,11 +283,23 @@ do so) or when it restarts.`, c.stdout)
 	if err := cmd.required(map[string]string{"db": db}); err != nil {
 		return err
 	}
-	st, err := c.openStore(ctx, db)
+	key, err := c.loadKEK(c.getenv(envName("kek-file")))
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(db, store.Options{Logger: c.quietLogger(), KEK: key})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	// A new key is sealed like the others; a database whose keys need a
+	// KEK this command was not given is refused before anything is added.
+	if _, err := st.CheckKeys(ctx); err != nil {
+		return err
+	}
 	kid, err := token.New(st, token.Config{}).Rotate(ctx)
 	if err != nil {
 		return err

@@ -53,11 +53,23 @@ func newCommand(name, synopsis, about string, out io.Writer) *command {
 	return &command{fs: fs, synopsis: synopsis, about: about, out: out}
 }
 
-// parse sets every flag from its environment variable, then from args (so
-// the command line wins), and returns the positional arguments. Flags may
+// parse sets every flag from the configuration file, when the command has
+// --config and one is named (see configPath), then from its environment
+// variable, then from args (so the command line wins over the environment,
+// which wins over the file), and returns the positional arguments. Flags may
 // come before, between or after positional arguments; "--" ends the flags.
 // -h or --help prints the help to out and returns errHelp.
 func (c *command) parse(args []string, getenv func(string) string) ([]string, error) {
+	if readsConfigFile(c.fs) {
+		if path := configPath(args, getenv); path != "" {
+			if err := c.applyConfigFile(path); err != nil {
+				return nil, err
+			}
+			// A list from the file is replaced, not extended, by the
+			// environment or the command line.
+			markListsReplaceable(c.fs)
+		}
+	}
 	var envErr error
 	c.fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)
@@ -73,11 +85,7 @@ func (c *command) parse(args []string, getenv func(string) string) ([]string, er
 		return nil, envErr
 	}
 	// A list given on the command line replaces the environment's.
-	c.fs.VisitAll(func(f *flag.Flag) {
-		if l, ok := f.Value.(*listFlag); ok {
-			l.fromEnv = len(l.values) > 0
-		}
-	})
+	markListsReplaceable(c.fs)
 	var positional []string
 	for {
 		err := c.fs.Parse(args)
@@ -130,6 +138,16 @@ func (c *command) printHelp() {
 		}
 		tail = append(tail, "env "+envName(f.Name))
 		fmt.Fprintf(w, "      (%s)\n", strings.Join(tail, "; "))
+	})
+}
+
+// markListsReplaceable makes the next Set of every list flag that has
+// values replace them instead of adding to them.
+func markListsReplaceable(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if l, ok := f.Value.(*listFlag); ok {
+			l.fromEnv = len(l.values) > 0
+		}
 	})
 }
 

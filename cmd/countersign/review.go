@@ -82,8 +82,12 @@ func (c *cli) parseReview(cmd *command, args []string, cfg *reviewConfig, wantID
 // signIn opens the application and authenticates the reviewer with the
 // password from stdin. The caller closes the application.
 func (c *cli) signIn(ctx context.Context, cfg reviewConfig) (*app.App, models.User, error) {
+	key, err := c.loadKEK(c.getenv(envName("kek-file")))
+	if err != nil {
+		return nil, models.User{}, err
+	}
 	a, err := app.Open(ctx, app.Config{DB: cfg.DB, ToolsFile: cfg.Tools, Issuer: cfg.Issuer, Audience: cfg.Audience,
-		Getenv: c.getenv, Logger: c.quietLogger()})
+		Getenv: c.getenv, Logger: c.quietLogger(), KEK: key})
 	if err != nil {
 		return nil, models.User{}, err
 	}

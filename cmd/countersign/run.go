@@ -23,6 +23,9 @@ type cli struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// checkOnly makes serve stop after checking its configuration
+	// (countersign config check).
+	checkOnly bool
 }
 
 const topUsage = `countersign puts a human confirmation between AI agents and the writes they
@@ -58,14 +61,25 @@ Usage:
                                      (or before a failed attempt is retried);
                                      the administrator's password on stdin
   countersign keys rotate            sign new tokens with a new key; prints its kid
+  countersign keys rekey --kek-file NEW [--old-kek-file OLD]
+                                     encrypt the stored keys under a new
+                                     key-encryption key
   countersign evidence verify PROPOSAL_ID --tenant T
                                      re-verify each approval's security-key
                                      evidence from the stored data alone
+  countersign backup --to FILE       consistent snapshot of an SQLite database
+                                     (PostgreSQL: prints pg_dump guidance)
+  countersign restore --from FILE --db sqlite://PATH [--force]
+                                     restore a checked backup
+  countersign config check --config FILE
+                                     check a serve configuration file
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
 --db is COUNTERSIGN_DB, --base-url is COUNTERSIGN_BASE_URL, and so on. A flag
-given on the command line wins over the environment.
+given on the command line wins over the environment. "countersign serve
+--config FILE" reads its flags from a YAML file too (the environment and the
+command line win over it); "countersign config check --config FILE" checks one.
 
 Run 'countersign COMMAND -h' for a command's flags.
 `
@@ -116,9 +130,15 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "revoke":
 		return c.revoke(ctx, rest)
 	case "keys":
-		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate})
+		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate, "rekey": c.keysRekey})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
+	case "config":
+		return c.group(ctx, "config", rest, map[string]func(context.Context, []string) error{"check": c.configCheck})
+	case "backup":
+		return c.backup(ctx, rest)
+	case "restore":
+		return c.restore(ctx, rest)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			return usagef("countersign version", "unexpected argument %q", rest[0])

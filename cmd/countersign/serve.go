@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
 	"github.com/countersign/countersign/models/protocol"
@@ -75,6 +78,13 @@ type serveConfig struct {
 	SMTPAddr, SMTPFrom, SMTPUsername, SMTPPassword string
 	SMTPStartTLS                                   bool
 	SlackWebhookURL                                string
+	// Operations.
+	MetricsAddr  string
+	MetricsToken string
+	KEKFile      string
+	OTLPEndpoint string
+	tracing      bool   // traces are exported
+	metricsURL   string // where metrics are served, once listening; "" when nowhere
 }
 
 const serveAbout = `
@@ -161,6 +171,8 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.SMTPPassword, "smtp-password", "", "SMTP AUTH `PASSWORD`; prefer COUNTERSIGN_SMTP_PASSWORD")
 	fs.BoolVar(&cfg.SMTPStartTLS, "smtp-starttls", false, "refuse a mail server that does not offer STARTTLS\n(STARTTLS is used whenever offered)")
 	fs.StringVar(&cfg.SlackWebhookURL, "slack-webhook-url", "", "Slack-compatible incoming webhook `URL` reviewer notifications are posted to")
+	opsFlags(fs, &cfg)
+	configFileFlag(fs)
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -207,6 +219,21 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
 	}
+	if c.checkOnly {
+		if _, err := c.loadKEK(cfg.KEKFile); err != nil {
+			return err
+		}
+		if cfg.OTLPEndpoint != "" {
+			// Builds the exporter, which checks the URL and connects to nothing.
+			_, stop, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint})
+			if err != nil {
+				return err
+			}
+			_ = stop(ctx)
+		}
+		_, _, err := cookieKeys(cfg)
+		return err
+	}
 	return c.runServer(ctx, cfg)
 }
 
@@ -228,7 +255,7 @@ func cookieKeys(cfg serveConfig) (hash, block []byte, err error) {
 }
 
 func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(tracing.LogHandler(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	// Listen first: a taken port fails before anything else happens, and
 	// with port 0 the real address is known before it is printed.
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -243,6 +270,23 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	hashKey, blockKey, err := cookieKeys(cfg)
 	if err != nil {
 		return err
+	}
+	key, err := c.loadKEK(cfg.KEKFile)
+	if err != nil {
+		return err
+	}
+	tp, stopTracing, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, Getenv: c.getenv, ServiceVersion: buildVersion()})
+	if err != nil {
+		return err
+	}
+	defer flushTraces(ctx, stopTracing, logger)
+	_, cfg.tracing = tp.(*sdktrace.TracerProvider)
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("cannot listen on --metrics-addr %s: %w", cfg.MetricsAddr, err)
+		}
+		defer metricsLn.Close()
 	}
 	a, err := app.Open(ctx, app.Config{
 		DB:              cfg.DB,
@@ -274,6 +318,9 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		SMTP: events.SMTPConfig{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername,
 			Password: cfg.SMTPPassword, StartTLS: cfg.SMTPStartTLS},
 		SlackWebhookURL: cfg.SlackWebhookURL,
+		MetricsToken:    mainServerMetricsToken(cfg),
+		KEK:             key,
+		TracerProvider:  tp,
 	})
 	if err != nil {
 		return err
@@ -288,6 +335,11 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		}
 		creds = &d
 	}
+	if metricsLn != nil {
+		stopMetrics := serveMetrics(ctx, metricsLn, a, cfg.MetricsToken, logger)
+		defer stopMetrics()
+	}
+	cfg.metricsURL = metricsURL(cfg, base, metricsLn)
 	c.printBanner(c.stdout, cfg, base, a, creds)
 	logger.Info("countersign started", "version", buildVersion(), "addr", ln.Addr().String(),
 		"base_url", base, "db", redactDB(cfg.DB), "tools", len(a.Registry.Tools()), "demo", cfg.Demo)
@@ -314,6 +366,15 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	fmt.Fprintf(w, "  API:      %s/api/v1/proposals\n", base)
 	fmt.Fprintf(w, "  JWKS:     %s/.well-known/jwks.json\n", base)
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
+	if cfg.metricsURL != "" {
+		fmt.Fprintf(w, "  Metrics:  %s\n", cfg.metricsURL)
+	}
+	if cfg.tracing {
+		fmt.Fprintf(w, "  Traces:   OTLP/HTTP to %s\n", orDefault(cfg.OTLPEndpoint, "the OTEL_EXPORTER_OTLP_* endpoint"))
+	}
+	if warn := keysWarning(a); warn != "" {
+		fmt.Fprintf(w, "  WARNING:  %s\n", warn)
+	}
 	fmt.Fprintf(w, "  Tools:    %s\n", strings.Join(names, ", "))
 	fmt.Fprintf(w, "  Keys:     security keys work at %s (relying party %s)\n", strings.Join(a.StepUp.Origins(), ", "), a.StepUp.RPID())
 	if creds == nil {

@@ -25,6 +25,8 @@ func Of(code models.Code) int {
 		return http.StatusForbidden
 	case models.ENotFound, models.EUnknownToken:
 		return http.StatusNotFound
+	case models.EMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case models.EAlreadyConsumed, models.EStateChanged, models.EIdempotencyKeyReuse,
 		models.EInvalidState, models.EAlreadyDecided, models.EAlreadyExists:
 		return http.StatusConflict

@@ -22,6 +22,7 @@ func TestOf(t *testing.T) {
 		{models.EForbidden, http.StatusForbidden},
 		{models.ENotFound, http.StatusNotFound},
 		{models.EUnknownToken, http.StatusNotFound},
+		{models.EMethodNotAllowed, http.StatusMethodNotAllowed},
 		{models.EAlreadyDecided, http.StatusConflict},
 		{models.EInvalidState, http.StatusConflict},
 		{models.EStateChanged, http.StatusConflict},

@@ -19,8 +19,12 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/countersign/countersign/internal/kek"
+	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
 	"github.com/countersign/countersign/models/auth"
@@ -119,6 +123,20 @@ type Config struct {
 	// DispatchInterval is how often webhooks and notifications that are due
 	// are looked for; 1s when zero.
 	DispatchInterval time.Duration
+	// MetricsToken, when set, serves Prometheus metrics at /metrics of the
+	// main server to requests with "Authorization: Bearer MetricsToken".
+	// Without it /metrics is not routed; MetricsHandler serves them on a
+	// listener of the caller's choosing.
+	MetricsToken string
+
+	// KEK encrypts the keys the database keeps (token signing keys, cookie
+	// keys); nil stores them unencrypted. Open fails with a
+	// *store.KeyError when stored keys need another KEK.
+	KEK *kek.KEK
+
+	// TracerProvider receives spans for requests and protocol calls
+	// (see internal/tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // App is the assembled application.
@@ -135,6 +153,14 @@ type App struct {
 	Server    *echo.Echo
 	cfg       Config
 	Events    *events.Service
+	// Drain refuses new requests with 503 while Serve shuts down.
+	Drain *web.Drain
+	// Keys is what the start-up check of the stored keys found: how many
+	// are encrypted and how many still plain.
+	Keys store.KeyReport
+	// Metrics are the Prometheus metrics; other parts (notification
+	// queues) may add gauges with Metrics.RegisterGauge.
+	Metrics *metrics.Metrics
 }
 
 // Open connects to the database, applies migrations, loads the registry,
@@ -162,7 +188,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 			return nil, fmt.Errorf("tools %s: %w", cfg.ToolsFile, err)
 		}
 	}
-	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock,
+	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock, KEK: cfg.KEK,
 		Notify: events.NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL)})
 	if err != nil {
 		return nil, err
@@ -179,15 +205,26 @@ func (a *App) init(ctx context.Context) error {
 	if _, err := a.Store.Migrate(ctx); err != nil {
 		return err
 	}
+	// Every stored key opens with the configured KEK, or nothing starts.
+	var err error
+	if a.Keys, err = a.Store.CheckKeys(ctx); err != nil {
+		return err
+	}
 	adapters, err := buildAdapters(a.Registry, a.Store, a.cfg.Getenv)
 	if err != nil {
 		return err
+	}
+	a.Metrics = metrics.New(metrics.Config{Stats: a.Store, DB: a.Store.DB(), Clock: a.cfg.Clock, Logger: a.cfg.Logger,
+		Waiting: func() int { return a.Protocol.Waiting() }})
+	for name, ad := range adapters {
+		adapters[name] = a.Metrics.Adapter(name, ad)
 	}
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
 	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
 		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval,
-		HeartbeatInterval: a.cfg.HeartbeatInterval, InstanceTimeout: a.cfg.InstanceTimeout, Limits: a.cfg.Limits})
+		HeartbeatInterval: a.cfg.HeartbeatInterval, InstanceTimeout: a.cfg.InstanceTimeout, Limits: a.cfg.Limits,
+		Observer: a.Metrics, Tracer: tracing.Tracer(a.cfg.TracerProvider)})
 	if err != nil {
 		return err
 	}
@@ -221,8 +258,14 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.Drain = &web.Drain{}
+	var metricsRoute http.Handler
+	if a.cfg.MetricsToken != "" {
+		metricsRoute = metrics.Protect(a.Metrics.Handler(), a.cfg.MetricsToken)
+	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
-		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies},
+		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies,
+		Metrics: metricsRoute, Tracer: webTracer(a.cfg.TracerProvider)},
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
 	return nil
@@ -328,6 +371,18 @@ func (a *App) pruneConsole(ctx context.Context) {
 	}
 }
 
+// webTracer is the tracer for server spans, or nil without a provider.
+func webTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tracing.Tracer(tp)
+}
+
+// MetricsHandler serves the Prometheus metrics without authentication, for
+// a listen address of their own (countersign serve --metrics-addr).
+func (a *App) MetricsHandler() http.Handler { return a.Metrics.Handler() }
+
 // Close releases the database.
 func (a *App) Close() error { return a.Store.Close() }
 
@@ -395,14 +450,16 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 
 	hs := a.Server.Server
 	hs.Handler = a.Server
-	// Requests in flight when shutdown starts get ShutdownGrace to finish;
-	// then their contexts end, which makes long-polls (held up to a minute)
-	// answer with the current state at once. Executions run detached from
-	// the request, so a write that reached the business system is not cut.
+	// Shutdown in two steps. First the server keeps listening but answers
+	// every new request 503 unavailable (nothing of it was looked at, so a
+	// retry is safe), while the requests in flight finish: they get
+	// ShutdownGrace, then their contexts end, which makes long-polls (held
+	// up to a minute) answer with the current state at once. Executions run
+	// detached from the request, so a write that reached the business system
+	// is not cut. Then the listener closes and idle connections with it.
 	reqs, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	hs.BaseContext = func(net.Listener) context.Context { return reqs }
-	hs.RegisterOnShutdown(func() { time.AfterFunc(ShutdownGrace, endRequests) })
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -411,7 +468,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 		return err
 	case <-ctx.Done():
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), ShutdownGrace+10*time.Second)
+	a.Drain.Start()
+	a.cfg.Logger.Info("shutting down: refusing new requests while those in flight finish",
+		"in_flight", a.Drain.InFlight())
+	grace := time.AfterFunc(ShutdownGrace, endRequests)
+	defer grace.Stop()
+	wctx, wcancel := context.WithTimeout(context.Background(), ShutdownGrace+10*time.Second)
+	defer wcancel()
+	_ = a.Drain.Wait(wctx) // on timeout, Shutdown below gives up the same way
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -25,7 +25,7 @@ const MaxReason = 1000
 // EArgsMismatch, ESelfApproval, EDutyConflict, EStepUpRequired,
 // EStateChanged, EAlreadyDecided, EUnavailable; EInvalidRequest for a
 // comment that is too long.
-func (s *Service) Confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
+func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
 	comment := strings.TrimSpace(in.Comment)
 	if len(comment) > MaxReason {
 		return nil, &models.Error{Code: models.EInvalidRequest, Message: "a comment may have at most 1000 characters",
@@ -131,7 +131,7 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 
 // Decline records a reviewer's refusal with a reason; the proposal is
 // declined at once. Errors as Confirm, plus EInvalidRequest without a reason.
-func (s *Service) Decline(ctx context.Context, in DeclineInput) (*models.Proposal, error) {
+func (s *Service) decline(ctx context.Context, in DeclineInput) (*models.Proposal, error) {
 	reason := strings.TrimSpace(in.Reason)
 	if reason == "" || len(reason) > MaxReason {
 		return nil, &models.Error{Code: models.EInvalidRequest, Message: "say why you decline (1–1000 characters)",

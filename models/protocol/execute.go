@@ -35,7 +35,7 @@ import (
 // told whether it did; presenting the same token again is safe). Once the
 // token is consumed, the execution is returned, whatever happens after
 // (EStateChanged aside, which carries it in Details).
-func (s *Service) Execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
+func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, compact string) (*models.Execution, error) {
 	c, err := s.tokens.Verify(ctx, compact)
 	if err != nil {
 		return nil, err
@@ -378,7 +378,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 // same key (the business system deduplicates on it, so this can never write
 // twice); after expiry nothing is sent; when it cannot be asked, it stays
 // unknown until the next try.
-func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
+func (s *Service) reconcileOne(ctx context.Context, e models.Execution) error {
 	now := s.clock.Now()
 	ad, err := s.adapter(e.Operation)
 	if err != nil {

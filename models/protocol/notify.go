@@ -93,6 +93,17 @@ func (n *notifier) wakeAll() {
 	}
 }
 
+// waiting reports how many long-polls wait for a change.
+func (n *notifier) waiting() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	total := 0
+	for _, w := range n.waits {
+		total += w.n
+	}
+	return total
+}
+
 // pending reports how many proposals have waiters (for tests).
 func (n *notifier) pending() int {
 	n.mu.Lock()

@@ -15,6 +15,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
@@ -60,6 +63,12 @@ type Config struct {
 	// Limits are the default per-agent limits; tenants and agents may have
 	// overrides in the database. The zero value limits nothing.
 	Limits models.Limits
+	// Observer is told the result of every propose, decision, execution
+	// and reconciliation (metrics); nil observes nothing.
+	Observer Observer
+	// Tracer makes a span for every propose, decision, execution and
+	// reconciliation; nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // Lease defaults (see Config).
@@ -104,6 +113,8 @@ type Service struct {
 	// installation is this installation's id, part of every downstream
 	// idempotency key.
 	installation string
+	observer     Observer
+	tracer       trace.Tracer
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -119,7 +130,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
 		clock: cfg.Clock, log: cfg.Logger, margin: cfg.LeaseMargin, poll: cfg.PollInterval, changes: newNotifier(),
-		limits: cfg.Limits}
+		limits: cfg.Limits, observer: cfg.Observer, tracer: cfg.Tracer}
+	if s.tracer == nil {
+		s.tracer = noop.NewTracerProvider().Tracer("")
+	}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -242,7 +256,7 @@ func checkRequestKey(key string) error {
 // EOutcomeUncertain (the database failed at commit and it cannot be told
 // whether the proposal was stored; Details carries the request_key to retry
 // with).
-func (s *Service) Propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
+func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInput) (*models.Proposal, bool, error) {
 	tool, ok := s.reg.Tool(in.Tool)
 	if !ok {
 		return nil, false, models.Errorf(models.EUnknownTool, "no tool named %q", in.Tool)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -269,8 +268,8 @@ func (s *Store) ConsoleCookieKeys(ctx context.Context, hashKey, blockKey []byte,
 	var row consoleKeyRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if _, err := insertOnce(tx, &consoleKeyRow{Name: cookieKeysName,
-			HashKey:   base64.StdEncoding.EncodeToString(hashKey),
-			BlockKey:  base64.StdEncoding.EncodeToString(blockKey),
+			HashKey:   s.sealKey(column("console_keys", "hash_key"), cookieKeysName, hashKey),
+			BlockKey:  s.sealKey(column("console_keys", "block_key"), cookieKeysName, blockKey),
 			CreatedAt: ms(now)}); err != nil {
 			return err
 		}
@@ -279,8 +278,8 @@ func (s *Store) ConsoleCookieKeys(ctx context.Context, hashKey, blockKey []byte,
 	if err != nil {
 		return nil, nil, err
 	}
-	hk, err1 := base64.StdEncoding.DecodeString(row.HashKey)
-	bk, err2 := base64.StdEncoding.DecodeString(row.BlockKey)
+	hk, err1 := s.openKey(column("console_keys", "hash_key"), row.Name, row.HashKey)
+	bk, err2 := s.openKey(column("console_keys", "block_key"), row.Name, row.BlockKey)
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, nil, fmt.Errorf("console cookie keys: %w", err)
 	}

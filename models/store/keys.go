@@ -29,8 +29,11 @@ func (s *Store) SigningKeys(ctx context.Context) ([]token.Key, error) {
 	}
 	out := make([]token.Key, 0, len(rows))
 	for _, r := range rows {
-		seed, err := base64.StdEncoding.DecodeString(r.PrivateKey)
-		if err != nil || len(seed) != ed25519.SeedSize {
+		seed, err := s.openKey(column("signing_keys", "private_key"), r.KID, r.PrivateKey)
+		if err != nil {
+			return nil, err
+		}
+		if len(seed) != ed25519.SeedSize {
 			return nil, fmt.Errorf("signing key %s: bad private key encoding", r.KID)
 		}
 		priv := ed25519.NewKeyFromSeed(seed)
@@ -47,7 +50,7 @@ func (s *Store) AddKey(ctx context.Context, k token.Key) error {
 	if len(k.Private) != ed25519.PrivateKeySize {
 		return fmt.Errorf("signing key %s: no private key", k.ID)
 	}
-	row := signingKeyRow{KID: k.ID, PrivateKey: base64.StdEncoding.EncodeToString(k.Private.Seed()),
+	row := signingKeyRow{KID: k.ID, PrivateKey: s.sealKey(column("signing_keys", "private_key"), k.ID, k.Private.Seed()),
 		PublicKey: base64.StdEncoding.EncodeToString(k.Public), Active: true, CreatedAt: ms(k.CreatedAt)}
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Model(&signingKeyRow{}).Where("active = ?", true).Update("active", false).Error; err != nil {

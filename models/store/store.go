@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/countersign/countersign/internal/kek"
 	"github.com/countersign/countersign/migrations"
 	"github.com/countersign/countersign/models"
 )
@@ -55,6 +56,7 @@ type Store struct {
 	readDB *sql.DB
 	inst   atomic.Pointer[instance]
 	notify []string // reviewer notification channels, see Options.Notify
+	kek    *kek.KEK
 }
 
 // Options tune Open.
@@ -77,6 +79,10 @@ type Options struct {
 	// awaiting a person gets one delivery per channel, in the same
 	// transaction.
 	Notify []string
+	// KEK, when set, encrypts key material at rest (token signing keys,
+	// cookie keys); see CheckKeys and Rekey. Without it new keys are
+	// stored unencrypted, and encrypted ones cannot be read.
+	KEK *kek.KEK
 }
 
 // statementHook is a GORM logger that reports every statement to a
@@ -167,7 +173,7 @@ func Open(url string, opts Options) (*Store, error) {
 	if clock == nil {
 		clock = models.SystemClock{}
 	}
-	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify}
+	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify, kek: opts.KEK}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
 		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {

@@ -38,6 +38,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/countersign/countersign/models"
 )
 
@@ -433,6 +435,10 @@ func (a *Adapter) do(ctx context.Context, method string, u *url.URL, idemKey str
 	if idemKey != "" {
 		req.Header.Set(HeaderIdempotencyKey, idemKey)
 	}
+	// The trace context (W3C traceparent/tracestate) of the call, so the
+	// business system's spans join the execution's trace. It is not part
+	// of the signed string: it identifies, it does not authorize.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	ts := a.clock().Unix()
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	// Sign exactly the target net/http writes on the request line.

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// configFlag is the flag that names a configuration file. A command that
+// defines it reads its flags from the file first; the environment and then
+// the command line win over the file (see command.parse).
+const configFlag = "config"
+
+// configFile is the value of a --config flag that configures its command.
+type configFile struct{ path string }
+
+func (f *configFile) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.path
+}
+
+func (f *configFile) Set(v string) error { f.path = v; return nil }
+
+// readsConfigFile reports whether fs has a --config flag that names its
+// own configuration (not, as for config check, a file to look at).
+func readsConfigFile(fs *flag.FlagSet) bool {
+	f := fs.Lookup(configFlag)
+	if f == nil {
+		return false
+	}
+	_, ok := f.Value.(*configFile)
+	return ok
+}
+
+// configFileFlag defines --config on fs.
+func configFileFlag(fs *flag.FlagSet) {
+	fs.Var(&configFile{}, configFlag, "read flags from this YAML `FILE`: one key per flag, named as the flag\n(base-url: https://…); the environment and the command line win over it")
+}
+
+// configError is a mistake in a configuration file, located by line.
+type configError struct {
+	file string
+	line int
+	msg  string
+}
+
+func (e *configError) Error() string {
+	if e.line > 0 {
+		return fmt.Sprintf("config %s, line %d: %s", e.file, e.line, e.msg)
+	}
+	return fmt.Sprintf("config %s: %s", e.file, e.msg)
+}
+
+// configPath finds the configuration file named on the command line
+// (--config FILE, --config=FILE, one dash or two) or, failing that, in the
+// environment. Flags after "--" are not flags.
+func configPath(args []string, getenv func(string) string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != configFlag {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return getenv(envName(configFlag))
+}
+
+// applyConfigFile sets the command's flags from the YAML file at path: a
+// mapping of flag names to scalars (or, for flags that take several values,
+// sequences). Unknown keys, nested values, repeated keys and values the flag
+// does not accept are errors naming the key and its line.
+func (c *command) applyConfigFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return &configError{file: path, msg: err.Error()}
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file sets nothing
+		}
+		return &configError{file: path, msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return &configError{file: path, line: root.Line, msg: "the file must be a mapping of flag names to values (addr: 127.0.0.1:8080)"}
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		name := k.Value
+		if k.Kind != yaml.ScalarNode {
+			return &configError{file: path, line: k.Line, msg: "a key must be a flag name"}
+		}
+		if first, dup := seen[name]; dup {
+			return &configError{file: path, line: k.Line, msg: fmt.Sprintf("key %q is given twice (first on line %d)", name, first)}
+		}
+		seen[name] = k.Line
+		f := c.fs.Lookup(name)
+		if f == nil || name == configFlag {
+			return &configError{file: path, line: k.Line, msg: fmt.Sprintf("unknown key %q: %s has no flag --%s%s", name, commandPath(c.synopsis), name, c.suggest(name))}
+		}
+		var values []string
+		switch v.Kind {
+		case yaml.ScalarNode:
+			if v.Tag == "!!null" {
+				return &configError{file: path, line: v.Line, msg: fmt.Sprintf("%s: no value", name)}
+			}
+			values = []string{v.Value}
+		case yaml.SequenceNode:
+			if _, list := f.Value.(*listFlag); !list {
+				return &configError{file: path, line: v.Line, msg: fmt.Sprintf("%s: takes one value, not a list", name)}
+			}
+			for _, item := range v.Content {
+				if item.Kind != yaml.ScalarNode {
+					return &configError{file: path, line: item.Line, msg: fmt.Sprintf("%s: a list item must be a single value", name)}
+				}
+				values = append(values, item.Value)
+			}
+		default:
+			return &configError{file: path, line: v.Line, msg: fmt.Sprintf("%s: takes a single value, not a nested mapping", name)}
+		}
+		for _, val := range values {
+			if err := c.fs.Set(name, val); err != nil {
+				return &configError{file: path, line: v.Line, msg: fmt.Sprintf("%s: invalid value %q: %s", name, val, flagSetError(f, err))}
+			}
+		}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return &configError{file: path, line: extra.Line, msg: "only one YAML document is allowed"}
+	}
+	return nil
+}
+
+// flagSetError says why f refused a value: the flag package only says
+// "parse error" for its own types, so those are named by what they want.
+func flagSetError(f *flag.Flag, err error) string {
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			return "want a duration such as 90s, 20m or 12h"
+		case bool:
+			return "want true or false"
+		case int, int64, uint, uint64:
+			return "want a whole number"
+		case float64:
+			return "want a number"
+		}
+	}
+	return err.Error()
+}
+
+// suggest names a flag close to name, for a typo in a configuration file.
+func (c *command) suggest(name string) string {
+	best, bestD := "", 3
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD && f.Name != configFlag {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+const configCheckAbout = `
+Reads a configuration file for "countersign serve" and checks it the way the
+server does at start, without starting anything: every key must be a serve
+flag, every value acceptable to it, and the settings consistent with each
+other. The environment is not read, so what is checked is the file alone.`
+
+// configCheck is "countersign config check --config FILE".
+func (c *cli) configCheck(ctx context.Context, args []string) error {
+	var path string
+	cmd := newCommand("config check", "countersign config check --config FILE", configCheckAbout, c.stdout)
+	cmd.fs.StringVar(&path, configFlag, "", "the YAML `FILE` to check")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{configFlag: path}); err != nil {
+		return err
+	}
+	check := *c
+	check.getenv = func(string) string { return "" }
+	check.checkOnly = true
+	if err := check.serve(ctx, []string{"--" + configFlag, path}, false); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "%s: ok\n", path)
+	return nil
+}

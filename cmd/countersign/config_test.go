@@ -1,0 +1,152 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "countersign.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigPrecedence: the file sets flags; the environment wins over the
+// file and the command line over both, lists included.
+func TestConfigPrecedence(t *testing.T) {
+	path := writeConfig(t, `
+# countersign serve settings
+addr: 127.0.0.1:1
+db: sqlite://from-file.db
+idle-timeout: 5m
+secure: true
+origin:
+  - https://a.example
+  - https://b.example
+rp-name: from file
+`)
+	cmd := newCommand("serve", "countersign serve [flags]", "", io.Discard)
+	var addr, db, rpName string
+	var idle time.Duration
+	var secure bool
+	var origins listFlag
+	cmd.fs.StringVar(&addr, "addr", "", "")
+	cmd.fs.StringVar(&db, "db", "", "")
+	cmd.fs.StringVar(&rpName, "rp-name", "", "")
+	cmd.fs.DurationVar(&idle, "idle-timeout", 0, "")
+	cmd.fs.BoolVar(&secure, "secure", false, "")
+	cmd.fs.Var(&origins, "origin", "")
+	configFileFlag(cmd.fs)
+	env := envOf(map[string]string{"COUNTERSIGN_DB": "sqlite://from-env.db", "COUNTERSIGN_ORIGIN": "https://env.example"})
+	if _, err := cmd.parse([]string{"--config", path, "--addr", "127.0.0.1:9"}, env); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"addr (command line over file)", addr, "127.0.0.1:9"},
+		{"db (environment over file)", db, "sqlite://from-env.db"},
+		{"rp-name (file)", rpName, "from file"},
+		{"idle-timeout (file)", idle.String(), "5m0s"},
+		{"origin (environment replaces the file's list)", origins.String(), "https://env.example"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if !secure {
+		t.Error("secure: true in the file was not applied")
+	}
+
+	// COUNTERSIGN_CONFIG names the file too; a list from the file stays
+	// when nothing else sets it.
+	cmd2 := newCommand("serve", "countersign serve [flags]", "", io.Discard)
+	var origins2 listFlag
+	cmd2.fs.Var(&origins2, "origin", "")
+	cmd2.fs.String("addr", "", "")
+	cmd2.fs.String("db", "", "")
+	cmd2.fs.String("rp-name", "", "")
+	cmd2.fs.Duration("idle-timeout", 0, "")
+	cmd2.fs.Bool("secure", false, "")
+	configFileFlag(cmd2.fs)
+	if _, err := cmd2.parse(nil, envOf(map[string]string{"COUNTERSIGN_CONFIG": path})); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := origins2.String(), "https://a.example,https://b.example"; got != want {
+		t.Errorf("origin from the file = %q, want %q", got, want)
+	}
+}
+
+// TestServeWithConfigFile starts the server from a file and checks that
+// a setting from it is live, and that the environment overrides it.
+func TestServeWithConfigFile(t *testing.T) {
+	path := writeConfig(t, "addr: 127.0.0.1:0\ndb: "+tempDB(t)+"\nmetrics-token: file-token\nlog-level: warn\n")
+	b, _, stop := startServer(t, nil, false, "--config", path)
+	if r := call(t, "GET", b.url+"/metrics", "file-token", "", nil); r.status != http.StatusOK {
+		t.Errorf("/metrics with the file's token: %d", r.status)
+	}
+	stop()
+	b, _, _ = startServer(t, map[string]string{"COUNTERSIGN_METRICS_TOKEN": "env-token"}, false, "--config="+path)
+	if r := call(t, "GET", b.url+"/metrics", "file-token", "", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("/metrics with the file's token when the environment set another: %d, want 401", r.status)
+	}
+	if r := call(t, "GET", b.url+"/metrics", "env-token", "", nil); r.status != http.StatusOK {
+		t.Errorf("/metrics with the environment's token: %d", r.status)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	good := writeConfig(t, "addr: 0.0.0.0:8080\ndb: postgres://cs@db/cs\nbase-url: https://approve.example.com\nidle-timeout: 20m\norigin: [https://approve.example.com]\n")
+	r := mustExec(t, nil, "", "config", "check", "--config", good)
+	if !strings.Contains(r.stdout, "ok") {
+		t.Errorf("config check of a good file printed %q", r.stdout)
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"unknown key", "addr: 127.0.0.1:8080\nbase_url: https://x.example\n",
+			[]string{"line 2", `unknown key "base_url"`, "did you mean base-url"}},
+		{"wrong type", "db: sqlite://x.db\nidle-timeout: soon\n", []string{"line 2", "idle-timeout", `"soon"`, "want a duration"}},
+		{"not a bool", "secure: maybe\n", []string{"line 1", "secure", `"maybe"`}},
+		{"list for a single value", "addr:\n  - a\n  - b\n", []string{"line 2", "addr: takes one value, not a list"}},
+		{"nested", "db:\n  url: sqlite://x.db\n", []string{"line 2", "db: takes a single value"}},
+		{"twice", "addr: a:1\nrp-name: x\naddr: b:2\n", []string{"line 3", `"addr" is given twice (first on line 1)`}},
+		{"not yaml", "addr: [unclosed\n", []string{"not valid YAML"}},
+		{"not a mapping", "- addr\n", []string{"line 1", "mapping"}},
+		{"no value", "addr:\n", []string{"line 1", "addr: no value"}},
+		{"inconsistent", "idle-timeout: 2h\nabsolute-timeout: 1h\n", []string{"--idle-timeout must be positive and no longer than --absolute-timeout"}},
+		{"bad base url", "base-url: ftp://x\n", []string{"--base-url"}},
+		{"bad otlp endpoint", "otlp-endpoint: collector:4318\n", []string{"OTLP endpoint", "http"}},
+		{"missing kek file", "kek-file: /nonexistent/kek\n", []string{"key-encryption key file"}},
+		{"config in config", "config: other.yaml\n", []string{`unknown key "config"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.body)
+			r := invoke(t, nil, "", "config", "check", "--config", path)
+			if r.err == nil {
+				t.Fatalf("config check accepted:\n%s", tc.body)
+			}
+			msg, _ := reported(r.err)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not contain %q", msg, w)
+				}
+			}
+			// serve refuses the same file at start, with the same message.
+			sr := invoke(t, nil, "", "serve", "--config", path, "--addr", "127.0.0.1:0", "--db", tempDB(t))
+			if sr.err == nil {
+				t.Fatal("serve started with a bad configuration file")
+			}
+		})
+	}
+	if r := invoke(t, nil, "", "config", "check", "--config", filepath.Join(t.TempDir(), "missing.yaml")); r.err == nil {
+		t.Error("config check of a missing file passed")
+	}
+}

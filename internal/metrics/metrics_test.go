@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/countersign/countersign/models"
+)
+
+// scriptedAdapter answers each call with the next error of its script.
+type scriptedAdapter struct{ errs []error }
+
+func (s *scriptedAdapter) next() error {
+	err := s.errs[0]
+	s.errs = s.errs[1:]
+	return err
+}
+
+func (s *scriptedAdapter) Validate(context.Context, models.ValidateRequest) (models.ValidateResult, error) {
+	return models.ValidateResult{}, s.next()
+}
+
+func (s *scriptedAdapter) Execute(context.Context, models.ExecuteRequest) (models.ExecuteResult, error) {
+	return models.ExecuteResult{}, s.next()
+}
+
+func (s *scriptedAdapter) Status(context.Context, string, string) (models.ExecuteResult, error) {
+	return models.ExecuteResult{}, s.next()
+}
+
+// TestAdapterErrorsByKind: failures are counted by tool, call and kind;
+// "never arrived" is an answer, not a failure; every call is timed.
+func TestAdapterErrorsByKind(t *testing.T) {
+	m := New(Config{})
+	ad := m.Adapter("refund_order", &scriptedAdapter{errs: []error{
+		nil,
+		models.Errorf(models.EUnavailable, "down"),
+		fmt.Errorf("send: %w", models.ErrOutcomeUnknown),
+		models.ErrStateConflict,
+		models.ErrNeverArrived,
+		fmt.Errorf("ask: %w", models.ErrOutcomeUnknown),
+	}})
+	ctx := context.Background()
+	ad.Validate(ctx, models.ValidateRequest{})
+	ad.Validate(ctx, models.ValidateRequest{})
+	ad.Execute(ctx, models.ExecuteRequest{})
+	ad.Execute(ctx, models.ExecuteRequest{})
+	ad.Status(ctx, "t", "k")
+	ad.Status(ctx, "t", "k")
+	for _, c := range []struct {
+		call, kind string
+		want       float64
+	}{
+		{"validate", "unavailable", 1},
+		{"execute", "outcome_unknown", 1},
+		{"execute", "state_conflict", 1},
+		{"status", "outcome_unknown", 1},
+		{"status", "never_arrived", 0},
+		{"validate", "outcome_unknown", 0},
+	} {
+		if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("refund_order", c.call, c.kind)); got != c.want {
+			t.Errorf("adapter_errors_total{call=%s,kind=%s} = %v, want %v", c.call, c.kind, got, c.want)
+		}
+	}
+	if got := testutil.CollectAndCount(m.adapterDuration); got != 3 {
+		t.Errorf("%d duration series, want 3 (validate, execute, status)", got)
+	}
+}
+
+func TestRegisterGaugeNames(t *testing.T) {
+	m := New(Config{})
+	for _, bad := range []string{"", "Webhook", "webhook-backlog", "1x"} {
+		if err := m.RegisterGauge(bad, "x", func() float64 { return 0 }); err == nil {
+			t.Errorf("RegisterGauge(%q) accepted", bad)
+		}
+	}
+	if err := m.RegisterGauge("ok_name", "x", nil); err == nil {
+		t.Error("a gauge without a value function was accepted")
+	}
+}
