@@ -19,6 +19,8 @@ import (
 // tenants' ids.
 type AdminService interface {
 	ListUsers(ctx context.Context, actor models.User) ([]models.User, error)
+	// SecurityKeyCounts counts each user's keys that may approve.
+	SecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error)
 	// CreateUser returns the new user and its generated password.
 	CreateUser(ctx context.Context, actor models.User, name string, role models.Role) (models.User, string, error)
 	SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error)

@@ -31,10 +31,14 @@ func (h *AdminHandlers) reviewersPage(c echo.Context, s *session.Session, status
 	if err != nil {
 		return err
 	}
+	keys, err := h.svc.SecurityKeyCounts(c.Request().Context(), s.User)
+	if err != nil {
+		return err
+	}
 	p := admin.ReviewersPage{Layout: h.frame(s, "Reviewers", "reviewers"), Form: form, Error: formErr, Notice: notice}
 	for _, u := range users {
 		p.Users = append(p.Users, admin.UserRow{ID: u.ID, Name: u.Name, Role: string(u.Role),
-			Created: h.when(u.CreatedAt), Disabled: u.Disabled, Self: u.ID == s.User.ID})
+			Created: h.when(u.CreatedAt), Disabled: u.Disabled, Self: u.ID == s.User.ID, Keys: keys[u.ID]})
 	}
 	return render(c, status, admin.Reviewers(p))
 }

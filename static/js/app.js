@@ -47,6 +47,18 @@
   document.addEventListener("DOMContentLoaded", tick);
   document.addEventListener("htmx:afterSwap", tick);
 
+  // Destructive actions ask first: a form with data-confirm submits only
+  // when the person confirms its question. (Registered before data-once,
+  // so that a cancelled submit does not mark the form as submitted.)
+  document.addEventListener("submit", function (ev) {
+    var f = ev.target;
+    if (!f.hasAttribute || !f.hasAttribute("data-confirm") || f.hasAttribute("data-submitted")) return;
+    if (!window.confirm(f.getAttribute("data-confirm"))) {
+      ev.preventDefault();
+      ev.stopImmediatePropagation();
+    }
+  });
+
   // Forms marked data-once submit once: a second click while the first
   // request is under way is ignored. (The server records one decision
   // anyway; this only spares the reviewer a confusing refusal.)
