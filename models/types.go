@@ -55,6 +55,31 @@ type User struct {
 	// (a user id), "" when it never was; PasswordResetAt is when.
 	PasswordResetBy string
 	PasswordResetAt *time.Time
+	// TimeZone is the IANA zone the user reads times in ("" until the
+	// browser's zone or the user's choice is stored; then UTC).
+	TimeZone string
+}
+
+// Location is the user's zone, UTC when none is stored or it is unknown
+// to this server.
+func (u User) Location() *time.Location {
+	if loc, err := LoadZone(u.TimeZone); err == nil {
+		return loc
+	}
+	return time.UTC
+}
+
+// LoadZone returns the IANA time zone name, or EInvalidRequest for "",
+// "Local" and names this server does not know.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, Errorf(EInvalidRequest, "%q is not a time zone name such as Europe/Berlin", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, Errorf(EInvalidRequest, "%q is not a time zone name such as Europe/Berlin", name)
+	}
+	return loc, nil
 }
 
 // EnrolledByCLI is the CreatedBy of users and agents made with the command

@@ -99,6 +99,10 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		e.POST("/settings/keys/:id/remove/finish", k.RemoveFinish, form...)
 	}
 
+	// The reviewer's time zone.
+	e.Match(getHead, "/settings/zone", con.zones.Page, page...)
+	e.POST("/settings/zone", con.zones.Save, form...)
+
 	// Administration: agents and reviewers of the admin's own tenant.
 	ad := con.admin
 	e.Match(getHead, "/admin/agents", ad.Agents, adminPage...)

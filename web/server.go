@@ -119,6 +119,7 @@ type consoleHandlers struct {
 	keys     *console.Keys     // nil without Deps.StepUp
 	passkeys *console.Passkeys // nil without Deps.StepUp
 	webhooks *console.Webhooks // nil without Deps.Events
+	zones    *console.Zones
 	assets   *static.Assets
 }
 
@@ -159,6 +160,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 			auth: console.NewAuthHandlers(deps.Auth, deps.Sessions, assets,
 				console.AuthOptions{DefaultTenant: cfg.DefaultTenant, Passkeys: deps.StepUp != nil}),
 			admin:  console.NewAdminHandlers(deps.Auth, assets),
+			zones:  console.NewZones(deps.Auth, assets, clock),
 			assets: assets,
 		}
 		if deps.Pages != nil {

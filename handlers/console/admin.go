@@ -53,10 +53,17 @@ func (h *AdminHandlers) admin(c echo.Context) (*session.Session, error) {
 	return signedIn(c)
 }
 
+// as returns the handlers as admin s reads them: times in s's zone.
+func (h *AdminHandlers) as(s *session.Session) *AdminHandlers {
+	c := *h
+	c.loc = s.User.Location()
+	return &c
+}
+
 func (h *AdminHandlers) frame(s *session.Session, title, active string) layout.Page {
 	return layout.Page{
 		Title:  title,
-		User:   &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
+		User:   frameUser(s),
 		CSRF:   s.CSRF,
 		Active: active,
 		Assets: h.assets,

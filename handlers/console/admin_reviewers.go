@@ -23,6 +23,7 @@ func (h *AdminHandlers) Reviewers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	return h.reviewersPage(c, s, http.StatusOK, admin.UserForm{}, "", reviewerNotices[c.QueryParam("done")])
 }
 
@@ -51,6 +52,7 @@ func (h *AdminHandlers) CreateReviewer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	form := admin.UserForm{Name: c.FormValue("name"), Role: c.FormValue("role")}
 	u, pw, err := h.svc.CreateUser(c.Request().Context(), s.User, form.Name, models.Role(form.Role))
 	if formRefusal(err) {
@@ -96,6 +98,7 @@ func (h *AdminHandlers) ResetPassword(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	u, pw, err := h.svc.ResetPassword(c.Request().Context(), s.User, c.Param("id"))
 	if err != nil {
 		return err

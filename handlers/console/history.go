@@ -33,6 +33,7 @@ func (h *Pages) History(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	status, cursor := c.QueryParam("status"), c.QueryParam("cursor")
 	search := history.Search{Target: strings.TrimSpace(c.QueryParam("target")), Agent: strings.TrimSpace(c.QueryParam("agent")),
 		Reviewer: strings.TrimSpace(c.QueryParam("reviewer")), Tool: c.QueryParam("tool"), Before: c.QueryParam("before")}
@@ -158,6 +159,8 @@ func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer mode
 		Requester:    p.AgentName,
 		Created:      h.formatTime(p.CreatedAt),
 		Updated:      h.formatTime(p.UpdatedAt),
+		CreatedISO:   p.CreatedAt.UTC().Format(time.RFC3339),
+		UpdatedISO:   p.UpdatedAt.UTC().Format(time.RFC3339),
 		Receipt:      h.receipt(p),
 		RevokeAction: proposalURL(p.ID) + "/revoke",
 		CanRevoke:    canRevoke(p, viewer, h.clock.Now()),

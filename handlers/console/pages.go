@@ -72,7 +72,7 @@ type Pages struct {
 	stepUp    StepUp // nil: security-key approvals are not offered
 	assets    layout.Assets
 	clock     models.Clock
-	loc       *time.Location // the reviewer's zone; UTC until users can choose one
+	loc       *time.Location // the reviewer's zone: set per request by as
 	heartbeat time.Duration
 }
 
@@ -101,11 +101,25 @@ func signedIn(c echo.Context) (*session.Session, error) {
 func (h *Pages) frame(s *session.Session, title, active string) layout.Page {
 	return layout.Page{
 		Title:  title,
-		User:   &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
+		User:   frameUser(s),
 		CSRF:   s.CSRF,
 		Active: active,
 		Assets: h.assets,
 	}
+}
+
+// frameUser is the signed-in user as the page frame shows it, with the
+// zone the page's times are in.
+func frameUser(s *session.Session) *layout.User {
+	return &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name,
+		Zone: s.User.Location().String(), ZoneAuto: s.User.TimeZone == ""}
+}
+
+// as returns the pages as reviewer s reads them: every time in s's zone.
+func (h *Pages) as(s *session.Session) *Pages {
+	c := *h
+	c.loc = s.User.Location()
+	return &c
 }
 
 // noStore keeps proposals, which change and belong to one tenant, out of

@@ -39,6 +39,7 @@ func (h *Pages) Pending(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	q := readPendingQuery(c)
 	rows, err := h.pendingRows(c, s, q)
 	if err != nil {
@@ -70,6 +71,7 @@ func (h *Pages) PendingRows(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	rows, err := h.pendingRows(c, s, readPendingQuery(c))
 	if err != nil {
 		return err
@@ -233,6 +235,7 @@ func (h *Pages) Events(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(sess)
 	ctx := c.Request().Context()
 	w := c.Response()
 	rc := http.NewResponseController(w)

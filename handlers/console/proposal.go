@@ -34,6 +34,7 @@ func (h *Pages) Proposal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	p, err := h.p.Get(c.Request().Context(), s.User.TenantID, c.Param("id"))
 	if err != nil {
 		return err
@@ -56,6 +57,7 @@ func (h *Pages) ProposalLive(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	p, err := h.p.Get(c.Request().Context(), s.User.TenantID, c.Param("id"))
 	if err != nil {
 		return err
@@ -80,6 +82,7 @@ func (h *Pages) Approve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id := c.Param("id")
 	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
 		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR, Comment: c.FormValue("comment"),
@@ -98,6 +101,7 @@ func (h *Pages) Decline(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id, reason := c.Param("id"), c.FormValue("reason")
 	_, err = h.p.Decline(c.Request().Context(), protocol.DeclineInput{
 		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), Reason: reason,
@@ -116,6 +120,7 @@ func (h *Pages) Revoke(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id := c.Param("id")
 	if _, err := h.p.Revoke(c.Request().Context(), s.User, id); err != nil {
 		return h.refused(c, s, id, "revoke", err, outcome{})
@@ -251,6 +256,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		Context:       seen.show(p.Context, visible.FreeText),
 		Requester:     p.AgentName,
 		Created:       h.formatTime(p.CreatedAt),
+		CreatedISO:    p.CreatedAt.UTC().Format(time.RFC3339),
 		Expired:       expired,
 		Receipt:       h.receipt(p),
 		ApproveAction: proposalURL(p.ID) + "/approve",

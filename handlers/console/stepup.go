@@ -55,6 +55,7 @@ func (h *Pages) StepUpBegin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	if h.stepUp == nil {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}
@@ -80,6 +81,7 @@ func (h *Pages) StepUpFinish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	if h.stepUp == nil {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -164,4 +165,58 @@ func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 	j.step("disable, confirmed", chromedp.Click(chromedp.CSS(row+`[data-testid=reviewer-disable]`)))
 	expectAsk("disable", "Disable alice")
 	j.within(5*time.Second, "alice disabled", `(document.querySelector('`+row+`[data-testid=reviewer-status]`+`') || {textContent: ''}).textContent.includes('Disabled')`)
+}
+
+// TestBrowserReviewerTimeZone: a reviewer's zone defaults to the browser's,
+// can be chosen and is stored per user; every time is shown in it with UTC
+// on hover.
+func TestBrowserReviewerTimeZone(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	refund := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1001","amount_minor":1000,"currency":"CNY","reason":"x"}}`)
+	if _, err := chromedp.Call(j.ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Shanghai"}); err != nil {
+		t.Fatal(err)
+	}
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	// The browser's zone becomes the default.
+	j.within(5*time.Second, "the browser's zone is stored", `document.querySelector('[data-testid=zone-link]').textContent === 'Asia/Shanghai'`)
+	requested := `[data-testid=requester] time`
+	check := func(screen, abbrev string) {
+		t.Helper()
+		j.step("proposal", chromedp.Navigate(d.base+"/proposals/"+refund.ID), chromedp.WaitVisible(chromedp.CSS(requested)))
+		shown := j.text(requested)
+		if !strings.HasSuffix(shown, " "+abbrev) {
+			t.Errorf("%s: requested at %q, want a time in %s", screen, shown, abbrev)
+		}
+		iso := j.eval(`document.querySelector('` + requested + `').getAttribute('datetime')`)
+		at, err := time.Parse(time.RFC3339, iso)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := j.eval(`document.querySelector('`+requested+`').title`), at.UTC().Format(time.DateTime)+" UTC"; got != want {
+			t.Errorf("%s: hover shows %q, want %q", screen, got, want)
+		}
+		if got := j.eval(`document.querySelector('[data-testid=expires] time').title`); !strings.HasSuffix(got, " UTC") {
+			t.Errorf("%s: the countdown's time has no UTC on hover: %q", screen, got)
+		}
+	}
+	for _, s := range screens {
+		j.step("size", chromedp.EmulateViewport(s.width, s.height))
+		check(s.name, "CST")
+		j.shot("zone-" + s.name + ".png")
+	}
+	// A chosen zone is stored and wins over the browser's.
+	j.step("choose a zone", chromedp.Navigate(d.base+"/settings/zone"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=zone-input]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid=zone-input]`), "Mars/Olympus"), chromedp.Click(chromedp.CSS(`[data-testid=zone-save]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=zone-error]`)))
+	j.step("choose a zone", chromedp.SetValue(chromedp.CSS(`[data-testid=zone-input]`), "Europe/Berlin"),
+		chromedp.Click(chromedp.CSS(`[data-testid=zone-save]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=zone-now]`)))
+	for _, s := range screens {
+		j.step("size", chromedp.EmulateViewport(s.width, s.height))
+		check(s.name, "CET")
+	}
+	if got := j.text(`[data-testid=zone-link]`); got != "Europe/Berlin" {
+		t.Errorf("zone after choosing = %q", got)
+	}
 }

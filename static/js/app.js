@@ -120,6 +120,31 @@
     }
   });
 
+  // The reviewer's zone: until one is stored, the browser's own zone is
+  // sent once (the server keeps a zone the reviewer chose), and the page
+  // is drawn again in it.
+  document.addEventListener("DOMContentLoaded", function () {
+    var url = document.body.getAttribute("data-zone-auto");
+    var zone = window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone;
+    if (!url || !zone) return;
+    var body = new URLSearchParams({ zone: zone, from_browser: "1" });
+    fetch(url, { method: "POST", body: body, credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrfToken() } }).then(function (res) {
+      if (res.ok) window.location.reload();
+    });
+  });
+
+  // Every time shows UTC on hover: the datetime attribute is the instant.
+  function utcTitles(root) {
+    (root || document).querySelectorAll("time[datetime]").forEach(function (t) {
+      if (t.title) return;
+      var d = new Date(t.getAttribute("datetime"));
+      if (!isNaN(d)) t.title = d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "").replace(/Z$/, "") + " UTC";
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { utcTitles(); });
+  document.addEventListener("htmx:afterSettle", function () { utcTitles(); });
+
   // Copy buttons for digests and tokens.
   document.addEventListener("click", function (ev) {
     var b = ev.target.closest("[data-copy]");

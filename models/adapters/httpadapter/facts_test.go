@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -53,5 +54,30 @@ func TestFactsRefusesUnboundedAnswers(t *testing.T) {
 				t.Errorf("err = %v, want %s", err, models.EUnavailable)
 			}
 		})
+	}
+}
+
+// The README's facts answer is one this adapter accepts.
+func TestFactsREADMEAnswer(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```json facts-response\n")
+	body, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no facts-response block")
+	}
+	a := stub(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/facts" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(body))
+	})
+	got, err := a.Facts(context.Background(), models.FactsRequest{Tool: "refund", Arguments: refundArgs("ord_1", 1), Tenant: "t1"})
+	if err != nil || len(got) != 3 || got[2] != (models.Fact{Label: "Refundable", Value: "¥500.00 CNY"}) {
+		t.Errorf("facts = %v (%v)", got, err)
 	}
 }
