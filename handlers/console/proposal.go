@@ -267,8 +267,9 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		DeclineReason: o.declineReason,
 		DeclineError:  o.declineError,
 	}
-	if t, ok := h.p.Registry().Tool(p.Tool); ok {
-		page.Description = t.Description
+	tool, known := h.p.Registry().Tool(p.Tool)
+	if known {
+		page.Description = tool.Description
 	}
 	if p.Batch() {
 		page.Resource = p.ResourceSetDigest
@@ -276,8 +277,14 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	for _, f := range h.preview(p) {
 		before := len(seen.found)
+		// Free text (an e-mail's body) keeps its line breaks where it is
+		// read; the machine value shows them escaped, exactly.
+		mode := visible.Strict
+		if known && tool.TextField(f.Name) {
+			mode = visible.FreeText
+		}
 		page.Fields = append(page.Fields, proposals.Field{Name: f.Name, Label: f.Label,
-			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, visible.Strict)})
+			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, mode)})
 		page.Fields[len(page.Fields)-1].Hidden = len(seen.found) > before
 	}
 	page.HiddenWarning = visible.Warning(seen.found)

@@ -220,3 +220,21 @@ func TestBrowserReviewerTimeZone(t *testing.T) {
 		t.Errorf("zone after choosing = %q", got)
 	}
 }
+
+// TestBrowserEmailPreviewKeepsLineBreaks: an e-mail's body reads as the
+// customer will read it, paragraph by paragraph.
+func TestBrowserEmailPreviewKeepsLineBreaks(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	mail := agent.propose(`{"tool":"send_customer_email","arguments":{"customer_id":"cus_001","template":"apology","subject":"Sorry","body":"Dear Li Wei,\n\nyour parcel is late.\nWe are sorry.","send_at":null}}`)
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	for _, s := range screens {
+		j.step("open at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/proposals/"+mail.ID),
+			chromedp.WaitVisible(chromedp.CSS(`[data-field=body] [data-testid=display-value]`)))
+		if got := j.eval(`document.querySelector('[data-field=body] [data-testid=display-value]').innerText`); got != "Dear Li Wei,\n\nyour parcel is late.\nWe are sorry." {
+			t.Errorf("%s: the body reads %q", s.name, got)
+		}
+		j.shot("proposal-email-" + s.name + ".png")
+	}
+}
