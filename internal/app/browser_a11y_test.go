@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
 )
 
 // contrast is the WCAG 2 contrast ratio of two CSS rgb()/rgba() colours
@@ -236,5 +237,57 @@ func TestBrowserEmailPreviewKeepsLineBreaks(t *testing.T) {
 			t.Errorf("%s: the body reads %q", s.name, got)
 		}
 		j.shot("proposal-email-" + s.name + ".png")
+	}
+}
+
+// brokenTokens lists the words on the page that are split across lines
+// although they would fit on one: a label, number or identifier broken
+// mid-token ("Amoun t", "¥9,99 / 9.00", "log_000 / 9").
+const brokenTokens = `(() => {
+	const out = [];
+	const walk = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+	for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+		const box = n.parentElement;
+		if (!box || box.closest('.visually-hidden, details:not([open]) > :not(summary)') || !box.offsetParent) continue;
+		const re = /\S+/g;
+		for (let m = re.exec(n.data); m; m = re.exec(n.data)) {
+			// Prose may break after a hyphen ("one-" / "time"), as print does.
+			if (/^[A-Za-z’']+(-[A-Za-z’']+)+[.,;:!?)]*$/.test(m[0])) continue;
+			const r = document.createRange();
+			r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+			const rects = [...r.getClientRects()].filter(x => x.width > 0);
+			const lines = new Set(rects.map(x => Math.round(x.top)));
+			const width = rects.reduce((w, x) => w + x.width, 0);
+			if (lines.size > 1 && width <= box.getBoundingClientRect().width) out.push(m[0]);
+		}
+	}
+	return out.join(' | ');
+})()`
+
+// TestBrowserNoTokenBrokenMidWord checks the pending list, a proposal and
+// the history at both sizes for words split across lines.
+func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
+	d := startDemo(t)
+	j := newJourney(t)
+	term := d.terminal(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	owned := d.ownedAgent(t, term, "alices-bot", d.creds.Reviewer)
+	ids := fifteen(t, agent, owned)
+	big := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_2006","amount_minor":499999,"currency":"CNY","reason":"Full refund"}}`)
+	logs := agent.propose(`{"tool":"delete_logs","arguments":{"log_ids":["log_0009","log_0011","log_0012","log_0013","log_0014","log_0015"],"reason":"Old traces"}}`)
+	admin := terminalUser(t, term, d.creds.Admin)
+	if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: ids[0],
+		DigestSeen: mustDigest(t, term, admin, ids[0])}); err != nil {
+		t.Fatal(err)
+	}
+	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
+	for _, s := range screens {
+		for _, path := range []string{"/", "/proposals/" + big.ID, "/proposals/" + logs.ID, "/history"} {
+			j.step(path+" at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+path),
+				chromedp.WaitVisible(chromedp.CSS(`main h1`)))
+			if got := j.eval(brokenTokens); got != "" {
+				t.Errorf("%s %s: words broken across lines: %s", s.name, path, got)
+			}
+		}
 	}
 }
