@@ -15,7 +15,7 @@ var getHead = []string{http.MethodGet, http.MethodHead}
 
 // routes is the one route table: every route the server answers is here.
 // con is nil when the console is off.
-func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
+func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandlers) {
 	// Public.
 	e.Match(getHead, "/healthz", a.Healthz)
 	e.Match(getHead, "/.well-known/jwks.json", a.JWKS)
@@ -37,6 +37,17 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 		v1.Match(getHead, "/webhooks", a.ListWebhooks, agent...)
 		v1.DELETE("/webhooks/:id", a.DeleteWebhook, agent...)
 		v1.Match(getHead, "/events", a.Events, agent...)
+	}
+	v1.Match(getHead, "/tools", a.ListTools, agent...)
+	v1.Match(getHead, "/openapi.json", a.OpenAPI)
+
+	// MCP (streamable HTTP): the same agent key, checked on every request
+	// by the handler itself, which binds each MCP session to its agent.
+	if mcp != nil {
+		h := echo.WrapHandler(mcp)
+		e.POST("/mcp", h, api.NoStore)
+		e.Match(getHead, "/mcp", h, api.NoStore)
+		e.DELETE("/mcp", h, api.NoStore)
 	}
 
 	// ---- Console (SPEC section 8) ----------------------------------------
@@ -126,6 +137,6 @@ func routes(e *echo.Echo, a *api.Handlers, con *consoleHandlers) {
 // /metrics exists only when configured (and protects itself).
 func operatorRoutes(e *echo.Echo, metrics http.Handler) {
 	if metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(metrics))
+		e.Match(getHead, "/metrics", echo.WrapHandler(metrics))
 	}
 }

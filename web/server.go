@@ -67,6 +67,12 @@ type Deps struct {
 	Protocol api.Protocol
 	// Clock is the server's clock; models.SystemClock when nil.
 	Clock models.Clock
+	// Tools is the tool registry agents list at /api/v1/tools
+	// (*registry.Registry); nil answers not_found there.
+	Tools api.ToolExporter
+	// MCP serves the MCP endpoint at /mcp (*mcpserver.Handler); nil leaves
+	// it out.
+	MCP http.Handler
 
 	// The console (SPEC section 8) is served when Auth and Sessions are
 	// set; without them the server is the agent API alone.
@@ -147,6 +153,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		BaseURL:      cfg.BaseURL,
 		Events:       apiEvents(deps.Events),
+		Tools:        deps.Tools,
 	})
 
 	var con *consoleHandlers
@@ -205,7 +212,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		headStopsAtHeaders,
 		bodyLimit(apiHandlers.MaxBodyBytes()),
 	)
-	routes(e, apiHandlers, con)
+	routes(e, apiHandlers, deps.MCP, con)
 	operatorRoutes(e, cfg.Metrics)
 	return e
 }

@@ -90,7 +90,7 @@ func TestLongPollSeesOtherProcessesOnPostgres(t *testing.T) {
 	id, _ := r.json(t)["id"].(string)
 	polled := make(chan httpResult, 1)
 	go func() {
-		r, err := send("GET", a.url+"/api/v1/proposals/"+id+"?wait=60&since=1", a.agentKey, "", nil)
+		r, err := send(t, "GET", a.url+"/api/v1/proposals/"+id+"?wait=60&since=1", a.agentKey, "", nil)
 		if err != nil {
 			t.Error(err)
 		}

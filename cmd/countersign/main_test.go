@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
@@ -129,7 +130,7 @@ func (r httpResult) json(t *testing.T) map[string]any {
 // call sends one request to the API with the agent key.
 func call(t *testing.T, method, url, key, body string, header map[string]string) httpResult {
 	t.Helper()
-	r, err := send(method, url, key, body, header)
+	r, err := send(t, method, url, key, body, header)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func call(t *testing.T, method, url, key, body string, header map[string]string)
 }
 
 // send is call for goroutines other than the test's, which may not stop it.
-func send(method, url, key, body string, header map[string]string) (httpResult, error) {
+func send(t testing.TB, method, url, key, body string, header map[string]string) (httpResult, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -155,7 +156,7 @@ func send(method, url, key, body string, header map[string]string) (httpResult, 
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apitest.Client(t).Do(req)
 	if err != nil {
 		return httpResult{}, fmt.Errorf("%s %s: %w", method, url, err)
 	}
@@ -241,7 +242,7 @@ func startServer(t *testing.T, env map[string]string, demo bool, args ...string)
 		b.url = bannerURL.FindStringSubmatch(stdout.String())[1]
 	}
 	waitFor(t, 10*time.Second, "/healthz", func() bool {
-		resp, err := http.Get(b.url + "/healthz")
+		resp, err := apitest.Client(t).Get(b.url + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -301,7 +302,7 @@ func TestServeDemoWalkthrough(t *testing.T) {
 	polled := make(chan pollResult, 1)
 	pollStart := time.Now()
 	go func() {
-		r, err := send("GET", proposals+"/"+id+"?wait=30", key, "", map[string]string{"If-None-Match": etag})
+		r, err := send(t, "GET", proposals+"/"+id+"?wait=30", key, "", map[string]string{"If-None-Match": etag})
 		polled <- pollResult{r, err}
 	}()
 

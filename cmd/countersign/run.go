@@ -73,6 +73,9 @@ Usage:
                                      restore a checked backup
   countersign config check --config FILE
                                      check a serve configuration file
+  countersign tools export [--format countersign|openai|anthropic]
+                                     print the tool registry for agent
+                                     frameworks, as GET /api/v1/tools does
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
@@ -131,6 +134,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.revoke(ctx, rest)
 	case "keys":
 		return c.group(ctx, "keys", rest, map[string]func(context.Context, []string) error{"rotate": c.keysRotate, "rekey": c.keysRekey})
+	case "tools":
+		return c.group(ctx, "tools", rest, map[string]func(context.Context, []string) error{"export": c.toolsExport})
 	case "evidence":
 		return c.group(ctx, "evidence", rest, map[string]func(context.Context, []string) error{"verify": c.evidenceVerify})
 	case "config":

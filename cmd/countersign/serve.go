@@ -364,6 +364,7 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	fmt.Fprintf(w, "countersign serving on %s  (database %s, %d %s)\n", base, redactDB(cfg.DB), len(tools), noun)
 	fmt.Fprintf(w, "  Console:  %s/\n", base)
 	fmt.Fprintf(w, "  API:      %s/api/v1/proposals\n", base)
+	fmt.Fprintf(w, "  MCP:      %s/mcp\n", base)
 	fmt.Fprintf(w, "  JWKS:     %s/.well-known/jwks.json\n", base)
 	fmt.Fprintf(w, "  Health:   %s/healthz\n", base)
 	if cfg.metricsURL != "" {

@@ -61,6 +61,8 @@ type Options struct {
 	// Events serves webhook registration and the event stream
 	// (*events.Service); nil leaves those routes out.
 	Events Events
+	// Tools serves GET /api/v1/tools; the listing answers not_found when nil.
+	Tools ToolExporter
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -70,6 +72,7 @@ type Handlers struct {
 	maxBody int64
 	baseURL string
 	events  Events
+	tools   ToolExporter
 }
 
 // New returns the API handlers over p.
@@ -80,6 +83,7 @@ func New(p Protocol, opts Options) *Handlers {
 		maxBody: opts.MaxBodyBytes,
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
 		events:  opts.Events,
+		tools:   opts.Tools,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}

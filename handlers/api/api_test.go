@@ -119,6 +119,7 @@ func TestAuthentication(t *testing.T) {
 		{"GET", "/api/v1/proposals/prop_1"},
 		{"POST", "/api/v1/proposals/prop_1/cancel"},
 		{"POST", "/api/v1/executions"},
+		{"GET", "/api/v1/tools"},
 	}
 	auths := []struct{ name, header string }{
 		{"missing", ""},

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/handlers/api"
+	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/web"
 )
 
@@ -200,7 +202,7 @@ func newServer(t *testing.T, f *fakeProtocol) *httptest.Server {
 	t.Helper()
 	e := web.NewServer(web.Config{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, web.Deps{Protocol: f, Clock: models.NewFixedClock(testNow)})
+	}, web.Deps{Protocol: f, Clock: models.NewFixedClock(testNow), Tools: registry.Demo()})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return srv
@@ -245,7 +247,7 @@ func do(t *testing.T, srv *httptest.Server, r request) response {
 
 func send(t *testing.T, req *http.Request) response {
 	t.Helper()
-	res, err := http.DefaultClient.Do(req)
+	res, err := apitest.Client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

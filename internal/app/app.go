@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/countersign/countersign/handlers/mcpserver"
 	"github.com/countersign/countersign/internal/kek"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/secret"
@@ -264,9 +265,11 @@ func (a *App) init(ctx context.Context) error {
 		metricsRoute = metrics.Protect(a.Metrics.Handler(), a.cfg.MetricsToken)
 	}
 	a.Server = web.NewServer(web.Config{Addr: a.cfg.Addr, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger,
-		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies,
+		Secure: secure, DefaultTenant: a.cfg.DefaultTenant, TrustedProxies: a.cfg.TrustedProxies, Drain: a.Drain,
 		Metrics: metricsRoute, Tracer: webTracer(a.cfg.TracerProvider)},
-		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Auth: a.Auth, Sessions: a.Sessions,
+		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Tools: a.Registry,
+			MCP:  mcpserver.New(a.Protocol, mcpserver.Config{Registry: a.Registry, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger}),
+			Auth: a.Auth, Sessions: a.Sessions,
 			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
 	return nil
 }

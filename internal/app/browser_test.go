@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/internal/app"
 )
 
@@ -176,7 +177,7 @@ func (a *agentClient) do(method, path, body string, header map[string]string) (*
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := apitest.Client(a.t).Do(req)
 	if err != nil {
 		a.t.Fatal(err)
 	}

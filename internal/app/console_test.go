@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
@@ -121,6 +122,7 @@ func (c *console) browser() *browser {
 	}
 	return &browser{c: c, jar: jar, client: &http.Client{
 		Jar:           jar,
+		Transport:     apitest.Transport(c.t, nil),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
@@ -796,7 +798,7 @@ func TestErrorPagesAreHTMLWithHeaders(t *testing.T) {
 	wantStatus(t, "unknown admin path", p, http.StatusNotFound)
 
 	// The API keeps its JSON errors.
-	res, err := http.Get(c.srv.URL + "/api/v1/nope")
+	res, err := apitest.Client(t).Get(c.srv.URL + "/api/v1/nope")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -893,7 +895,7 @@ func apiStatus(t *testing.T, c *console, key string) int {
 	t.Helper()
 	req, _ := http.NewRequest("GET", c.srv.URL+"/api/v1/proposals", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := http.DefaultClient.Do(req)
+	res, err := apitest.Client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestTraces(t *testing.T) {
 			}
 			return ""
 		},
-		Clock: clock, TracerProvider: tp, ExecutionLease: 2 * time.Second,
+		Clock: clock, TracerProvider: tp,
 		Logger: slog.New(tracing.LogHandler(slog.NewJSONHandler(logs, nil)))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,54 @@
+package apitest
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// recorder collects what Check reports instead of failing the test.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func TestCheckRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
+	Document(t)
+	get := httptest.NewRequest("GET", "/api/v1/proposals/prop_1", nil)
+	exec := httptest.NewRequest("POST", "/api/v1/executions", nil)
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	for _, c := range []struct {
+		name   string
+		req    *http.Request
+		status int
+		body   string
+		ok     bool
+	}{
+		{"documented error", get, 404, `{"error":{"code":"not_found","message":"no such proposal"}}`, true},
+		{"code of another status", get, 404, `{"error":{"code":"invalid_state","message":"x"}}`, false},
+		{"undocumented code", exec, 403, `{"error":{"code":"nope","message":"x"}}`, false},
+		{"undocumented status", get, http.StatusTeapot, `{"error":{"code":"invalid_request","message":"x"}}`, false},
+		{"status of another operation", get, 410, `{"error":{"code":"token_expired","message":"x"}}`, false},
+		{"extra envelope field", get, 404, `{"error":{"code":"not_found","message":"x","hint":"y"}}`, false},
+		{"extra body field", get, 200, `{"id":"prop_1","surprise":true}`, false},
+		{"unknown route answered 200", httptest.NewRequest("GET", "/api/v1/unlisted", nil), 200, `{}`, false},
+		{"unknown route refused", httptest.NewRequest("GET", "/api/v1/unlisted", nil), 404, `{"error":{"code":"not_found","message":"no such route"}}`, true},
+		{"console page", httptest.NewRequest("GET", "/history", nil), 200, `<html>`, true},
+		{"HEAD of a documented GET", httptest.NewRequest("HEAD", "/api/v1/proposals/prop_1", nil), 200, ``, true},
+		{"HEAD with a status GET lacks", httptest.NewRequest("HEAD", "/api/v1/proposals/prop_1", nil), 410, ``, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			Check(r, c.req, c.status, jsonHeader, []byte(c.body))
+			if got := len(r.errs) == 0; got != c.ok {
+				t.Errorf("accepted = %v, want %v (%v)", got, c.ok, r.errs)
+			}
+		})
+	}
+}
