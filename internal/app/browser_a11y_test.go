@@ -181,11 +181,13 @@ func TestBrowserReviewerTimeZone(t *testing.T) {
 	}
 	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
 	// The browser's zone becomes the default.
-	j.within(5*time.Second, "the browser's zone is stored", `document.querySelector('[data-testid=zone-link]').textContent === 'Asia/Shanghai'`)
+	j.within(10*time.Second, "the browser's zone is stored", `(document.querySelector('[data-testid=zone-link]') || {}).textContent === 'Asia/Shanghai'`)
 	requested := `[data-testid=requester] time`
 	check := func(screen, abbrev string) {
 		t.Helper()
 		j.step("proposal", chromedp.Navigate(d.base+"/proposals/"+refund.ID), chromedp.WaitVisible(chromedp.CSS(requested)))
+		// The script gives every time its UTC title once the page is loaded.
+		j.within(5*time.Second, screen+": titles set", `document.querySelector('`+requested+`').title !== ''`)
 		shown := j.text(requested)
 		if !strings.HasSuffix(shown, " "+abbrev) {
 			t.Errorf("%s: requested at %q, want a time in %s", screen, shown, abbrev)
