@@ -360,6 +360,9 @@ type Execution struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	CompletedAt   *time.Time
+	// ReceiptJWS is the signed receipt (SignedReceipt as a compact JWS) of
+	// a settled execution; "" before it settles.
+	ReceiptJWS string
 }
 
 // Receipt is what proves what ran and what the business system answered.

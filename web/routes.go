@@ -49,6 +49,12 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 		e.Match(getHead, "/mcp", h, api.NoStore)
 		e.DELETE("/mcp", h, api.NoStore)
 	}
+	if a.ServesAudit() {
+		// Receipts for the tenant's agents and audit readers; the audit
+		// log for audit readers only (see countersign audit key).
+		v1.Match(getHead, "/executions/:id/receipt", a.Receipt, api.NoStore, a.RequireReader(true))
+		v1.Match(getHead, "/audit", a.AuditLog, api.NoStore, a.RequireReader(false))
+	}
 
 	// ---- Console (SPEC section 8) ----------------------------------------
 	if con == nil {
@@ -113,6 +119,13 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 	// The reviewer's time zone.
 	e.Match(getHead, "/settings/zone", con.zones.Page, page...)
 	e.POST("/settings/zone", con.zones.Save, form...)
+
+	// Receipts and the audit log.
+	if au := con.audit; au != nil {
+		e.GET("/executions/:id/receipt.jws", au.DownloadReceipt, page...)
+		e.GET("/proposals/:id/audit", au.ProposalAudit, page...)
+		e.GET("/audit", au.TenantAudit, adminPage...)
+	}
 
 	// Administration: agents and reviewers of the admin's own tenant.
 	ad := con.admin

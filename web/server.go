@@ -93,12 +93,21 @@ type Deps struct {
 	// Events registers webhooks, serves the agents' event stream and the
 	// webhook admin pages (*events.Service); nil leaves them out.
 	Events Events
+	// Audit serves signed receipts and the audit log to the API and the
+	// console (*protocol.Service); nil leaves them out.
+	Audit Audit
 }
 
 // Events is what the server needs for webhooks and event streams.
 type Events interface {
 	api.Events
 	console.WebhookService
+}
+
+// Audit is what receipts and the audit pages need.
+type Audit interface {
+	api.AuditProtocol
+	console.AuditProtocol
 }
 
 // StepUp is what the console needs for security keys.
@@ -113,6 +122,7 @@ var (
 	_ console.PagesProtocol = (*protocol.Service)(nil)
 	_ StepUp                = (*stepup.Service)(nil)
 	_ Events                = (*events.Service)(nil)
+	_ Audit                 = (*protocol.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -121,10 +131,11 @@ type consoleHandlers struct {
 	sessions *session.Manager
 	auth     *console.AuthHandlers
 	admin    *console.AdminHandlers
-	pages    *console.Pages    // nil without Deps.Pages
-	keys     *console.Keys     // nil without Deps.StepUp
-	passkeys *console.Passkeys // nil without Deps.StepUp
-	webhooks *console.Webhooks // nil without Deps.Events
+	pages    *console.Pages      // nil without Deps.Pages
+	keys     *console.Keys       // nil without Deps.StepUp
+	passkeys *console.Passkeys   // nil without Deps.StepUp
+	webhooks *console.Webhooks   // nil without Deps.Events
+	audit    *console.AuditPages // nil without Deps.Audit
 	zones    *console.Zones
 	assets   *static.Assets
 }
@@ -154,6 +165,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		BaseURL:      cfg.BaseURL,
 		Events:       apiEvents(deps.Events),
 		Tools:        deps.Tools,
+		Audit:        deps.Audit,
 	})
 
 	var con *consoleHandlers
@@ -175,6 +187,9 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		}
 		if deps.Events != nil {
 			con.webhooks = console.NewWebhooks(deps.Events, deps.Auth, assets)
+		}
+		if deps.Audit != nil {
+			con.audit = console.NewAuditPages(deps.Audit, assets)
 		}
 		if deps.StepUp != nil {
 			con.keys = console.NewKeys(deps.StepUp, assets)

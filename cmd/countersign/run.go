@@ -76,6 +76,14 @@ Usage:
   countersign tools export [--format countersign|openai|anthropic]
                                      print the tool registry for agent
                                      frameworks, as GET /api/v1/tools does
+  countersign audit export --tenant T [--since WHEN]
+                                     write the audit log, checkpoints and keys
+                                     as JSON Lines
+  countersign audit key --tenant T --name N
+                                     create an audit reader API key; prints it once
+  countersign verify [--receipt FILE] --export FILE
+                                     prove a receipt offline: signature, digests,
+                                     security-key assertions, unbroken audit chain
   countersign version                print the version
 
 Every flag can also be set through an environment variable named after it:
@@ -144,6 +152,10 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.backup(ctx, rest)
 	case "restore":
 		return c.restore(ctx, rest)
+	case "audit":
+		return c.group(ctx, "audit", rest, map[string]func(context.Context, []string) error{"export": c.auditExport, "key": c.auditKeyCreate})
+	case "verify":
+		return c.verify(ctx, rest)
 	case "version":
 		if len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 			return usagef("countersign version", "unexpected argument %q", rest[0])

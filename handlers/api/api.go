@@ -63,6 +63,8 @@ type Options struct {
 	Events Events
 	// Tools serves GET /api/v1/tools; the listing answers not_found when nil.
 	Tools ToolExporter
+	// Audit serves receipts and the audit log; nil leaves them out.
+	Audit AuditProtocol
 }
 
 // Handlers serves the agent API. Build it with New.
@@ -73,6 +75,7 @@ type Handlers struct {
 	baseURL string
 	events  Events
 	tools   ToolExporter
+	audit   AuditProtocol
 }
 
 // New returns the API handlers over p.
@@ -84,6 +87,7 @@ func New(p Protocol, opts Options) *Handlers {
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
 		events:  opts.Events,
 		tools:   opts.Tools,
+		audit:   opts.Audit,
 	}
 	if h.clock == nil {
 		h.clock = models.SystemClock{}
@@ -97,6 +101,9 @@ func New(p Protocol, opts Options) *Handlers {
 // MaxBodyBytes reports the body limit in force, so that the server's
 // transport-level limit agrees with the decoder's.
 func (h *Handlers) MaxBodyBytes() int64 { return h.maxBody }
+
+// ServesAudit reports whether receipts and the audit log are served.
+func (h *Handlers) ServesAudit() bool { return h.audit != nil }
 
 // NoStore marks every response of the wrapped routes as not cacheable:
 // proposals, tokens and errors are per-caller and change over time. It sets

@@ -40,5 +40,5 @@ func (h *Handlers) Execute(c echo.Context) error {
 	if e.Settled() {
 		status = http.StatusOK
 	}
-	return c.JSON(status, executeResponse{executionJSON: newExecutionJSON(e), Receipt: receipt(e)})
+	return c.JSON(status, executeResponse{executionJSON: newExecutionJSON(e), Receipt: receipt(e), SignedReceipt: e.ReceiptJWS})
 }

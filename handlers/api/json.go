@@ -114,6 +114,9 @@ type executionErrJSON struct {
 type executeResponse struct {
 	executionJSON
 	Receipt models.Receipt `json:"receipt"`
+	// SignedReceipt is the receipt JWS of a settled execution (also at
+	// GET /api/v1/executions/{id}/receipt).
+	SignedReceipt string `json:"signed_receipt,omitempty"`
 }
 
 // listResponse is one page of proposals; NextCursor is null on the last page.

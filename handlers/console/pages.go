@@ -375,6 +375,10 @@ func (h *Pages) receipt(p *models.Proposal) *ui.Receipt {
 		agree = agree && d.DigestSeen == p.ArgsDigest
 	}
 	r.DigestsAgree = agree && len(r.Approved) > 0
+	if e.ReceiptJWS != "" {
+		r.SignedURL, r.Signed = "/executions/"+url.PathEscape(e.ID)+"/receipt.jws", e.ReceiptJWS
+	}
+	r.AuditURL = proposalURL(p.ID) + "/audit"
 	return r
 }
 

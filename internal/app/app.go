@@ -138,6 +138,10 @@ type Config struct {
 	// TracerProvider receives spans for requests and protocol calls
 	// (see internal/tracing); nil traces nothing.
 	TracerProvider trace.TracerProvider
+
+	// OnStatement, when set, sees the SQL of every statement the store runs
+	// (store.Options.OnStatement); countersign-bench counts them.
+	OnStatement func(sql string)
 }
 
 // App is the assembled application.
@@ -190,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	st, err := store.Open(cfg.DB, store.Options{Logger: cfg.Logger, Clock: cfg.Clock, KEK: cfg.KEK,
-		Notify: events.NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL)})
+		Notify: events.NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL), OnStatement: cfg.OnStatement})
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +274,7 @@ func (a *App) init(ctx context.Context) error {
 		web.Deps{Protocol: a.Protocol, Clock: a.cfg.Clock, Tools: a.Registry,
 			MCP:  mcpserver.New(a.Protocol, mcpserver.Config{Registry: a.Registry, BaseURL: a.cfg.BaseURL, Logger: a.cfg.Logger}),
 			Auth: a.Auth, Sessions: a.Sessions,
-			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events})
+			Pages: a.Protocol, Assets: static.New(), StepUp: a.StepUp, Events: a.Events, Audit: a.Protocol})
 	return nil
 }
 

@@ -454,6 +454,20 @@ func TestStepUpRefusals(t *testing.T) {
 	forged, _ := json.Marshal(m)
 	status, out = b.postJSON(stepUpPath(bp, "finish"), string(forged))
 	wantRefusal(t, "bad signature", status, out, http.StatusForbidden, models.EStepUpFailed, "did not verify")
+	// Each refused assertion is in the audit log.
+	entries, err := c.app.Store.ProposalAudit(context.Background(), bp.TenantID, bp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, e := range entries {
+		if e.Kind == models.AuditStepUpFailed {
+			failed++
+		}
+	}
+	if failed != 4 {
+		t.Errorf("%d stepup.failed entries for B, want 4 (no verification, origin, relying party, signature)", failed)
+	}
 
 	// A digest other than the stored one is refused at the start.
 	status, out = b.postJSON(stepUpPath(bp, "begin"), digestBody(a))

@@ -213,7 +213,7 @@ func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID stri
 	if admin.Role != models.RoleAdmin || admin.Disabled {
 		return nil, models.Errorf(models.EForbidden, "only an administrator may revoke a confirmation")
 	}
-	if err := s.store.RevokeToken(ctx, admin.TenantID, proposalID, s.clock.Now()); err != nil {
+	if err := s.store.RevokeTokenBy(ctx, admin.TenantID, proposalID, admin.ID, s.clock.Now()); err != nil {
 		return nil, err
 	}
 	s.changed(ctx, admin.TenantID, proposalID)

@@ -50,17 +50,19 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 	case c.Subject != agent.ID:
 		return nil, models.Errorf(models.ESubjectMismatch, "the token was issued to another agent")
 	}
-	p, err := s.store.GetProposal(ctx, agent.TenantID, proposalID)
+	// The proposal's snapshot and the token's record, read in one go
+	// (their decisions and execution are not needed to decide).
+	p, rec, err := s.store.Redemption(ctx, agent.TenantID, proposalID, c.ID)
 	if err != nil {
 		return nil, err
 	}
 	if err := bindsTo(c, p); err != nil {
 		return nil, err
 	}
-	tok, err := s.store.TokenByJTI(ctx, agent.TenantID, c.ID)
-	if err != nil {
-		return nil, err
+	if rec == nil {
+		return nil, models.Errorf(models.EUnknownToken, "no such token")
 	}
+	tok := *rec
 	if tok.ProposalID != p.ID || tok.AgentID != agent.ID {
 		return nil, models.Errorf(models.EArgsMismatch, "the token confirms another proposal")
 	}
@@ -241,7 +243,7 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 			Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
 	}
 	return nil, &models.Error{Code: models.EAlreadyConsumed, Message: "this confirmation was already redeemed",
-		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt()}}
+		Details: map[string]any{"execution_id": e.ID, "execution_status": e.Status, "receipt": e.Receipt(), "signed_receipt": e.ReceiptJWS}}
 }
 
 // lease is how long one attempt at a tool's write holds its execution: the
@@ -330,7 +332,20 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execution, o store.Outcome) (*models.Execution, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.margin)
 	defer cancel()
-	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, s.clock.Now())
+	// Milliseconds, as stored, so that the receipt signed now and one
+	// rebuilt from the database later state the same times.
+	now := time.UnixMilli(s.clock.Now().UnixMilli()).UTC()
+	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+		// The receipt is signed before the outcome is stored and written by
+		// the same UPDATE. Failing to sign must not lose the outcome: the
+		// receipt is then made on first request (Receipt).
+		var err error
+		if o.Receipt, err = s.signReceipt(ctx, p, settledAs(e, o, now)); err != nil {
+			s.log.Warn("receipt not signed", "execution", e.ID, "err", err)
+			o.Receipt = ""
+		}
+	}
+	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, now)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +360,7 @@ func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execu
 	if done.ErrorCode == string(models.EStateChanged) {
 		return &done, &models.Error{Code: models.EStateChanged,
 			Message: "the target changed after the confirmation; nothing was written and a new proposal is needed",
-			Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt()}}
+			Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt(), "signed_receipt": done.ReceiptJWS}}
 	}
 	return &done, nil
 }
@@ -452,6 +467,7 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 	defer func() { <-beating }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var checkpointed time.Time
 	for {
 		if n, err := s.Sweep(ctx); err != nil {
 			s.log.Warn("sweep", "err", err)
@@ -464,6 +480,13 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 		// Pick up signing keys rotated by another process (or the CLI).
 		if err := s.tokens.EnsureKey(ctx); err != nil {
 			s.log.Warn("signing keys", "err", err)
+		}
+		if now := s.clock.Now(); now.Sub(checkpointed) >= s.checkpointEvery {
+			if _, err := s.Checkpoint(ctx); err != nil {
+				s.log.Warn("audit checkpoints", "err", err)
+			} else {
+				checkpointed = now
+			}
 		}
 		select {
 		case <-ctx.Done():

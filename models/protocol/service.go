@@ -20,6 +20,7 @@ import (
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/checkpoint"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
@@ -69,6 +70,9 @@ type Config struct {
 	// Tracer makes a span for every propose, decision, execution and
 	// reconciliation; nil traces nothing.
 	Tracer trace.Tracer
+	// CheckpointInterval is how often RunBackground signs a checkpoint of
+	// each audit chain that grew. Default 1m.
+	CheckpointInterval time.Duration
 }
 
 // Lease defaults (see Config).
@@ -115,6 +119,9 @@ type Service struct {
 	installation string
 	observer     Observer
 	tracer       trace.Tracer
+
+	checkpoints     checkpoint.Checkpointer
+	checkpointEvery time.Duration
 }
 
 // New checks the configuration, makes sure a token signing key exists and
@@ -176,6 +183,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	var err error
 	if s.instance, err = s.store.RegisterInstance(ctx, s.clock.Now(), stale); err != nil {
 		return nil, err
+	}
+	s.checkpoints = checkpoint.Checkpointer{Store: cfg.Store, Tokens: cfg.Tokens}
+	s.checkpointEvery = cfg.CheckpointInterval
+	if s.checkpointEvery <= 0 {
+		s.checkpointEvery = time.Minute
 	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.

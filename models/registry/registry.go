@@ -113,6 +113,9 @@ type Tool struct {
 	ResourceField string
 	// Batch reports whether ResourceField holds a list of ids.
 	Batch bool
+	// ReceiptDigestOnly keeps the arguments out of signed receipts (only
+	// their digest binds them): `receipt_arguments: digest` in the file.
+	ReceiptDigestOnly bool
 
 	schema     *jsonschema.Schema
 	schemaJSON json.RawMessage
@@ -196,6 +199,8 @@ type toolDoc struct {
 	// RejectInvisible lists top-level arguments (or "*" for all) whose
 	// strings may hold no hidden code point (models/visible).
 	RejectInvisible []string `yaml:"reject_invisible"`
+	// ReceiptArguments is "full" (the default) or "digest".
+	ReceiptArguments string `yaml:"receipt_arguments"`
 }
 
 type summaryDoc struct {
@@ -430,6 +435,13 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 	}
 	if t.PolicyVersion == "" {
 		bad("policy_version is required")
+	}
+	switch d.ReceiptArguments {
+	case "", "full":
+	case "digest":
+		t.ReceiptDigestOnly = true
+	default:
+		bad("receipt_arguments %q must be full or digest", d.ReceiptArguments)
 	}
 	t.Adapter = buildAdapter(d.Adapter, bad)
 

@@ -61,6 +61,9 @@ type Store interface {
 	// For passkey sign-in.
 	TenantByName(ctx context.Context, name string) (models.Tenant, error)
 	UserByID(ctx context.Context, tenantID, id string) (models.User, error)
+
+	// Audit records a failed security-key approval in the audit log.
+	Audit(ctx context.Context, tenantID string, at time.Time, ev models.AuditEvent) error
 }
 
 // Protocol is what the step-up needs from the protocol;
@@ -553,6 +556,11 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 	}
 	key, err := s.verifyAssertion(ctx, u, sd, parsed, "", nothing)
 	if err != nil {
+		// The ceremony is consumed; the failure is recorded (best effort:
+		// the answer to the reviewer does not depend on it).
+		_ = s.store.Audit(ctx, u.TenantID, s.clock.Now(), models.AuditEvent{Kind: models.AuditStepUpFailed, Actor: u.ID,
+			ProposalID: p.ID, Data: map[string]any{"user_id": u.ID, "credential_id": b64.EncodeToString(parsed.RawID),
+				"code": models.ErrorCode(err), "reason": models.ErrorMessage(err)}})
 		return nil, err
 	}
 	ad := parsed.Response.AuthenticatorData

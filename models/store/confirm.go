@@ -195,6 +195,8 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		if err != nil {
 			return err
 		}
+		events := pendingAudit{}
+		events.add(tenantID, decisionEvent(d))
 		switch {
 		case d.Kind == models.DecisionDecline:
 			ok, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, "")
@@ -229,9 +231,12 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 				IssuedAt: ms(tok.IssuedAt), ExpiresAt: ms(tok.ExpiresAt), ExecutionID: execID}).Error; err != nil {
 				return err
 			}
+			events.add(tenantID, tokenIssuedEvent(p, tok))
 		}
-		out, err = loadProposal(tx, tenantID, d.ProposalID)
-		return err
+		if out, err = loadProposal(tx, tenantID, d.ProposalID); err != nil {
+			return err
+		}
+		return events.flush(tx, now)
 	})
 	if commitUncertain(err) {
 		// Read back: the decision row is there exactly when the commit went
@@ -311,6 +316,15 @@ func dutyError(tx *gorm.DB, reviewer models.User, agent models.Agent) error {
 // execution that is running, unknown or settled; ENotFound for unknown or
 // foreign proposals.
 func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, now time.Time) error {
+	return s.RevokeTokenBy(ctx, tenantID, proposalID, "", now)
+}
+
+// RevokeTokenBy is RevokeToken naming the administrator who revoked, for
+// the audit log.
+func (s *Store) RevokeTokenBy(ctx context.Context, tenantID, proposalID, actorID string, now time.Time) error {
+	if actorID == "" {
+		actorID = models.ActorSystem
+	}
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&tokenRow{}).
 			Where("tenant_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
@@ -342,7 +356,10 @@ func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, no
 		if !ok {
 			return models.Errorf(models.EInvalidState, "the proposal is no longer %s", from)
 		}
-		return s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil)
+		if err := s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil); err != nil {
+			return err
+		}
+		return appendAudit(tx, tenantID, now, proposalEvent(models.AuditTokenRevoked, actorID, proposalID, nil))
 	})
 }
 

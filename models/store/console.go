@@ -62,7 +62,13 @@ func (s *Store) CreateConsoleSession(ctx context.Context, sess auth.Session) err
 	row := consoleSessionRow{IDHash: sess.Handle, TenantID: sess.Tenant.ID, UserID: sess.User.ID,
 		CSRFToken: sess.CSRF, AMR: string(amr), CreatedAt: ms(sess.CreatedAt),
 		LastSeenAt: ms(sess.LastSeen), ExpiresAt: ms(sess.ExpiresAt)}
-	return dbErr(s.db.WithContext(ctx).Create(&row).Error)
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return err
+		}
+		return appendAudit(tx, sess.Tenant.ID, sess.CreatedAt, adminEvent(models.AuditSignIn, sess.User.ID,
+			map[string]any{"user_id": sess.User.ID, "amr": json.RawMessage(amr), "method": models.ApprovalMethod(sess.AMR, nil)}))
+	})
 }
 
 // TouchConsoleSession returns the session (without ID) if it is live at
@@ -368,7 +374,7 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "a user named %q already exists", name)
 		}
-		return nil
+		return appendAudit(tx, actor.TenantID, fromMS(row.CreatedAt), adminEvent(models.AuditUserCreated, actor.ID, userData(row)))
 	})
 	if err != nil {
 		return models.User{}, err
@@ -445,7 +451,10 @@ func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID s
 				return err
 			}
 		}
-		return tx.Where("tenant_id = ? AND id = ?", actor.TenantID, userID).Take(&row).Error
+		if err := tx.Where("tenant_id = ? AND id = ?", actor.TenantID, userID).Take(&row).Error; err != nil {
+			return err
+		}
+		return appendAudit(tx, actor.TenantID, now, adminEvent(models.AuditUserChanged, actor.ID, userChange(userID, set)))
 	})
 	if err != nil {
 		return models.User{}, err
@@ -503,7 +512,7 @@ func (s *Store) AdminCreateAgent(ctx context.Context, actor models.User, name, o
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "an agent named %q already exists", name)
 		}
-		return nil
+		return appendAudit(tx, actor.TenantID, fromMS(row.CreatedAt), adminEvent(models.AuditAgentCreated, actor.ID, agentData(row)))
 	})
 	if err != nil {
 		return models.Agent{}, err
@@ -520,17 +529,20 @@ func (s *Store) AdminRevokeAgent(ctx context.Context, actor models.User, agentID
 		if err := requireAdmin(tx, actor); err != nil {
 			return err
 		}
-		err := tx.Model(&agentRow{}).
+		res := tx.Model(&agentRow{}).
 			Where("tenant_id = ? AND id = ? AND revoked_at IS NULL", actor.TenantID, agentID).
-			Update("revoked_at", ms(now)).Error
-		if err != nil {
-			return err
+			Update("revoked_at", ms(now))
+		if res.Error != nil {
+			return res.Error
 		}
-		err = tx.Where("tenant_id = ? AND id = ?", actor.TenantID, agentID).Take(&row).Error
+		err := tx.Where("tenant_id = ? AND id = ?", actor.TenantID, agentID).Take(&row).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return models.Errorf(models.ENotFound, "no such agent")
 		}
-		return err
+		if err != nil || res.RowsAffected == 0 {
+			return err
+		}
+		return appendAudit(tx, actor.TenantID, now, adminEvent(models.AuditAgentRevoked, actor.ID, map[string]any{"agent_id": agentID}))
 	})
 	if err != nil {
 		return models.Agent{}, err

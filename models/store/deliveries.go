@@ -50,8 +50,11 @@ func scopeWhere(sc models.EndpointScope, q *gorm.DB) *gorm.DB {
 // CreateWebhookEndpoint stores an endpoint with its signing secret. ep's
 // AgentID empty makes it tenant-wide.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep models.WebhookEndpoint, secret string) (models.WebhookEndpoint, error) {
-	row := webhookEndpointRow{ID: models.NewID("whep"), TenantID: ep.TenantID, AgentID: optional(ep.AgentID),
-		URL: ep.URL, Secret: secret, Description: ep.Description, CreatedAt: ms(s.clock.Now())}
+	id := models.NewID("whep")
+	// The secret is key material: sealed under the KEK when there is one.
+	row := webhookEndpointRow{ID: id, TenantID: ep.TenantID, AgentID: optional(ep.AgentID),
+		URL: ep.URL, Secret: s.sealKey(column("webhook_endpoints", "secret"), id, []byte(secret)),
+		Description: ep.Description, CreatedAt: ms(s.clock.Now())}
 	if err := s.tx(ctx, func(tx *gorm.DB) error { return tx.Create(&row).Error }); err != nil {
 		return models.WebhookEndpoint{}, err
 	}
@@ -97,13 +100,17 @@ func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc models.EndpointSc
 // EInvalidState when the endpoint was disabled.
 func (s *Store) WebhookTarget(ctx context.Context, endpointID string) (url, secret string, err error) {
 	var row webhookEndpointRow
-	if err := s.db.WithContext(ctx).Select("url", "secret", "disabled_at").Where("id = ?", endpointID).Take(&row).Error; err != nil {
+	if err := s.db.WithContext(ctx).Select("id", "url", "secret", "disabled_at").Where("id = ?", endpointID).Take(&row).Error; err != nil {
 		return "", "", notFound(err, "no webhook endpoint %q", endpointID)
 	}
 	if row.DisabledAt != nil {
 		return "", "", models.Errorf(models.EInvalidState, "the endpoint was disabled")
 	}
-	return row.URL, row.Secret, nil
+	plain, err := s.openKey(column("webhook_endpoints", "secret"), row.ID, row.Secret)
+	if err != nil {
+		return "", "", err
+	}
+	return row.URL, string(plain), nil
 }
 
 // ClaimDeliveries takes up to limit due deliveries of the given channels

@@ -66,11 +66,6 @@ func (r deliveryRow) model(ev models.Event) models.Delivery {
 // them. Every state change calls it right after its conditional UPDATE
 // matched, so the event commits if and only if the change does.
 func (s *Store) recordEvent(tx *gorm.DB, tenantID, proposalID string, typ models.EventType, now time.Time, data map[string]any) error {
-	var p proposalRow
-	if err := tx.Select("agent_id", "status", "revision").
-		Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&p).Error; err != nil {
-		return err
-	}
 	payload := []byte("{}")
 	if len(data) > 0 {
 		b, err := json.Marshal(data)
@@ -79,14 +74,21 @@ func (s *Store) recordEvent(tx *gorm.DB, tenantID, proposalID string, typ models
 		}
 		payload = b
 	}
-	ev := eventRow{ID: models.NewID("evt"), TenantID: tenantID, AgentID: p.AgentID, ProposalID: proposalID,
-		Type: string(typ), Status: p.Status, Revision: p.Revision, Payload: string(payload), CreatedAt: ms(now)}
-	if err := tx.Create(&ev).Error; err != nil {
+	// The event takes the proposal's agent, status and revision as this
+	// transaction sees them, in the one statement that records it.
+	ev := eventRow{ID: models.NewID("evt")}
+	var agents []string
+	if err := tx.Raw(`INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
+		SELECT ?, tenant_id, agent_id, id, ?, status, revision, ?, ? FROM proposals WHERE tenant_id = ? AND id = ?
+		RETURNING agent_id`, ev.ID, string(typ), string(payload), ms(now), tenantID, proposalID).Scan(&agents).Error; err != nil {
 		return err
+	}
+	if len(agents) != 1 {
+		return gorm.ErrRecordNotFound
 	}
 	var endpoints []string
 	if err := tx.Model(&webhookEndpointRow{}).
-		Where("tenant_id = ? AND (agent_id IS NULL OR agent_id = ?) AND disabled_at IS NULL", tenantID, p.AgentID).
+		Where("tenant_id = ? AND (agent_id IS NULL OR agent_id = ?) AND disabled_at IS NULL", tenantID, agents[0]).
 		Order("id").Pluck("id", &endpoints).Error; err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/countersign/countersign/models"
 )
@@ -33,6 +34,7 @@ type executionRow struct {
 	CreatedAt     int64 `gorm:"autoCreateTime:false"`
 	UpdatedAt     int64 `gorm:"autoUpdateTime:false"`
 	CompletedAt   *int64
+	Receipt       string
 }
 
 func (executionRow) TableName() string { return "executions" }
@@ -42,7 +44,8 @@ func (r executionRow) model() models.Execution {
 		RequestKey: r.RequestKey, DownstreamKey: r.DownstreamKey, Operation: r.Operation, ArgsDigest: r.ArgsDigest,
 		Status: models.Status(r.Status), Attempts: r.Attempts, ProviderRef: r.ProviderRef,
 		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, LeaseUntil: fromMS(r.LeaseUntil),
-		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt)}
+		CreatedAt: fromMS(r.CreatedAt), UpdatedAt: fromMS(r.UpdatedAt), CompletedAt: fromMSPtr(r.CompletedAt),
+		ReceiptJWS: r.Receipt}
 	if r.Result != "" {
 		e.Result = json.RawMessage(r.Result)
 	}
@@ -114,7 +117,7 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 			return err
 		}
 		consumed = true
-		return nil
+		return appendAudit(tx, c.TenantID, c.Now, executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil))
 	})
 	if commitUncertain(err) {
 		return s.consumedAfterAll(ctx, c, row, err)
@@ -161,23 +164,19 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
 		lapsed, args := s.lapsed(now)
-		res := tx.Model(&executionRow{}).
+		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(from)).
-			Where(lapsed, args...).
-			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+			Where(lapsed, args...),
+			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
-		return nil
+		return appendAudit(tx, tenantID, now, executionEvent(models.AuditExecutionAttempt, models.ActorSystem, row, nil))
 	})
 	return out, ok, err
 }
@@ -211,25 +210,21 @@ func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseU
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		res := tx.Model(&executionRow{}).
+		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
 				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
 			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").
-				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))).
-			Updates(map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
+				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))),
+			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
-		return nil
+		return appendAudit(tx, tenantID, now, executionEvent(models.AuditExecutionAttempt, models.ActorSystem, row, nil))
 	})
 	return out, ok, err
 }
@@ -244,6 +239,9 @@ type Outcome struct {
 	// RetryAt, for unknown, is when the reconciler may ask again (the
 	// execution's lease runs until then).
 	RetryAt time.Time
+	// Receipt, for a settled outcome, is the signed receipt (compact JWS),
+	// stored by the same UPDATE.
+	Receipt string
 }
 
 // FinishExecution records the outcome of the attempt numbered attempt. It
@@ -265,6 +263,9 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	}
 	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
 		updates["completed_at"] = ms(now)
+		if o.Receipt != "" {
+			updates["receipt"] = o.Receipt
+		}
 	}
 	var (
 		out models.Execution
@@ -272,23 +273,49 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		res := tx.Model(&executionRow{}).
-			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt).
-			Updates(updates)
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		var row executionRow
-		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+		row, found, err := updateExecution(tx.
+			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt),
+			updates)
+		if err != nil || !found {
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
-		return nil
+		return appendAudit(tx, tenantID, now, outcomeEvent(row))
 	})
 	return out, ok, err
+}
+
+// SetReceipt stores the signed receipt of a settled execution that has
+// none yet (settled before receipts were signed). The first one stored
+// stays; ok reports whether this one was.
+func (s *Store) SetReceipt(ctx context.Context, tenantID, id, receipt string) (bool, error) {
+	var ok bool
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&executionRow{}).
+			Where("tenant_id = ? AND id = ? AND receipt = '' AND status IN ?", tenantID, id,
+				[]string{string(models.StatusSucceeded), string(models.StatusFailedTerminal)}).
+			Update("receipt", receipt)
+		ok = res.RowsAffected == 1
+		return res.Error
+	})
+	return ok, err
+}
+
+// updateExecution applies updates to the execution q matches (at most one:
+// q names its id) and returns the row as updated, in the same statement
+// (RETURNING). found=false means nothing matched.
+func updateExecution(q *gorm.DB, updates map[string]any) (row executionRow, found bool, err error) {
+	var rows []executionRow
+	if err := q.Model(&rows).Clauses(clause.Returning{}).Updates(updates).Error; err != nil {
+		return executionRow{}, false, err
+	}
+	if len(rows) == 0 {
+		return executionRow{}, false, nil
+	}
+	return rows[0], true, nil
 }
 
 // mirror copies an execution's status onto its proposal and records the
@@ -334,4 +361,32 @@ func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]
 		out[i] = r.model()
 	}
 	return out, nil
+}
+
+// Redemption returns what a presented token is checked against before it
+// is consumed: the stored proposal's snapshot (without its decisions, token
+// or execution, and without the agent's name) and the token recorded under
+// jti, nil when there is none. Nothing is locked: these reads only choose
+// the answer, and ConsumeToken's conditional UPDATE decides. On SQLite they
+// run on the reader pool, so they never queue behind the writer.
+func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
+	db := s.read.WithContext(ctx)
+	var row proposalRow
+	if err := db.Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
+		return nil, nil, notFound(err, "no proposal %q", proposalID)
+	}
+	p, err := row.model("")
+	if err != nil {
+		return nil, nil, err
+	}
+	var tok tokenRow
+	err = db.Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&tok).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return p, nil, nil
+	}
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	t := tok.model()
+	return p, &t, nil
 }

@@ -104,3 +104,11 @@ func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
 
 // URLForTest is the URL the store was opened with.
 func (s *Store) URLForTest() string { return s.url }
+
+// ExecRawForTest runs one statement outside the store's methods, as any
+// other database client could: tests use it to show what the database
+// itself refuses.
+func (s *Store) ExecRawForTest(ctx context.Context, q string) error {
+	_, err := s.sqlDB.ExecContext(ctx, q)
+	return err
+}

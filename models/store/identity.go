@@ -149,7 +149,7 @@ func (s *Store) CreateUser(ctx context.Context, tenantID, name string, role mode
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "user %q already exists", name)
 		}
-		return nil
+		return appendAudit(tx, tenantID, fromMS(row.CreatedAt), adminEvent(models.AuditUserCreated, "", userData(row)))
 	})
 	if err != nil {
 		return models.User{}, err
@@ -204,7 +204,7 @@ func (s *Store) CreateAgent(ctx context.Context, tenantID, name, ownerUserID, ke
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "agent %q already exists", name)
 		}
-		return nil
+		return appendAudit(tx, tenantID, fromMS(row.CreatedAt), adminEvent(models.AuditAgentCreated, "", agentData(row)))
 	})
 	if err != nil {
 		return models.Agent{}, err
@@ -251,16 +251,19 @@ func (s *Store) SetAgentReadAll(ctx context.Context, tenantID, agentID string, o
 
 // RevokeAgent disables an agent's key.
 func (s *Store) RevokeAgent(ctx context.Context, tenantID, agentID string) error {
-	res := s.db.WithContext(ctx).Model(&agentRow{}).
-		Where("tenant_id = ? AND id = ? AND revoked_at IS NULL", tenantID, agentID).
-		Update("revoked_at", ms(s.clock.Now()))
-	if res.Error != nil {
-		return dbErr(res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return models.Errorf(models.ENotFound, "no active agent with that id")
-	}
-	return nil
+	now := s.clock.Now()
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&agentRow{}).
+			Where("tenant_id = ? AND id = ? AND revoked_at IS NULL", tenantID, agentID).
+			Update("revoked_at", ms(now))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.ENotFound, "no active agent with that id")
+		}
+		return appendAudit(tx, tenantID, now, adminEvent(models.AuditAgentRevoked, "", map[string]any{"agent_id": agentID}))
+	})
 }
 
 func notFound(err error, format string, args ...any) error {

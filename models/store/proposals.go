@@ -154,9 +154,13 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 			return err
 		}
 		if capped {
-			return openProposalsLimited(tx, p.AgentID, maxOpen, p.CreatedAt)
+			if err := openProposalsLimited(tx, p.AgentID, maxOpen, p.CreatedAt); err != nil {
+				return err
+			}
 		}
-		return nil
+		// The audit append stays last: on PostgreSQL it may wait for
+		// another transaction's append.
+		return appendAudit(tx, p.TenantID, p.CreatedAt, proposalCreatedEvent(p))
 	})
 	if commitUncertain(err) {
 		var stored proposalRow
@@ -496,7 +500,10 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 			return err
 		}
 		if ok {
-			return s.recordEvent(tx, tenantID, id, models.StatusEvent(models.StatusCancelled), now, nil)
+			if err := s.recordEvent(tx, tenantID, id, models.StatusEvent(models.StatusCancelled), now, nil); err != nil {
+				return err
+			}
+			return appendAudit(tx, tenantID, now, proposalEvent(models.AuditProposalCancelled, agentID, id, nil))
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})
@@ -554,9 +561,10 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 	var out []ProposalRef
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		out = out[:0]
+		var events pendingAudit
 		// One conditional UPDATE per proposal, so that each expiry that
-		// happens records its event; a proposal decided meanwhile is left
-		// alone.
+		// happens records its event and audit entry; a proposal decided
+		// meanwhile is left alone.
 		var awaiting []proposalRow
 		q := tx.Select("id", "tenant_id").
 			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
@@ -577,6 +585,7 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 				if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusExpired), now, nil); err != nil {
 					return err
 				}
+				events.add(p.TenantID, proposalEvent(models.AuditProposalExpired, models.ActorSystem, p.ID, nil))
 			}
 		}
 
@@ -601,6 +610,7 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 			if res.RowsAffected == 0 {
 				continue
 			}
+			events.add(t.TenantID, proposalEvent(models.AuditTokenExpired, models.ActorSystem, t.ProposalID, map[string]any{"jti": t.JTI}))
 			ok, err := transition(tx, t.TenantID, t.ProposalID, models.StatusExpired, now, "status = ?", string(models.StatusConfirmed))
 			if err != nil {
 				return err
@@ -652,9 +662,11 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 					map[string]any{"retry_expired": true}); err != nil {
 					return err
 				}
+				events.add(e.TenantID, proposalEvent(models.AuditProposalExpired, models.ActorSystem, e.ProposalID,
+					map[string]any{"execution_id": e.ID, "retry_expired": true}))
 			}
 		}
-		return nil
+		return events.flush(tx, now)
 	})
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ var sealedColumns = []sealedColumn{
 	{"signing_keys", "kid", "private_key", "token signing key"},
 	{"console_keys", "name", "hash_key", "console cookie authentication key"},
 	{"console_keys", "name", "block_key", "console cookie encryption key"},
+	{"webhook_endpoints", "id", "secret", "webhook signing secret"},
 }
 
 // aad binds a sealed value to its row and column: moved elsewhere, it

@@ -275,3 +275,32 @@ func TestConcurrentRekeys(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookSecretsSealed: a webhook signing secret is key material too:
+// under a KEK the database holds only its sealed form, the dispatcher reads
+// it back, and another KEK cannot.
+func TestWebhookSecretsSealed(t *testing.T) {
+	eachDBURL(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		k1 := newKEK(t)
+		st := openWith(t, url, k1)
+		tn, err := st.CreateTenant(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const secret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTMy"
+		ep, err := st.CreateWebhookEndpoint(ctx, models.WebhookEndpoint{TenantID: tn.ID, URL: "http://127.0.0.1:9/hook"}, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := dump(t, st); strings.Contains(text, secret) || strings.Contains(text, secret[len("whsec_"):]) {
+			t.Error("the webhook secret is in the database dump")
+		}
+		if _, got, err := st.WebhookTarget(ctx, ep.ID); err != nil || got != secret {
+			t.Errorf("WebhookTarget = %q, %v; want the secret back", got, err)
+		}
+		if _, _, err := openWith(t, url, newKEK(t)).WebhookTarget(ctx, ep.ID); !errors.Is(err, kek.ErrWrongKEK) {
+			t.Errorf("another KEK read the secret: %v", err)
+		}
+	})
+}

@@ -103,15 +103,7 @@ func (h statementHook) Trace(_ context.Context, _ time.Time, fc func() (string, 
 // ":memory:" only for single-connection use), "sqlite:PATH", or
 // "postgres://…" / "postgresql://…". It does not migrate; call Migrate.
 func Open(url string, opts Options) (*Store, error) {
-	cfg := &gorm.Config{
-		TranslateError:         true,
-		SkipDefaultTransaction: true,
-		Logger:                 logger.Discard,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
-	}
-	if opts.OnStatement != nil {
-		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
-	}
+	cfg := gormConfig(opts)
 	var (
 		dial    gorm.Dialector
 		dialect Dialect
@@ -176,12 +168,32 @@ func Open(url string, opts Options) (*Store, error) {
 	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify, kek: opts.KEK}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
-		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), cfg); err != nil {
+		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(opts)); err != nil {
 			_ = sqlDB.Close()
 			return nil, err
 		}
 	}
 	return st, nil
+}
+
+// gormConfig is the GORM configuration of one connection pool (each pool
+// needs its own: GORM keeps the pool in it).
+//
+// GORM's prepared-statement cache is not used: the SQLite driver compiles
+// a statement's SQL again at every execution even when it was prepared,
+// so the cache would only add bookkeeping, and on PostgreSQL pgx already
+// keeps prepared statements per connection.
+func gormConfig(opts Options) *gorm.Config {
+	cfg := &gorm.Config{
+		TranslateError:         true,
+		SkipDefaultTransaction: true,
+		Logger:                 logger.Discard,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	}
+	if opts.OnStatement != nil {
+		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
+	}
+	return cfg
 }
 
 // createPrivate creates the SQLite database file, when it does not exist
@@ -253,6 +265,11 @@ type connector struct {
 func (c connector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
 func (c connector) Driver() driver.Driver                        { return c.d }
 
+// SQLiteDSN is the data source name the store's writer opens a SQLite file
+// with: its journal mode, synchronous level, busy timeout, foreign keys
+// and immediate transactions. countersign-bench opens its floor with it.
+func SQLiteDSN(path string) string { return sqliteDSN(path) }
+
 func sqliteDSN(path string) string {
 	if path == ":memory:" {
 		return "file::memory:?_pragma=foreign_keys(1)&_txlock=immediate"
@@ -303,6 +320,9 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	var applied []int64
 	for _, r := range res {
 		applied = append(applied, r.Source.Version)
+	}
+	if err := s.appendOnly(ctx); err != nil {
+		return applied, err
 	}
 	return applied, nil
 }

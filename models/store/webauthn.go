@@ -142,7 +142,8 @@ func (s *Store) CreateSecurityKeyIfNoneSince(ctx context.Context, k models.Secur
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "this security key is registered already")
 		}
-		return nil
+		return appendAudit(tx, k.TenantID, k.CreatedAt, adminEvent(models.AuditKeyRegistered, k.UserID, map[string]any{
+			"user_id": k.UserID, "key_id": k.ID, "name": k.Name, "credential_id": row.CredentialID, "public_key": row.PublicKey}))
 	})
 	if err != nil {
 		return models.SecurityKey{}, err
@@ -223,7 +224,7 @@ func (s *Store) RemoveSecurityKey(ctx context.Context, tenantID, userID, keyID s
 		if res.RowsAffected == 0 {
 			return models.Errorf(models.ENotFound, "no such security key")
 		}
-		return nil
+		return appendAudit(tx, tenantID, now, adminEvent(models.AuditKeyRemoved, userID, map[string]any{"user_id": userID, "key_id": keyID}))
 	})
 }
 

@@ -481,6 +481,11 @@ func checkClaims(c models.Claims) error {
 // EdDSA, kid and typ, and a 64-byte signature. It returns the kid and the
 // decoded payload.
 func parseCompact(compact string) (kid string, payload []byte, err error) {
+	return parseTyped(compact, tokenType)
+}
+
+// parseTyped is parseCompact for a JWS whose header must carry typ.
+func parseTyped(compact, typ string) (kid string, payload []byte, err error) {
 	if compact == "" {
 		return "", nil, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
 	}
@@ -497,7 +502,7 @@ func parseCompact(compact string) (kid string, payload []byte, err error) {
 			return "", nil, models.Wrap(models.EInvalidSignature, err, msgMalformed)
 		}
 	}
-	if kid, err = checkHeader(raw[0]); err != nil {
+	if kid, err = checkHeader(raw[0], typ); err != nil {
 		return "", nil, err
 	}
 	if len(raw[2]) != ed25519.SignatureSize {
@@ -540,7 +545,7 @@ func validKeyID(kid string) bool {
 
 // checkHeader accepts exactly the protected header Sign writes. Anything more
 // (crit, b64, jwk, jku, x5c, …) is refused rather than interpreted.
-func checkHeader(h []byte) (string, error) {
+func checkHeader(h []byte, wantTyp string) (string, error) {
 	fields, err := objectFields(h)
 	if err != nil {
 		return "", models.Wrap(models.EInvalidSignature, err, msgMalformed)
@@ -565,7 +570,7 @@ func checkHeader(h []byte) (string, error) {
 	if alg != string(jose.EdDSA) {
 		return "", models.Errorf(models.EInvalidSignature, msgAlgorithm)
 	}
-	if typ != tokenType {
+	if typ != wantTyp {
 		return "", models.Errorf(models.EInvalidSignature, msgHeader)
 	}
 	if !validKeyID(kid) {

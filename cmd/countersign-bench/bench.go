@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// row is one line of the report.
+type row struct {
+	Name      string
+	Product   string  // what countersign did
+	Baseline  string  // what the floor or baseline did
+	Ratio     float64 // the headline ratio (see RatioOf)
+	RatioOf   string  // what Ratio divides
+	Ratio2    float64 // a second ratio (p99), 0 when none
+	Ratio2Of  string
+	Statement float64 // statements per product operation, 0 when not counted
+}
+
+type report struct {
+	rows  []row
+	notes []string
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintln(w, "| measurement | countersign | floor / baseline | ratio | p99 ratio | statements/op |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, x := range r.rows {
+		r2, st := "", ""
+		if x.Ratio2Of != "" {
+			r2 = fmt.Sprintf("%.2f× (%s)", x.Ratio2, x.Ratio2Of)
+		}
+		if x.Statement > 0 {
+			st = fmt.Sprintf("%.1f", x.Statement)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f (%s) | %s | %s |\n", x.Name, x.Product, x.Baseline, x.Ratio, x.RatioOf, r2, st)
+	}
+	for _, n := range r.notes {
+		fmt.Fprintln(w, "\n"+n)
+	}
+}
+
+// batch is the outcome of n operations at some concurrency.
+type batch struct {
+	wall time.Duration
+	lat  []time.Duration
+}
+
+func (b batch) opsPerSec() float64 { return float64(len(b.lat)) / b.wall.Seconds() }
+
+// runBatch runs op(i) for i in [0,n) on c workers and times each.
+func runBatch(ctx context.Context, n, c int, op func(ctx context.Context, i int) error) (batch, error) {
+	lat := make([]time.Duration, n)
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		err1 error
+	)
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t := time.Now()
+				err := op(ctx, i)
+				lat[i] = time.Since(t)
+				if err != nil {
+					mu.Lock()
+					if err1 == nil {
+						err1 = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return batch{wall: time.Since(start), lat: lat}, err1
+}
+
+// summary is the medians over rounds of throughput, and percentiles over
+// every latency of every round.
+type summary struct {
+	ops      float64
+	p50, p99 time.Duration
+}
+
+func summarize(bs []batch) summary {
+	var ops []float64
+	var lat []time.Duration
+	for _, b := range bs {
+		ops = append(ops, b.opsPerSec())
+		lat = append(lat, b.lat...)
+	}
+	sort.Float64s(ops)
+	slices.Sort(lat)
+	return summary{ops: ops[len(ops)/2], p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(d)))) - 1
+	return d[max(i, 0)]
+}
+
+func (s summary) String() string {
+	return fmt.Sprintf("%.0f ops/s, p50 %s, p99 %s", s.ops, ms(s.p50), ms(s.p99))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+// bench runs every measurement and returns the report.
+func bench(ctx context.Context, cfg config) (*report, error) {
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "countersign-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	rep := &report{}
+	var kinds []string
+	if !cfg.SkipSQLite {
+		kinds = append(kinds, "sqlite")
+	}
+	if cfg.PG != "" {
+		kinds = append(kinds, "postgres")
+	}
+	for _, kind := range kinds {
+		if err := benchKind(ctx, cfg, dir, kind, rep); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	return rep, nil
+}
+
+func openDB(ctx context.Context, cfg config, dir, kind, name string) (*database, error) {
+	if kind == "sqlite" {
+		return openSQLite(dir, name)
+	}
+	return openPostgres(ctx, cfg.PG)
+}
+
+func benchKind(ctx context.Context, cfg config, dir, kind string, rep *report) error {
+	db, err := openDB(ctx, cfg, dir, kind, "writes")
+	if err != nil {
+		return err
+	}
+	defer db.drop()
+	srv, err := startServer(ctx, kind, db.url)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	fl, err := newFloor(ctx, db.floor, kind == "postgres")
+	if err != nil {
+		return err
+	}
+	if err := benchExecute(ctx, cfg, srv, fl, rep); err != nil {
+		return fmt.Errorf("execute: %w", err)
+	}
+	if err := benchCreate(ctx, cfg, srv, fl, rep); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	srv.stop()
+	srv.stop = func() {}
+
+	ldb, err := openDB(ctx, cfg, dir, kind, "history")
+	if err != nil {
+		return err
+	}
+	defer ldb.drop()
+	lsrv, err := startServer(ctx, kind, ldb.url)
+	if err != nil {
+		return err
+	}
+	lsrv.raw = ldb.raw
+	defer lsrv.stop()
+	if err := benchList(ctx, cfg, lsrv, rep); err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	if cfg.Waiters > 0 {
+		if err := benchWaiters(ctx, cfg, lsrv, rep); err != nil {
+			return fmt.Errorf("waiters: %w", err)
+		}
+	}
+	return nil
+}
+
+// benchExecute interleaves floor and product batches of executes at each
+// concurrency, alternating which goes first.
+func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *report) error {
+	for _, c := range cfg.Conc {
+		var prod, base []batch
+		var stmts, ops int64
+		for r := range cfg.Rounds {
+			toks, err := fl.tokens(ctx, cfg.Ops)
+			if err != nil {
+				return err
+			}
+			work, err := srv.confirmed(ctx, cfg.Ops)
+			if err != nil {
+				return err
+			}
+			floorRun := func() error {
+				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error { return fl.execute(ctx, toks[i]) })
+				base = append(base, b)
+				return err
+			}
+			prodRun := func() error {
+				before := srv.stmts.Load()
+				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error {
+					body := fmt.Appendf(nil, `{"proposal_id":%q,"token":%q}`, work[i][0], work[i][1])
+					return srv.do(ctx, "POST", "/api/v1/executions", body, 200)
+				})
+				stmts += srv.stmts.Load() - before
+				ops += int64(cfg.Ops)
+				prod = append(prod, b)
+				return err
+			}
+			first, second := floorRun, prodRun
+			if r%2 == 1 {
+				first, second = prodRun, floorRun
+			}
+			if err := first(); err != nil {
+				return err
+			}
+			if err := second(); err != nil {
+				return err
+			}
+		}
+		p, f := summarize(prod), summarize(base)
+		rep.rows = append(rep.rows, row{Name: fmt.Sprintf("execute, %s, c=%d", srv.kind, c),
+			Product: p.String(), Baseline: f.String(),
+			Ratio: p.ops / f.ops, RatioOf: "throughput vs floor",
+			Ratio2: float64(p.p99) / float64(f.p99), Ratio2Of: "vs floor",
+			Statement: float64(stmts) / float64(ops)})
+	}
+	return nil
+}
+
+// benchCreate interleaves creates through the API with the create floor.
+func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *report) error {
+	var seq atomic.Int64
+	body := func() []byte {
+		return fmt.Appendf(nil, `{"tool":"send_customer_email","arguments":%s}`, emailArgs(int(seq.Add(1))))
+	}
+	for _, c := range cfg.Conc {
+		var prod, base []batch
+		var stmts, ops int64
+		for r := range cfg.Rounds {
+			floorRun := func() error {
+				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error { return fl.create(ctx, body()) })
+				base = append(base, b)
+				return err
+			}
+			prodRun := func() error {
+				before := srv.stmts.Load()
+				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error {
+					return srv.do(ctx, "POST", "/api/v1/proposals", body(), 201)
+				})
+				stmts += srv.stmts.Load() - before
+				ops += int64(cfg.Ops)
+				prod = append(prod, b)
+				return err
+			}
+			first, second := floorRun, prodRun
+			if r%2 == 1 {
+				first, second = prodRun, floorRun
+			}
+			if err := first(); err != nil {
+				return err
+			}
+			if err := second(); err != nil {
+				return err
+			}
+		}
+		p, f := summarize(prod), summarize(base)
+		rep.rows = append(rep.rows, row{Name: fmt.Sprintf("create, %s, c=%d", srv.kind, c),
+			Product: p.String(), Baseline: f.String(),
+			Ratio: p.ops / f.ops, RatioOf: "throughput vs floor",
+			Ratio2: float64(p.p99) / float64(f.p99), Ratio2Of: "vs floor",
+			Statement: float64(stmts) / float64(ops)})
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestBenchReport runs the benchmark in a tiny configuration and checks
+// that the report has every row, each with a finite, positive ratio. It
+// asserts nothing about speed.
+func TestBenchReport(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			args := []string{"--ops", "8", "--rounds", "2", "-c", "1,3", "--list-n", "1500", "--waiters", "12", "--dir", t.TempDir()}
+			if kind == "postgres" {
+				args = append(args, "--pg", pgtest.DSN(t), "--skip-sqlite")
+			}
+			var out, errs bytes.Buffer
+			if err := run(context.Background(), args, &out, &errs); err != nil {
+				t.Fatalf("run: %v\n%s", err, errs.String())
+			}
+			for _, name := range []string{
+				"execute, " + kind + ", c=1", "execute, " + kind + ", c=3",
+				"create, " + kind + ", c=1", "create, " + kind + ", c=3",
+				"status-filtered list (API), " + kind + ", 1k vs 1500 stored",
+				"long-poll waiters, " + kind + ", 12 at once",
+			} {
+				line := ""
+				for _, l := range strings.Split(out.String(), "\n") {
+					if strings.HasPrefix(l, "| "+name+" |") {
+						line = l
+					}
+				}
+				if line == "" {
+					t.Errorf("no row %q in the report:\n%s", name, out.String())
+					continue
+				}
+				if strings.Contains(line, "NaN") || strings.Contains(line, "Inf") {
+					t.Errorf("row %q has a ratio that is not finite: %s", name, line)
+				}
+			}
+			rep, err := bench(context.Background(), config{Conc: []int{2}, Ops: 4, Rounds: 1, ListN: 1000, Waiters: 3,
+				Dir: t.TempDir(), PG: pgDSN(t, kind), SkipSQLite: kind == "postgres"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.rows) != 4 {
+				t.Fatalf("report has %d rows, want 4: %+v", len(rep.rows), rep.rows)
+			}
+			for _, r := range rep.rows {
+				for _, v := range []float64{r.Ratio, r.Ratio2} {
+					if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || (v == 0 && r.Ratio2Of != "") {
+						t.Errorf("row %q: ratio %v is not finite and positive", r.Name, v)
+					}
+				}
+				if r.Ratio <= 0 {
+					t.Errorf("row %q: ratio %v", r.Name, r.Ratio)
+				}
+			}
+		})
+	}
+}
+
+func pgDSN(t *testing.T, kind string) string {
+	if kind != "postgres" {
+		return ""
+	}
+	return pgtest.DSN(t)
+}

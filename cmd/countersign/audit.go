@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/audit"
+	"github.com/countersign/countersign/models/checkpoint"
+	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/token"
+)
+
+// auditExport is "countersign audit export --tenant T --since WHEN".
+func (c *cli) auditExport(ctx context.Context, args []string) error {
+	var db, tenant, since, out, issuer string
+	cmd := newCommand("audit export", "countersign audit export --tenant T [--since WHEN] [--out FILE] [flags]", `
+Writes a tenant's audit log as JSON Lines (stdout, or --out FILE): a header,
+the token public keys (JWKS), every audit entry from the first one made at or
+after --since to the newest, the signed checkpoints among them (a new one is
+signed at the head first, so the export always ends under a signature), and
+for the proposals the entries mention their security-key evidence, the
+registered credentials that evidence names and the signed receipts.
+
+--since is an RFC 3339 time (2026-11-01T00:00:00Z), a date (2026-11-01) or a
+duration back from now (72h). Without it the whole log is written.
+
+"countersign verify --export FILE" checks such a file offline.`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&since, "since", "", "export entries made at or after `WHEN`")
+	cmd.fs.StringVar(&out, "out", "", "write to `FILE` instead of stdout")
+	cmd.fs.StringVar(&issuer, "issuer", defaultIssuer, "the `ISS` checkpoints name (the server's --issuer)")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant}); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	from, err := parseSince(since, now)
+	if err != nil {
+		return usagef(cmd.synopsis, "--since: %v", err)
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	tokens := token.New(st, token.Config{Issuer: issuer})
+	if err := tokens.EnsureKey(ctx); err != nil {
+		return err
+	}
+	w := c.stdout
+	if out != "" {
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	n, err := audit.Exporter{Checkpointer: checkpoint.Checkpointer{Store: st, Tokens: tokens}}.Export(ctx, w, t, from, now)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "exported %d audit entries of tenant %s\n", n, t.Name)
+	return nil
+}
+
+// parseSince reads --since: empty (everything), RFC 3339, a date, or a
+// duration before now.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	switch {
+	case v == "":
+		return time.Time{}, nil
+	case strings.ContainsAny(v, "T:"):
+		return time.Parse(time.RFC3339, v)
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.DateOnly, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date or a duration", v)
+	}
+	return t, nil
+}
+
+// auditKeyCreate is "countersign audit key --tenant T --name N".
+func (c *cli) auditKeyCreate(ctx context.Context, args []string) error {
+	var db, tenant, name string
+	cmd := newCommand("audit key", "countersign audit key --tenant T --name N [flags]", `
+Creates an audit reader key and prints it, alone, on stdout, once (only its
+hash is stored). An audit reader may read the tenant's audit log through
+GET /api/v1/audit and the receipts through GET /api/v1/executions/ID/receipt,
+with "Authorization: Bearer <key>", and do nothing else: it can neither
+propose nor redeem, and agent keys cannot read the audit log.`, c.stdout)
+	dbFlag(cmd.fs, &db)
+	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "the reader's `NAME` (e.g. the auditor or system using it)")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+		return err
+	}
+	if err := checkName("audit reader", name); err != nil {
+		return usagef(cmd.synopsis, "%v", err)
+	}
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	raw, err := secret.RandomToken(32)
+	if err != nil {
+		return err
+	}
+	key := protocol.AuditKeyPrefix + raw
+	r, err := st.CreateAuditReader(ctx, t.ID, name, secret.HashAPIKey(key))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "created audit reader %s (%s) in tenant %s; its key is printed once and cannot be shown again\n", r.Name, r.ID, t.Name)
+	fmt.Fprintln(c.stdout, key)
+	return nil
+}
+
+const verifyAbout = `
+Verifies, offline and without trusting the server, what a receipt claims:
+
+  - the receipt's Ed25519 signature under the JWKS (typ countersign-receipt+jwt);
+  - requested = approved = executed digest, and each approver saw it;
+  - each security-key approval: the WebAuthn assertion verifies against the
+    registered credential's public key over the transaction challenge
+    (proposal id, digest, nonce);
+  - the audit chain is unbroken from the proposal's creation to the
+    execution's outcome and ends under a signed checkpoint.
+
+The receipt is a file, or "-" for stdin: the compact JWS, or the JSON answer
+of GET /api/v1/executions/ID/receipt. The export comes from "countersign
+audit export". Without --receipt every receipt in the export is verified.
+Instead of an export, --jwks (the server's /.well-known/jwks.json) with
+--evidence (an export or its evidence and credential lines) checks the
+signature, the digests and the assertions, but not the chain.
+
+It prints one line per element and a verdict, and exits 1 naming the first
+broken element when anything fails.`
+
+// verify is "countersign verify".
+func (c *cli) verify(_ context.Context, args []string) error {
+	var receiptPath, exportPath, jwksPath, evidencePath string
+	cmd := newCommand("verify", "countersign verify [--receipt FILE|-] (--export FILE | --jwks FILE [--evidence FILE])", verifyAbout, c.stdout)
+	cmd.fs.StringVar(&receiptPath, "receipt", "", "the receipt `FILE`, or - for stdin")
+	cmd.fs.StringVar(&exportPath, "export", "", "an audit export `FILE` (countersign audit export)")
+	cmd.fs.StringVar(&jwksPath, "jwks", "", "a JWKS `FILE`, when there is no export")
+	cmd.fs.StringVar(&evidencePath, "evidence", "", "a `FILE` of evidence and credential lines, when there is no export")
+	pos, err := cmd.parse(args, c.getenv)
+	if err != nil {
+		return err
+	}
+	if err := cmd.wantArgs(pos); err != nil {
+		return err
+	}
+	if exportPath == "" && jwksPath == "" {
+		return usagef(cmd.synopsis, "--export or --jwks is required")
+	}
+	var x audit.Export
+	for _, in := range []struct{ flag, path string }{{"export", exportPath}, {"jwks", jwksPath}, {"evidence", evidencePath}} {
+		if in.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(in.path)
+		if err != nil {
+			return models.Wrap(models.EInvalidRequest, err, "cannot read --"+in.flag+" "+in.path)
+		}
+		if err := x.Read(in.path, bytes.NewReader(b)); err != nil {
+			return err
+		}
+	}
+	var receipts []string
+	switch receiptPath {
+	case "":
+		for _, r := range x.Receipts {
+			receipts = append(receipts, r.JWS)
+		}
+		if len(receipts) == 0 {
+			return usagef(cmd.synopsis, "--receipt is required: the export holds no receipts")
+		}
+	default:
+		var b []byte
+		if receiptPath == "-" {
+			b, err = io.ReadAll(io.LimitReader(c.stdin, 1<<20))
+		} else {
+			b, err = os.ReadFile(receiptPath)
+		}
+		if err != nil {
+			return models.Wrap(models.EInvalidRequest, err, "cannot read the receipt")
+		}
+		receipts = append(receipts, receiptText(b))
+	}
+	failed := 0
+	var first error
+	for _, rc := range receipts {
+		r := x.VerifyReceipt(rc)
+		printReport(c.stdout, r)
+		if err := r.Err(); err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first != nil {
+		if len(receipts) > 1 {
+			return models.Errorf(models.EInvalidSignature, "%d of %d receipts failed; the first: %s", failed, len(receipts), models.ErrorMessage(first))
+		}
+		return first
+	}
+	return nil
+}
+
+// receiptText takes a receipt file: the compact JWS, or a JSON object with
+// "receipt" (the API's answer).
+func receiptText(b []byte) string {
+	b = bytes.TrimSpace(b)
+	var doc struct {
+		Receipt string `json:"receipt"`
+	}
+	if len(b) > 0 && b[0] == '{' && json.Unmarshal(b, &doc) == nil && doc.Receipt != "" {
+		return doc.Receipt
+	}
+	return string(b)
+}
+
+func printReport(w io.Writer, r *audit.Report) {
+	rc := r.Receipt
+	if rc.ExecutionID != "" {
+		fmt.Fprintf(w, "receipt of execution %s  %s %s  %s\n", rc.ExecutionID, rc.Tool, rc.Resource, rc.Status)
+		fmt.Fprintf(w, "  proposal %s, request key %s, tier %s (%s), policy %s\n", rc.ProposalID, rc.RequestKey, rc.RiskTier, rc.Confirmation, rc.PolicyVersion)
+	}
+	for _, c := range r.Checks {
+		mark := "✓"
+		if !c.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", mark, c.Element, c.Detail)
+	}
+	if err := r.Err(); err != nil {
+		fmt.Fprintf(w, "VERDICT: NOT PROVEN — %s\n\n", models.ErrorMessage(err))
+		return
+	}
+	var who []string
+	for _, a := range rc.Approvers {
+		name := a.Name
+		if name == "" {
+			name = a.UserID
+		}
+		who = append(who, fmt.Sprintf("%s (%s)", name, strings.ReplaceAll(a.Method, "_", " ")))
+	}
+	if !r.ChainChecked {
+		fmt.Fprintf(w, "VERDICT: RECEIPT VALID — signed, digests agree, %d %s verified; the audit chain was not checked (give --export)\n\n",
+			len(rc.Approvers), plural(len(rc.Approvers), "approval", "approvals"))
+		return
+	}
+	fmt.Fprintf(w, "VERDICT: PROVEN — this %s with digest %s was requested by %s, approved by %s under policy %s, and executed once (%s).\n\n",
+		rc.Tool, rc.RequestedDigest, rc.Agent, strings.Join(who, ", "), rc.PolicyVersion, rc.Status)
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+// An independent verifier of countersign receipts and audit exports, with no
+// dependency beyond Node.js 18+ (Ed25519 and SHA-256 from node:crypto).
+//
+//   node verify-receipt.mjs --export audit.jsonl [--receipt receipt.jws]
+//
+// The export is what `countersign audit export` writes (JSON Lines). Without
+// --receipt every receipt in the export is checked. It verifies:
+//   - each audit entry's hash is SHA-256 of its body bytes, entries are
+//     consecutive and each body's "prev" is the previous entry's hash;
+//   - each checkpoint is an EdDSA JWS (typ countersign-audit-checkpoint+jwt)
+//     under the export's JWKS, stating the hash the chain has at its seq;
+//   - each receipt is an EdDSA JWS (typ countersign-receipt+jwt) under the
+//     JWKS, with requested = approved = executed digest, every approver saw
+//     it, and the chain records the proposal's creation and this execution's
+//     outcome under a valid checkpoint.
+// It does not re-verify WebAuthn assertions (`countersign verify` does).
+// Exit status 0 when everything holds, 1 naming the first broken element.
+
+import { createHash, createPublicKey, verify } from "node:crypto";
+import { readFileSync } from "node:fs";
+
+const RECEIPT_TYP = "countersign-receipt+jwt";
+const CHECKPOINT_TYP = "countersign-audit-checkpoint+jwt";
+
+function fail(element, detail) {
+  console.log(`FAIL ${element}: ${detail}`);
+  process.exit(1);
+}
+
+function args(argv) {
+  const out = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith("--") || argv[i + 1] === undefined) {
+      console.error("usage: node verify-receipt.mjs --export FILE [--receipt FILE]");
+      process.exit(2);
+    }
+    out[argv[i].slice(2)] = argv[i + 1];
+  }
+  return out;
+}
+
+const sha256 = (text) => "sha256:" + createHash("sha256").update(text, "utf8").digest("hex");
+const b64url = (s) => Buffer.from(s, "base64url");
+
+// verifyJWS checks a compact JWS of type typ against the JWKS and returns
+// its payload object.
+function verifyJWS(compact, typ, keys, element) {
+  const parts = compact.trim().split(".");
+  if (parts.length !== 3) fail(element, "not a compact JWS");
+  let header;
+  try {
+    header = JSON.parse(b64url(parts[0]).toString("utf8"));
+  } catch {
+    fail(element, "the header is not JSON");
+  }
+  if (header.alg !== "EdDSA" || header.typ !== typ) fail(element, `header ${JSON.stringify(header)} is not EdDSA/${typ}`);
+  const key = keys.get(header.kid);
+  if (!key) fail(element, `signed by key ${header.kid}, which the JWKS does not hold`);
+  const ok = verify(null, Buffer.from(parts[0] + "." + parts[1], "ascii"), key, b64url(parts[2]));
+  if (!ok) fail(element, "the signature does not verify");
+  try {
+    return JSON.parse(b64url(parts[1]).toString("utf8"));
+  } catch {
+    fail(element, "the payload is not JSON");
+  }
+}
+
+const opts = args(process.argv.slice(2));
+if (!opts.export) fail("usage", "--export is required");
+const lines = readFileSync(opts.export, "utf8").split("\n");
+
+let tenant = "";
+const keys = new Map();
+const entries = [];
+const checkpoints = [];
+const receipts = [];
+lines.forEach((text, i) => {
+  if (text.trim() === "") return;
+  let l;
+  try {
+    l = JSON.parse(text);
+  } catch {
+    fail(`export line ${i + 1}`, "not JSON");
+  }
+  switch (l.type) {
+    case "header":
+      tenant = l.tenant;
+      break;
+    case "jwks":
+      for (const k of l.jwks.keys) {
+        if (k.kty === "OKP" && k.crv === "Ed25519") keys.set(k.kid, createPublicKey({ key: k, format: "jwk" }));
+      }
+      break;
+    case "entry":
+      entries.push({ ...l, line: i + 1 });
+      break;
+    case "checkpoint":
+      checkpoints.push({ ...l, line: i + 1 });
+      break;
+    case "receipt":
+      receipts.push(l.jws);
+      break;
+  }
+});
+if (keys.size === 0) fail("jwks", "the export holds no Ed25519 key");
+
+// The chain.
+const bySeq = new Map();
+let prev = null;
+for (const e of entries) {
+  const element = `audit entry ${e.seq} (line ${e.line})`;
+  if (sha256(e.body) !== e.hash) fail(element, "its body does not hash to the recorded hash: the entry was altered");
+  const body = JSON.parse(e.body);
+  if (body.seq !== e.seq || body.tenant !== tenant) fail(element, "its body names another position or tenant");
+  if (prev) {
+    if (e.seq !== prev.seq + 1) fail(element, `it follows entry ${prev.seq}: entries are missing or out of order`);
+    if (body.prev !== prev.hash) fail(element, `it does not link to entry ${prev.seq}`);
+  }
+  bySeq.set(e.seq, { ...e, body });
+  prev = e;
+}
+
+// The checkpoints.
+let anchored = 0;
+for (const c of checkpoints) {
+  const element = `checkpoint ${c.seq} (line ${c.line})`;
+  const claims = verifyJWS(c.jws, CHECKPOINT_TYP, keys, element);
+  if (claims.seq !== c.seq || claims.head !== c.hash || claims.count !== claims.seq || claims.tenant !== tenant) {
+    fail(element, "the signed claims do not match the line");
+  }
+  const e = bySeq.get(c.seq);
+  if (!e) fail(element, `entry ${c.seq}, which it covers, is not in the export`);
+  if (e.hash !== claims.head) fail(element, `the chain's entry ${c.seq} is not the signed head`);
+  anchored = Math.max(anchored, c.seq);
+}
+console.log(`ok   audit chain: ${entries.length} entries intact and linked; signed checkpoint at ${anchored}`);
+
+// The receipts.
+const wanted = opts.receipt ? [readFileSync(opts.receipt, "utf8")] : receipts;
+if (wanted.length === 0) fail("receipt", "no receipt given and none in the export");
+for (let text of wanted) {
+  text = text.trim();
+  if (text.startsWith("{")) text = JSON.parse(text).receipt;
+  const rc = verifyJWS(text, RECEIPT_TYP, keys, "receipt");
+  const element = `receipt of execution ${rc.execution_id}`;
+  const d = rc.requested_digest;
+  if (!d || rc.approved_digest !== d || rc.executed_digest !== d) fail(element, "requested, approved and executed digests differ");
+  for (const a of rc.approvers) {
+    if (a.digest_seen !== d) fail(element, `approver ${a.user_id} saw another digest`);
+  }
+  if (rc.approvers.length < Math.max(rc.quorum, 1)) fail(element, "fewer approvers than the quorum");
+  let created = 0;
+  let outcome = 0;
+  for (const [seq, e] of bySeq) {
+    if (e.body.proposal_id !== rc.proposal_id) continue;
+    if (e.body.kind === "proposal.created" && e.body.data.args_digest === d) created = seq;
+    if (e.body.kind === "execution.outcome" && e.body.data.execution_id === rc.execution_id && e.body.data.status === rc.status) {
+      outcome = seq;
+      if (e.body.data.result_digest !== rc.result_digest) fail(element, "the chain records another result");
+    }
+  }
+  if (!created) fail(element, "the proposal's creation is not in the chain");
+  if (!outcome) fail(element, "the execution's outcome is not in the chain");
+  if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
+  console.log(`ok   ${element}: ${rc.tool} ${d} approved by ${rc.approvers.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ")}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);
+}
+console.log("VERIFIED");

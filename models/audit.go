@@ -1,0 +1,254 @@
+package models
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Audit event kinds. Every change of state that matters to an auditor
+// leaves exactly one entry of one of these kinds in the tenant's chain, in
+// the same transaction as the change itself.
+const (
+	AuditProposalCreated   = "proposal.created"
+	AuditProposalRejected  = "proposal.rejected"
+	AuditProposalCancelled = "proposal.cancelled"
+	AuditProposalExpired   = "proposal.expired"
+	AuditDecisionApproved  = "decision.approved"
+	AuditDecisionDeclined  = "decision.declined"
+	AuditTokenIssued       = "token.issued"
+	AuditTokenRevoked      = "token.revoked"
+	AuditTokenConsumed     = "token.consumed"
+	AuditTokenExpired      = "token.expired"
+	AuditExecutionAttempt  = "execution.attempt"
+	AuditExecutionOutcome  = "execution.outcome"
+	AuditUserCreated       = "admin.user_created"
+	AuditUserChanged       = "admin.user_changed"
+	AuditAgentCreated      = "admin.agent_created"
+	AuditAgentRevoked      = "admin.agent_revoked"
+	AuditKeyRegistered     = "security_key.registered"
+	AuditKeyRemoved        = "security_key.removed"
+	AuditSignIn            = "session.signed_in"
+	AuditStepUpFailed      = "stepup.failed"
+	AuditReaderCreated     = "admin.audit_reader_created"
+)
+
+// ActorSystem is the actor of entries no person or agent caused directly
+// (expiry sweeps, reconciliation).
+const ActorSystem = "system"
+
+// AuditEvent is what a state change contributes to the audit log: the
+// store numbers, links and hashes it.
+type AuditEvent struct {
+	Kind string
+	// Actor is the id of who caused it: an agent, a user or ActorSystem.
+	Actor string
+	// ProposalID links the entry to a proposal's story ("" if none).
+	ProposalID string
+	// Data is the event's details; it must encode to a JSON object.
+	Data any
+}
+
+// AuditBody is one entry exactly as hashed. Its canonical JSON (RFC 8785) is
+// stored byte for byte; the entry's hash is AuditHash of those bytes, and
+// Prev is the hash of the entry before it in the tenant's chain ("" for the
+// first), so that changing, removing or reordering any entry breaks every
+// later link.
+type AuditBody struct {
+	Tenant     string          `json:"tenant"`
+	Seq        int64           `json:"seq"`
+	Prev       string          `json:"prev"`
+	At         int64           `json:"at"` // Unix milliseconds
+	Kind       string          `json:"kind"`
+	Actor      string          `json:"actor"`
+	ProposalID string          `json:"proposal_id"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// Encode returns the canonical bytes of the body and their hash.
+func (b AuditBody) Encode() ([]byte, string, error) {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return nil, "", Wrap(EInternal, err, "audit entry cannot be encoded")
+	}
+	canon, err := Canonical(raw)
+	if err != nil {
+		return nil, "", Wrap(EInternal, err, "audit entry cannot be canonicalized")
+	}
+	return canon, AuditHash(canon), nil
+}
+
+// AuditHash is "sha256:" + lower-case hex of SHA-256(b): the hash of an
+// audit entry's body, and of stored evidence.
+func AuditHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return DigestPrefix + hex.EncodeToString(sum[:])
+}
+
+// AuditEntry is one stored entry of a tenant's chain.
+type AuditEntry struct {
+	TenantID   string
+	Seq        int64
+	Prev       string
+	Hash       string
+	Kind       string
+	ProposalID string
+	// Body is the canonical JSON that Hash covers (an AuditBody).
+	Body      string
+	CreatedAt time.Time
+}
+
+// Decode parses the entry's body.
+func (e AuditEntry) Decode() (AuditBody, error) {
+	var b AuditBody
+	if err := json.Unmarshal([]byte(e.Body), &b); err != nil {
+		return b, Wrap(EInvalidRequest, err, "audit entry body is not JSON")
+	}
+	return b, nil
+}
+
+// Checkpoint is a signed statement of a chain's head: at Seq entries, the
+// last one hashed Hash.
+type Checkpoint struct {
+	TenantID  string
+	Seq       int64
+	Hash      string
+	KeyID     string
+	JWS       string
+	CreatedAt time.Time
+}
+
+// CheckpointClaims is the payload of a checkpoint JWS
+// (typ countersign-audit-checkpoint+jwt).
+type CheckpointClaims struct {
+	Issuer string `json:"iss"`
+	Tenant string `json:"tenant"`
+	// Seq is the sequence number of the head entry; Count the number of
+	// entries in the chain up to it (equal, as the chain starts at 1).
+	Seq      int64  `json:"seq"`
+	Count    int64  `json:"count"`
+	Head     string `json:"head"`
+	IssuedAt int64  `json:"iat"`
+}
+
+// AuditReader is a bearer principal that may read one tenant's audit log
+// through the API and nothing else.
+type AuditReader struct {
+	ID        string
+	TenantID  string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Approval methods, as receipts and the audit log name them.
+const (
+	MethodPassword       = "password"        // a click in a session signed in with a password
+	MethodPasskeySession = "passkey_session" // a click in a session signed in with a passkey
+	MethodSecurityKey    = "security_key"    // a transaction-bound security-key assertion
+)
+
+// ApprovalMethod names how a decision was authenticated: a security-key
+// step-up when it carries evidence, else the session's sign-in method.
+func ApprovalMethod(amr []string, evidence json.RawMessage) string {
+	switch {
+	case len(evidence) > 0:
+		return MethodSecurityKey
+	case slices.Contains(amr, "webauthn"):
+		return MethodPasskeySession
+	default:
+		return MethodPassword
+	}
+}
+
+// EvidenceDigest is the digest of a decision's stored evidence bytes, "" when
+// there is none.
+func EvidenceDigest(evidence json.RawMessage) string {
+	if len(evidence) == 0 {
+		return ""
+	}
+	return AuditHash(evidence)
+}
+
+// AuditTemplate is an entry's canonical body with its two chain fields left
+// open: Body(prev, seq) = Prefix + prev + Middle + decimal(seq) + Suffix is
+// byte for byte the canonical JSON of the complete entry. It lets the
+// database fill in the chain head inside the very statement that appends
+// (hash strings and integers need no JSON escaping).
+type AuditTemplate struct {
+	Prefix, Middle, Suffix string
+}
+
+// Template returns the body's template (Prev and Seq are ignored). Only
+// the data is canonicalized (RFC 8785); the fixed members are written in
+// their canonical order and form directly, which Encode's full
+// canonicalization agrees with byte for byte.
+func (b AuditBody) Template() (AuditTemplate, error) {
+	data := []byte("{}")
+	if len(b.Data) > 0 {
+		var err error
+		if data, err = Canonical(b.Data); err != nil {
+			return AuditTemplate{}, Wrap(EInternal, err, "audit data cannot be canonicalized")
+		}
+	}
+	actor, err1 := jcsString(b.Actor)
+	kind, err2 := jcsString(b.Kind)
+	proposal, err3 := jcsString(b.ProposalID)
+	tenant, err4 := jcsString(b.Tenant)
+	for _, err := range []error{err1, err2, err3, err4} {
+		if err != nil {
+			return AuditTemplate{}, err
+		}
+	}
+	return AuditTemplate{
+		Prefix: `{"actor":` + actor + `,"at":` + strconv.FormatInt(b.At, 10) + `,"data":` + string(data) +
+			`,"kind":` + kind + `,"prev":"`,
+		Middle: `","proposal_id":` + proposal + `,"seq":`,
+		Suffix: `,"tenant":` + tenant + `}`,
+	}, nil
+}
+
+// jcsString is a string in RFC 8785 form: quotes and backslashes escaped,
+// control characters as \b \t \n \f \r or \u00xx, everything else as is.
+func jcsString(v string) (string, error) {
+	if !utf8.ValidString(v) {
+		return "", Errorf(EInternal, "audit entry holds a string that is not valid UTF-8")
+	}
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '"':
+			sb.WriteString(`\"`)
+		case c == '\\':
+			sb.WriteString(`\\`)
+		case c == '\b':
+			sb.WriteString(`\b`)
+		case c == '\t':
+			sb.WriteString(`\t`)
+		case c == '\n':
+			sb.WriteString(`\n`)
+		case c == '\f':
+			sb.WriteString(`\f`)
+		case c == '\r':
+			sb.WriteString(`\r`)
+		case c < 0x20:
+			fmt.Fprintf(&sb, `\u%04x`, c)
+		default:
+			sb.WriteByte(c)
+		}
+	}
+	sb.WriteByte('"')
+	return sb.String(), nil
+}
+
+// Body returns the complete body for a position.
+func (t AuditTemplate) Body(prev string, seq int64) string {
+	return t.Prefix + prev + t.Middle + strconv.FormatInt(seq, 10) + t.Suffix
+}

@@ -1,0 +1,72 @@
+package audit_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/internal/testenv"
+)
+
+// nodeVerifier is docs/verify-receipt.mjs, the verifier written without Go.
+func nodeVerifier(t *testing.T) (node, script string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.SkipOrFail(t, "node is not installed: the JavaScript verifier in docs/ cannot run")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return node, filepath.Join(filepath.Dir(file), "..", "..", "docs", "verify-receipt.mjs")
+}
+
+// TestNodeVerifier: the dependency-free Node.js verifier accepts an
+// untouched export with its receipts, and names what was changed in a
+// tampered one, so the formats are open and not tied to Go.
+func TestNodeVerifier(t *testing.T) {
+	node, script := nodeVerifier(t)
+	w := newWorld(t, "sqlite")
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	export := w.export(t)
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(node, append([]string{script}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	good := write("audit.jsonl", export)
+	out, err := run("--export", good)
+	if err != nil || !strings.Contains(out, "VERIFIED") || strings.Count(out, "ok   receipt of execution") != 2 {
+		t.Fatalf("untouched export: %v\n%s", err, out)
+	}
+	out, err = run("--export", good, "--receipt", write("r.jws", []byte(w.stepup)))
+	if err != nil || !strings.Contains(out, "security_key") {
+		t.Fatalf("one receipt: %v\n%s", err, out)
+	}
+
+	decisionEntry := func(l string) bool {
+		return strings.Contains(l, `"type":"entry"`) && strings.Contains(l, "decision.approved")
+	}
+	for name, tt := range map[string]struct {
+		export []byte
+		want   string
+	}{
+		"entry":      {tamper(t, export, decisionEntry, flip("body")), "FAIL audit entry"},
+		"deleted":    {tamper(t, export, decisionEntry, func(string) string { return "" }), "FAIL audit entry"},
+		"reordered":  {swapEntries(t, export), "FAIL audit entry"},
+		"checkpoint": {tamper(t, export, has(`"type":"checkpoint"`), flip("jws")), "FAIL checkpoint"},
+		"receipt":    {tamper(t, export, has(`"type":"receipt"`), flip("jws")), "FAIL receipt"},
+	} {
+		out, err := run("--export", write(name+".jsonl", tt.export))
+		if err == nil || !strings.Contains(out, tt.want) {
+			t.Errorf("%s: %v, output:\n%s", name, err, out)
+		}
+	}
+}

@@ -1,0 +1,405 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/models/token"
+)
+
+// Check is one verified (or broken) element.
+type Check struct {
+	// Element names what was checked: "receipt", "audit entry 12",
+	// "checkpoint 40", "evidence of decision dec_…", "digests", …
+	Element string
+	OK      bool
+	Detail  string
+}
+
+// Report is the outcome of a verification.
+type Report struct {
+	Checks []Check
+	// Receipt is the verified receipt's claims (zero when its signature
+	// failed).
+	Receipt models.SignedReceipt
+	// ChainChecked reports whether the receipt was checked against an
+	// audit chain (not when only a JWKS and evidence were given).
+	ChainChecked bool
+}
+
+func (r *Report) ok(element, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Element: element, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (r *Report) fail(element, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Element: element, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Failed returns the broken elements, in the order found.
+func (r *Report) Failed() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Err is nil when every check passed, else an EInvalidSignature error
+// naming the first broken element (and how many more there are).
+func (r *Report) Err() error {
+	f := r.Failed()
+	if len(f) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: %s", f[0].Element, f[0].Detail)
+	if len(f) > 1 {
+		msg += fmt.Sprintf(" (and %d more broken elements)", len(f)-1)
+	}
+	return models.Errorf(models.EInvalidSignature, "verification failed: %s", msg)
+}
+
+// decoded is a chain entry whose hash and links were checked.
+type decoded struct {
+	ExportedEntry
+	body models.AuditBody
+	data map[string]any
+}
+
+// Chain verifies the export's chain and checkpoints alone: every entry's
+// hash covers its body, each links to the one before it with consecutive
+// sequence numbers, every checkpoint's signature verifies and states the
+// hash the chain has at its position. It returns the entries by position
+// and the highest position covered by a valid checkpoint whose head is in
+// the export.
+func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
+	bySeq = map[int64]decoded{}
+	keys, err := token.ParseJWKS(x.JWKS)
+	if err != nil {
+		r.fail("jwks", "%s", models.ErrorMessage(err))
+	}
+	if len(x.Entries) == 0 {
+		return bySeq, 0
+	}
+	broken := false
+	var prev *decoded
+	for _, e := range x.Entries {
+		name := fmt.Sprintf("audit entry %d (line %d)", e.Seq, e.Line)
+		d := decoded{ExportedEntry: e}
+		if got := models.AuditHash([]byte(e.Body)); got != e.Hash {
+			r.fail(name, "its body hashes to %s, not the recorded %s: the entry was altered", got, e.Hash)
+			broken = true
+		}
+		if err := json.Unmarshal([]byte(e.Body), &d.body); err != nil {
+			r.fail(name, "its body is not an audit entry: %v", err)
+			broken = true
+			prev = &d
+			continue
+		}
+		_ = json.Unmarshal(d.body.Data, &d.data)
+		switch {
+		case d.body.Seq != e.Seq:
+			r.fail(name, "its body says seq %d", d.body.Seq)
+			broken = true
+		case x.Tenant != "" && d.body.Tenant != x.Tenant:
+			r.fail(name, "it belongs to tenant %s, not %s", d.body.Tenant, x.Tenant)
+			broken = true
+		}
+		if prev != nil {
+			switch {
+			case e.Seq != prev.Seq+1:
+				r.fail(name, "it follows entry %d: entries are missing or out of order", prev.Seq)
+				broken = true
+			case d.body.Prev != prev.Hash:
+				r.fail(name, "it links to %s, but entry %d hashes to %s", d.body.Prev, prev.Seq, prev.Hash)
+				broken = true
+			}
+		}
+		if _, dup := bySeq[e.Seq]; dup {
+			r.fail(name, "the export holds entry %d twice", e.Seq)
+			broken = true
+		}
+		bySeq[e.Seq] = d
+		prev = &d
+	}
+	if !broken {
+		r.ok("audit chain", "entries %d to %d are intact and linked", x.Entries[0].Seq, x.Entries[len(x.Entries)-1].Seq)
+	}
+	for _, c := range x.Checkpoints {
+		name := fmt.Sprintf("checkpoint %d (line %d)", c.Seq, c.Line)
+		if keys == nil {
+			r.fail(name, "no JWKS to check its signature")
+			continue
+		}
+		payload, kid, err := keys.Verify(token.TypeCheckpoint, c.JWS)
+		if err != nil {
+			r.fail(name, "its signature does not verify: %s", models.ErrorMessage(err))
+			continue
+		}
+		var cc models.CheckpointClaims
+		if err := json.Unmarshal(payload, &cc); err != nil {
+			r.fail(name, "its claims do not decode: %v", err)
+			continue
+		}
+		switch {
+		case cc.Seq != c.Seq || cc.Head != c.Hash || cc.Count != cc.Seq:
+			r.fail(name, "the signed checkpoint says seq %d, count %d, head %s", cc.Seq, cc.Count, cc.Head)
+			continue
+		case x.Tenant != "" && cc.Tenant != x.Tenant:
+			r.fail(name, "it is signed for tenant %s", cc.Tenant)
+			continue
+		}
+		e, in := bySeq[c.Seq]
+		switch {
+		case !in:
+			r.fail(name, "entry %d, which it covers, is not in the export", c.Seq)
+		case e.Hash != cc.Head:
+			r.fail(name, "the chain's entry %d hashes to %s, the signed head is %s", c.Seq, e.Hash, cc.Head)
+		default:
+			r.ok(name, "signed by %s: head %s after %d entries", kid, cc.Head, cc.Count)
+			if !broken && c.Seq > anchored {
+				anchored = c.Seq
+			}
+		}
+	}
+	return bySeq, anchored
+}
+
+// VerifyReceipt checks one receipt (a compact JWS) against the export:
+//   - its signature under the export's JWKS, with typ countersign-receipt+jwt;
+//   - requested = approved = executed digest (and the arguments' digest
+//     when the receipt carries them), and every approver saw that digest;
+//   - each security-key approval: the evidence hashes to the digest in the
+//     receipt and in the chain, its WebAuthn assertion verifies over the
+//     transaction challenge derived from the proposal id, the digest and the
+//     nonce (models/stepup.VerifyEvidence), and its public key is the
+//     credential registered to that approver;
+//   - the chain is intact (Chain) and holds the proposal's story from its
+//     creation to this execution's outcome, agreeing with the receipt, and a
+//     valid signed checkpoint covers the outcome.
+func (x *Export) VerifyReceipt(compact string) *Report {
+	r := &Report{}
+	compact = strings.TrimSpace(compact)
+	bySeq, anchored := x.Chain(r)
+	keys, err := token.ParseJWKS(x.JWKS)
+	if err != nil {
+		return r
+	}
+	payload, kid, err := keys.Verify(token.TypeReceipt, compact)
+	if err != nil {
+		r.fail("receipt", "its signature does not verify: %s", models.ErrorMessage(err))
+		return r
+	}
+	var rc models.SignedReceipt
+	if err := json.Unmarshal(payload, &rc); err != nil {
+		r.fail("receipt", "its claims do not decode: %v", err)
+		return r
+	}
+	r.Receipt = rc
+	r.ok("receipt", "signed by %s for execution %s of proposal %s", kid, rc.ExecutionID, rc.ProposalID)
+	if x.Tenant != "" && rc.Tenant != x.Tenant {
+		r.fail("receipt", "it is for tenant %s, the export is of %s", rc.Tenant, x.Tenant)
+	}
+	x.digests(r, rc)
+	x.approvals(r, rc, bySeq)
+	if len(bySeq) == 0 {
+		if len(x.Entries) == 0 {
+			r.ok("audit chain", "not checked: no export given")
+		}
+		return r
+	}
+	r.ChainChecked = true
+	x.story(r, rc, compact, bySeq, anchored)
+	return r
+}
+
+func (x *Export) digests(r *Report, rc models.SignedReceipt) {
+	d := rc.RequestedDigest
+	switch {
+	case d == "" || !strings.HasPrefix(d, models.DigestPrefix):
+		r.fail("digests", "the receipt has no requested digest")
+		return
+	case rc.ApprovedDigest != d:
+		r.fail("digests", "approved digest %q differs from requested %s", rc.ApprovedDigest, d)
+		return
+	case rc.ExecutedDigest != d:
+		r.fail("digests", "executed digest %s differs from requested %s", rc.ExecutedDigest, d)
+		return
+	}
+	for _, a := range rc.Approvers {
+		if a.DigestSeen != d {
+			r.fail("digests", "approver %s saw digest %s, not %s", a.UserID, a.DigestSeen, d)
+			return
+		}
+	}
+	if len(rc.Arguments) > 0 {
+		got, err := models.Digest(rc.Arguments)
+		if err != nil || got != d {
+			r.fail("digests", "the receipt's arguments hash to %s, not %s", got, d)
+			return
+		}
+	}
+	r.ok("digests", "requested = approved = executed = %s", d)
+}
+
+func (x *Export) approvals(r *Report, rc models.SignedReceipt, bySeq map[int64]decoded) {
+	if len(rc.Approvers) < max(rc.Quorum, 1) {
+		r.fail("approvals", "%d approvers, the %s tier needs %d", len(rc.Approvers), rc.RiskTier, rc.Quorum)
+	}
+	p := &models.Proposal{ID: rc.ProposalID, ArgsDigest: rc.RequestedDigest}
+	for _, a := range rc.Approvers {
+		name := "approval by " + a.UserID
+		if a.Method != models.MethodSecurityKey {
+			if rc.Confirmation == models.ConfirmWebAuthn {
+				r.fail(name, "the %s tier needs a security key; this approval was a %s click", rc.RiskTier, a.Method)
+				continue
+			}
+			r.ok(name, "%s click on digest %s", a.Method, a.DigestSeen)
+			continue
+		}
+		ename := "evidence of decision " + a.DecisionID
+		raw, ok := x.Evidence[a.DecisionID]
+		if !ok {
+			r.fail(ename, "the export holds no evidence for this security-key approval")
+			continue
+		}
+		if got := models.AuditHash([]byte(raw)); got != a.EvidenceDigest {
+			r.fail(ename, "it hashes to %s, the receipt says %s: the evidence was altered", got, a.EvidenceDigest)
+			continue
+		}
+		if err := stepup.VerifyEvidence(p, json.RawMessage(raw)); err != nil {
+			r.fail(ename, "the WebAuthn assertion does not verify: %s", models.ErrorMessage(err))
+			continue
+		}
+		ev, _ := stepup.ParseEvidence(json.RawMessage(raw))
+		cred, ok := x.Credentials[ev.CredentialID]
+		switch {
+		case !ok:
+			r.fail(ename, "credential %s is not among the export's registered credentials", ev.CredentialID)
+			continue
+		case cred.UserID != a.UserID:
+			r.fail(ename, "credential %s is registered to %s, not to the approver %s", ev.CredentialID, cred.UserID, a.UserID)
+			continue
+		case cred.PublicKey != ev.PublicKey:
+			r.fail(ename, "the assertion's public key is not the registered key of credential %s", ev.CredentialID)
+			continue
+		}
+		if reg, found := registration(bySeq, ev.CredentialID); found {
+			// The chain recorded the key when it was registered: the
+			// strongest statement of whose key it is.
+			if reg.UserID != a.UserID || reg.PublicKey != ev.PublicKey {
+				r.fail(ename, "the chain registered credential %s to %s with another public key", ev.CredentialID, reg.UserID)
+				continue
+			}
+		}
+		r.ok(ename, "security key %q signed challenge %s (proposal, digest, nonce); user verified", cred.Name, ev.Challenge)
+	}
+}
+
+// story checks that the chain tells the receipt's story, from the
+// proposal's creation to this outcome, under a signed checkpoint.
+func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq map[int64]decoded, anchored int64) {
+	var created, outcome int64
+	issued, consumed := false, false
+	decisions := map[string]decoded{}
+	seqs := make([]int64, 0, len(bySeq))
+	for s := range bySeq {
+		seqs = append(seqs, s)
+	}
+	slices.Sort(seqs)
+	str := func(d decoded, k string) string { v, _ := d.data[k].(string); return v }
+	for _, s := range seqs {
+		d := bySeq[s]
+		if d.body.ProposalID != rc.ProposalID {
+			continue
+		}
+		name := fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line)
+		switch d.body.Kind {
+		case models.AuditProposalCreated:
+			created = s
+			if str(d, "args_digest") != rc.RequestedDigest || str(d, "request_key") != rc.RequestKey ||
+				str(d, "tool") != rc.Tool || str(d, "policy_version") != rc.PolicyVersion {
+				r.fail(name, "the proposal's creation records other arguments, request key, tool or policy than the receipt")
+			}
+		case models.AuditDecisionApproved:
+			decisions[str(d, "decision_id")] = d
+		case models.AuditTokenIssued:
+			issued = issued || str(d, "jti") == rc.TokenID
+		case models.AuditTokenConsumed:
+			consumed = consumed || (str(d, "jti") == rc.TokenID && str(d, "execution_id") == rc.ExecutionID)
+		case models.AuditExecutionOutcome:
+			if str(d, "execution_id") != rc.ExecutionID || str(d, "status") != string(rc.Status) {
+				continue
+			}
+			outcome = s
+			if str(d, "result_digest") != rc.ResultDigest {
+				r.fail(name, "the recorded result digest %s is not the receipt's %s", str(d, "result_digest"), rc.ResultDigest)
+			}
+			if rd := str(d, "receipt_digest"); rd != "" && rd != models.AuditHash([]byte(compact)) {
+				r.fail(name, "the chain records another receipt for this execution")
+			}
+		}
+	}
+	switch {
+	case created == 0:
+		r.fail("proposal story", "the creation of proposal %s is not in the export", rc.ProposalID)
+	case !issued:
+		r.fail("proposal story", "no token.issued entry for token %s", rc.TokenID)
+	case !consumed:
+		r.fail("proposal story", "no token.consumed entry for token %s and execution %s", rc.TokenID, rc.ExecutionID)
+	case outcome == 0:
+		r.fail("proposal story", "no execution.outcome entry with status %s for execution %s", rc.Status, rc.ExecutionID)
+	}
+	for _, a := range rc.Approvers {
+		d, ok := decisions[a.DecisionID]
+		if !ok {
+			r.fail("proposal story", "the approval %s by %s is not in the chain", a.DecisionID, a.UserID)
+			continue
+		}
+		if str(d, "user_id") != a.UserID || str(d, "digest_seen") != a.DigestSeen || str(d, "method") != a.Method ||
+			str(d, "evidence_digest") != a.EvidenceDigest {
+			r.fail(fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line),
+				"the recorded approval (user, digest shown, method, evidence) differs from the receipt's")
+		}
+	}
+	if len(decisions) != len(rc.Approvers) {
+		r.fail("proposal story", "the chain records %d approvals, the receipt %d", len(decisions), len(rc.Approvers))
+	}
+	if outcome == 0 {
+		return
+	}
+	if anchored < outcome {
+		r.fail("anchor", "no valid signed checkpoint covers the outcome (entry %d)", outcome)
+		return
+	}
+	r.ok("proposal story", "entries %d to %d record creation, %d %s, token, execution and outcome, as the receipt says",
+		created, outcome, len(decisions), plural(len(decisions), "approval", "approvals"))
+	r.ok("anchor", "checkpoint %d covers the chain from creation to outcome", anchored)
+}
+
+// registration finds the chain's record of a security key's registration.
+func registration(bySeq map[int64]decoded, credentialID string) (Line, bool) {
+	for _, d := range bySeq {
+		if d.body.Kind != models.AuditKeyRegistered {
+			continue
+		}
+		if id, _ := d.data["credential_id"].(string); id == credentialID {
+			user, _ := d.data["user_id"].(string)
+			pub, _ := d.data["public_key"].(string)
+			return Line{UserID: user, PublicKey: pub, CredentialID: id}, true
+		}
+	}
+	return Line{}, false
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,117 @@
+package models
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SignedReceipt is the payload of an execution's receipt, a compact JWS
+// (typ countersign-receipt+jwt) signed with the token keys. It states what
+// was requested, who approved exactly what and how, and what ran with which
+// result; anyone holding the JWKS can check it, and `countersign verify`
+// checks it against the audit chain.
+type SignedReceipt struct {
+	Issuer      string `json:"iss"`
+	Tenant      string `json:"tenant"`
+	ExecutionID string `json:"execution_id"`
+	ProposalID  string `json:"proposal_id"`
+	Tool        string `json:"tool"`
+	Resource    string `json:"resource,omitempty"`
+	// ResourceSetDigest replaces Resource for a batch.
+	ResourceSetDigest string `json:"resource_set_digest,omitempty"`
+	RequestKey        string `json:"request_key"`
+	// DownstreamKey is the idempotency key the business system received,
+	// when it differs from RequestKey.
+	DownstreamKey string `json:"downstream_key,omitempty"`
+	Agent         string `json:"agent"`
+	// The three digests of the same write: as proposed, as every approver
+	// saw it, as executed. A valid receipt has all three equal.
+	RequestedDigest string `json:"requested_digest"`
+	ApprovedDigest  string `json:"approved_digest"`
+	ExecutedDigest  string `json:"executed_digest"`
+	// Arguments are the normalized arguments; absent when the tool keeps
+	// them out of receipts (the digest still binds them).
+	Arguments     json.RawMessage   `json:"arguments,omitempty"`
+	RiskTier      string            `json:"risk_tier"`
+	Confirmation  Confirmation      `json:"confirmation"`
+	Quorum        int               `json:"quorum"`
+	PolicyVersion string            `json:"policy_version"`
+	Approvers     []ReceiptApprover `json:"approvers"`
+	TokenID       string            `json:"jti"`
+	Attempts      int               `json:"attempts"`
+	Status        Status            `json:"status"`
+	ProviderRef   string            `json:"provider_ref"`
+	ResultDigest  string            `json:"result_digest"`
+	ErrorCode     string            `json:"error_code,omitempty"`
+	ProposedAt    string            `json:"proposed_at"`
+	ExecutedAt    string            `json:"executed_at"`
+	CompletedAt   string            `json:"completed_at"`
+	IssuedAt      int64             `json:"iat"`
+}
+
+// ReceiptApprover is one approval in a receipt.
+type ReceiptApprover struct {
+	DecisionID string   `json:"decision_id"`
+	UserID     string   `json:"user_id"`
+	Name       string   `json:"name"`
+	Method     string   `json:"method"` // MethodPassword, MethodPasskeySession or MethodSecurityKey
+	AMR        []string `json:"amr"`
+	DigestSeen string   `json:"digest_seen"`
+	// EvidenceDigest is AuditHash of the stored security-key evidence; ""
+	// for a click approval.
+	EvidenceDigest string `json:"evidence_digest,omitempty"`
+	At             string `json:"at"`
+}
+
+// ReceiptOptions shape a receipt.
+type ReceiptOptions struct {
+	Issuer string
+	// DigestOnly leaves the arguments out (the tool's setting).
+	DigestOnly bool
+}
+
+// NewSignedReceipt builds the receipt payload of a settled execution of p.
+// It uses only stored facts, so building it twice gives the same payload.
+func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedReceipt, error) {
+	r := SignedReceipt{
+		Issuer: opt.Issuer, Tenant: p.TenantID, ExecutionID: e.ID, ProposalID: p.ID, Tool: p.Tool,
+		Resource: p.Resource, ResourceSetDigest: p.ResourceSetDigest, RequestKey: e.RequestKey,
+		Agent: p.AgentID, RequestedDigest: p.ArgsDigest, ExecutedDigest: e.ArgsDigest,
+		RiskTier: p.Tier.Name, Confirmation: p.Tier.Confirmation, Quorum: p.Tier.Quorum,
+		PolicyVersion: p.PolicyVersion, TokenID: e.TokenJTI, Attempts: e.Attempts, Status: e.Status,
+		ProviderRef: e.ProviderRef, ErrorCode: e.ErrorCode,
+		ProposedAt: stamp(p.CreatedAt), ExecutedAt: stamp(e.CreatedAt), Approvers: []ReceiptApprover{},
+	}
+	if !opt.DigestOnly {
+		r.Arguments = p.Arguments
+	}
+	if len(e.Result) > 0 {
+		d, err := Digest(e.Result)
+		if err != nil {
+			return r, Wrap(EInternal, err, "the result cannot be digested")
+		}
+		r.ResultDigest = d
+	}
+	if e.CompletedAt != nil {
+		r.CompletedAt = stamp(*e.CompletedAt)
+		r.IssuedAt = e.CompletedAt.Unix()
+	} else {
+		r.IssuedAt = e.UpdatedAt.Unix()
+	}
+	approved := ""
+	for i, d := range p.Approvals() {
+		r.Approvers = append(r.Approvers, ReceiptApprover{DecisionID: d.ID, UserID: d.UserID, Name: d.UserName,
+			Method: ApprovalMethod(d.AMR, d.Evidence), AMR: d.AMR, DigestSeen: d.DigestSeen,
+			EvidenceDigest: EvidenceDigest(d.Evidence), At: stamp(d.CreatedAt)})
+		switch {
+		case i == 0:
+			approved = d.DigestSeen
+		case d.DigestSeen != approved:
+			approved = "" // approvers saw different digests: no single approved digest
+		}
+	}
+	r.ApprovedDigest = approved
+	return r, nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

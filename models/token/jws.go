@@ -1,0 +1,150 @@
+package token
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"strings"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/countersign/countersign/models"
+)
+
+// Other documents signed with the token keys. Each has its own JWS "typ",
+// so that no signed document can be taken for another kind: a receipt is
+// never a confirmation token, a checkpoint never a receipt.
+const (
+	// TypeReceipt is the typ of an execution receipt (models.SignedReceipt).
+	TypeReceipt = "countersign-receipt+jwt"
+	// TypeCheckpoint is the typ of an audit-chain checkpoint
+	// (models.CheckpointClaims).
+	TypeCheckpoint = "countersign-audit-checkpoint+jwt"
+)
+
+// SignDocument signs payload (a JSON object) with the active key under the
+// JWS type typ, which must be TypeReceipt or TypeCheckpoint, and returns the
+// compact JWS and the key id. It never touches the store once keys are
+// loaded, so it may run inside a database transaction. EInternal when there
+// is no active private key or the payload is not a JSON object.
+func (s *Service) SignDocument(ctx context.Context, typ string, payload []byte) (compact, kid string, err error) {
+	if typ != TypeReceipt && typ != TypeCheckpoint {
+		return "", "", models.Errorf(models.EInternal, "unknown document type %q", typ)
+	}
+	if _, err := objectFields(payload); err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "document is not a JSON object")
+	}
+	if s.neverLoaded() {
+		if err := s.reload(ctx); err != nil {
+			return "", "", err
+		}
+	}
+	s.mu.RLock()
+	k, ok := s.keys[s.active]
+	s.mu.RUnlock()
+	if !ok || k.Private == nil {
+		return "", "", models.Errorf(models.EInternal, "no active signing key")
+	}
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: k.Private, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)),
+	)
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "signer cannot be created")
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "document cannot be signed")
+	}
+	compact, err = jws.CompactSerialize()
+	if err != nil {
+		return "", "", models.Wrap(models.EInternal, err, "document cannot be serialized")
+	}
+	return compact, k.ID, nil
+}
+
+// VerifyDocument checks a compact JWS of type typ against one of our keys
+// (re-reading the store once for an unknown kid) and returns its payload and
+// key id. EInvalidSignature for anything else.
+func (s *Service) VerifyDocument(ctx context.Context, typ, compact string) (payload []byte, kid string, err error) {
+	kid, _, err = parseTyped(compact, typ)
+	if err != nil {
+		return nil, "", err
+	}
+	pub, err := s.publicKey(ctx, kid)
+	if err != nil {
+		return nil, "", err
+	}
+	payload, err = VerifyWithKey(typ, compact, pub)
+	return payload, kid, err
+}
+
+// PublicKeys is a set of verifying keys by kid, as read from a JWKS.
+type PublicKeys map[string]ed25519.PublicKey
+
+// ParseJWKS reads a JSON Web Key Set of OKP/Ed25519 keys (what
+// Service.JWKS publishes). Keys of other types are skipped; a set without a
+// single Ed25519 key, or with a private key, is EInvalidRequest.
+func ParseJWKS(doc []byte) (PublicKeys, error) {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(doc, &set); err != nil {
+		return nil, models.Wrap(models.EInvalidRequest, err, "the JWKS is not a JSON Web Key Set")
+	}
+	out := PublicKeys{}
+	for _, k := range set.Keys {
+		if !k.IsPublic() {
+			return nil, models.Errorf(models.EInvalidRequest, "the JWKS holds a private key (%s)", k.KeyID)
+		}
+		pub, ok := k.Key.(ed25519.PublicKey)
+		if !ok || !validKeyID(k.KeyID) {
+			continue
+		}
+		out[k.KeyID] = pub
+	}
+	if len(out) == 0 {
+		return nil, models.Errorf(models.EInvalidRequest, "the JWKS holds no Ed25519 key")
+	}
+	return out, nil
+}
+
+// Verify checks a compact JWS of type typ against the set, offline, and
+// returns its payload and key id. EInvalidSignature when the header is not
+// exactly {alg: EdDSA, kid, typ}, the kid is not in the set or the
+// signature does not verify.
+func (ks PublicKeys) Verify(typ, compact string) (payload []byte, kid string, err error) {
+	kid, _, err = parseTyped(strings.TrimSpace(compact), typ)
+	if err != nil {
+		return nil, "", err
+	}
+	pub, ok := ks[kid]
+	if !ok {
+		return nil, kid, models.Errorf(models.EInvalidSignature, "signed by key %s, which the JWKS does not hold", kid)
+	}
+	payload, err = VerifyWithKey(typ, strings.TrimSpace(compact), pub)
+	return payload, kid, err
+}
+
+// VerifyWithKey checks a compact JWS of type typ against pub and returns its
+// payload (a JSON object). EInvalidSignature on any failure.
+func VerifyWithKey(typ, compact string, pub ed25519.PublicKey) ([]byte, error) {
+	_, payload, err := parseTyped(compact, typ)
+	if err != nil {
+		return nil, err
+	}
+	jws, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, models.Errorf(models.EInvalidSignature, "not a well-formed compact JWS")
+	}
+	verified, err := jws.Verify(pub)
+	if err != nil {
+		return nil, models.Wrap(models.EInvalidSignature, err, "the signature does not verify")
+	}
+	if !bytes.Equal(verified, payload) {
+		return nil, models.Errorf(models.EInvalidSignature, "not a well-formed compact JWS")
+	}
+	if _, err := objectFields(verified); err != nil {
+		return nil, models.Wrap(models.EInvalidSignature, err, "the signed payload is not a JSON object")
+	}
+	return verified, nil
+}
