@@ -122,9 +122,9 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 
 	// Receipts and the audit log.
 	if au := con.audit; au != nil {
-		e.GET("/executions/:id/receipt.jws", au.DownloadReceipt, page...)
-		e.GET("/proposals/:id/audit", au.ProposalAudit, page...)
-		e.GET("/audit", au.TenantAudit, adminPage...)
+		e.Match(getHead, "/executions/:id/receipt.jws", au.DownloadReceipt, page...)
+		e.Match(getHead, "/proposals/:id/audit", au.ProposalAudit, page...)
+		e.Match(getHead, "/audit", au.TenantAudit, adminPage...)
 	}
 
 	// Administration: agents and reviewers of the admin's own tenant.

@@ -181,7 +181,7 @@ func TestBrowserReviewerTimeZone(t *testing.T) {
 	}
 	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)
 	// The browser's zone becomes the default.
-	j.within(10*time.Second, "the browser's zone is stored", `(document.querySelector('[data-testid=zone-link]') || {}).textContent === 'Asia/Shanghai'`)
+	j.within(10*time.Second, "the browser's zone is stored", `document.readyState === 'complete' && (document.querySelector('[data-testid=zone-link]') || {}).textContent === 'Asia/Shanghai'`)
 	requested := `[data-testid=requester] time`
 	check := func(screen, abbrev string) {
 		t.Helper()
