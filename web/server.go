@@ -220,7 +220,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 		requestID(),
 		serverSpan(cfg.Tracer),
 		noSniff,
-		session.SecurityHeaders(cfg.Secure),
+		securityHeaders(cfg.Secure),
 		accessLog(logger),
 		drainMiddleware(cfg.Drain),
 		recoverPanics,
