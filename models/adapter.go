@@ -71,6 +71,33 @@ type Adapter interface {
 	Status(ctx context.Context, tenant, idempotencyKey string) (ExecuteResult, error)
 }
 
+// FactsRequest asks the business system what it knows about a write's
+// target now, for the reviewer's eyes.
+type FactsRequest struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Tenant    string          `json:"tenant"`
+}
+
+// Fact is one statement of the business system about a target, already
+// worded for a person: {"Paid", "¥800.00"}.
+type Fact struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// FactsAdapter is the optional part of the adapter contract: an adapter that
+// implements it tells a reviewer the target's business facts (for a refund:
+// paid, already refunded, refundable) next to the proposal. Facts are for
+// reading only; nothing is decided on them, and Validate still checks the
+// business state when the write is approved. An adapter that has nothing to
+// say for a tool returns no facts and no error.
+type FactsAdapter interface {
+	// Facts describes the target of a write as it stands now. An
+	// unreachable business system is EUnavailable.
+	Facts(ctx context.Context, req FactsRequest) ([]Fact, error)
+}
+
 // TimedAdapter is an Adapter that bounds each call itself and says how long
 // a call may take. The server leases an execution for at least that long
 // plus a margin, so that no second attempt starts while one is in flight.

@@ -55,6 +55,31 @@ type User struct {
 	// (a user id), "" when it never was; PasswordResetAt is when.
 	PasswordResetBy string
 	PasswordResetAt *time.Time
+	// TimeZone is the IANA zone the user reads times in ("" until the
+	// browser's zone or the user's choice is stored; then UTC).
+	TimeZone string
+}
+
+// Location is the user's zone, UTC when none is stored or it is unknown
+// to this server.
+func (u User) Location() *time.Location {
+	if loc, err := LoadZone(u.TimeZone); err == nil {
+		return loc
+	}
+	return time.UTC
+}
+
+// LoadZone returns the IANA time zone name, or EInvalidRequest for "",
+// "Local" and names this server does not know.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, Errorf(EInvalidRequest, "%q is not a time zone name such as Europe/Berlin", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, Errorf(EInvalidRequest, "%q is not a time zone name such as Europe/Berlin", name)
+	}
+	return loc, nil
 }
 
 // EnrolledByCLI is the CreatedBy of users and agents made with the command
@@ -87,10 +112,15 @@ type Tier struct {
 // state. Arguments, ArgsDigest, Resource*, StateVersion, Tier and
 // PolicyVersion never change after creation.
 type Proposal struct {
-	ID                string
-	TenantID          string
-	AgentID           string
-	AgentName         string
+	ID        string
+	TenantID  string
+	AgentID   string
+	AgentName string
+	// AgentOwnerID and AgentOwnerName are the person who answers for the
+	// agent ("" when it has no owner): the reviewer who may not approve
+	// its proposals (see Proposal.MayApprove).
+	AgentOwnerID      string
+	AgentOwnerName    string
 	Tool              string
 	Arguments         json.RawMessage // normalized, canonical (JCS) JSON
 	ArgsDigest        string
@@ -145,6 +175,63 @@ func (p *Proposal) Batch() bool { return p.ResourceSetDigest != "" }
 // Expired reports whether the confirmation window has closed at now. Windows
 // are right-open: at now == ExpiresAt it has expired.
 func (p *Proposal) Expired(now time.Time) bool { return !now.Before(p.ExpiresAt) }
+
+// Decidable reports whether a reviewer's decision can still be recorded at
+// now: the proposal awaits confirmation and its window is open. Pages show
+// the Approve and Decline forms only while it holds; the deciding
+// transaction checks it again.
+func (p *Proposal) Decidable(now time.Time) bool {
+	return p.Status == StatusAwaitingConfirmation && !p.Expired(now)
+}
+
+// DecidedBy reports whether the user has recorded a decision already.
+func (p *Proposal) DecidedBy(userID string) bool {
+	for _, d := range p.Decisions {
+		if d.UserID == userID {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedBy reports whether userID owns the agent that proposed p.
+func (p *Proposal) OwnedBy(userID string) bool {
+	return p.AgentOwnerID != "" && p.AgentOwnerID == userID
+}
+
+// MayApprove reports whether the separation-of-duties rule lets userID
+// approve p: the agent's owner may not where SelfApprovalForbidden says so.
+func (p *Proposal) MayApprove(userID string) bool {
+	return !p.OwnedBy(userID) || !SelfApprovalForbidden(p.Tier)
+}
+
+// SharedTargets counts, among ps, the proposals of each target that more
+// than one of them writes to: two pending writes to one resource are worth
+// a reviewer's second look (a duplicate, or two that cannot both succeed).
+// Batches count by their set digest.
+func SharedTargets(ps []*Proposal) map[string]int {
+	n := map[string]int{}
+	for _, p := range ps {
+		if k := p.Target(); k != "" {
+			n[k]++
+		}
+	}
+	for k, c := range n {
+		if c < 2 {
+			delete(n, k)
+		}
+	}
+	return n
+}
+
+// Target is the resource the proposal writes to: the resource id, or a
+// batch's set digest.
+func (p *Proposal) Target() string {
+	if p.Batch() {
+		return p.ResourceSetDigest
+	}
+	return p.Resource
+}
 
 // Approvals returns the distinct reviewers whose approvals count: voided
 // approvals (their reviewer was disabled while the proposal was awaiting
@@ -214,7 +301,7 @@ type Decision struct {
 	UserID     string
 	UserName   string
 	Kind       DecisionKind
-	Reason     string
+	Reason     string // a decline's reason, or an approval's optional comment
 	DigestSeen string
 	AMR        []string        // authentication methods, e.g. ["pwd","webauthn"]
 	Evidence   json.RawMessage // raw step-up assertion, when there was one

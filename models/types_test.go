@@ -1,6 +1,7 @@
 package models
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,6 +44,14 @@ func TestQuorumMetCountsDistinctApprovers(t *testing.T) {
 	}
 }
 
+func TestSharedTargets(t *testing.T) {
+	ps := []*Proposal{{Resource: "ord_1"}, {Resource: "ord_2"}, {Resource: "ord_1"}, {ResourceSetDigest: "sha256:a"}, {ResourceSetDigest: "sha256:a"}}
+	got := SharedTargets(ps)
+	if len(got) != 2 || got["ord_1"] != 2 || got["sha256:a"] != 2 {
+		t.Errorf("shared targets = %v", got)
+	}
+}
+
 func TestRetryableAndRevocableAfterAFailedAttempt(t *testing.T) {
 	exp := time.Date(2026, 9, 1, 6, 25, 0, 0, time.UTC)
 	p := &Proposal{Status: StatusFailedRetryable, Token: &Token{Status: TokenConsumed, Compact: "x", ExpiresAt: exp}}
@@ -61,5 +70,27 @@ func TestRetryableAndRevocableAfterAFailedAttempt(t *testing.T) {
 		if q.Revocable(exp.Add(-time.Minute)) || q.Retryable(exp.Add(-time.Minute)) {
 			t.Errorf("%s: revocable or retryable", name)
 		}
+	}
+}
+
+func TestTimelineInOrder(t *testing.T) {
+	t0 := time.Date(2026, 9, 1, 6, 0, 0, 0, time.UTC)
+	used := t0.Add(3 * time.Minute)
+	done := t0.Add(4 * time.Minute)
+	p := &Proposal{AgentName: "bot", CreatedAt: t0, Status: StatusSucceeded,
+		Decisions: []Decision{{UserName: "alice", Kind: DecisionApprove, Reason: "ok", CreatedAt: t0.Add(time.Minute)}},
+		Token:     &Token{IssuedAt: t0.Add(time.Minute), ConsumedAt: &used},
+		Execution: &Execution{Status: StatusSucceeded, CompletedAt: &done}}
+	var got []string
+	for _, e := range p.Timeline() {
+		got = append(got, string(e.Kind)+":"+e.Who+":"+e.Detail)
+	}
+	want := "[proposed:bot: approved:alice:ok confirmed:: redeemed:bot: executed::succeeded]"
+	if fmt := strings.Join(got, " "); "["+fmt+"]" != want {
+		t.Errorf("timeline = [%s], want %s", fmt, want)
+	}
+	p = &Proposal{CreatedAt: t0, ExpiresAt: t0.Add(5 * time.Minute), UpdatedAt: t0.Add(9 * time.Minute), Status: StatusExpired}
+	if tl := p.Timeline(); len(tl) != 2 || tl[1].Kind != StepSettled || !tl[1].At.Equal(p.ExpiresAt) {
+		t.Errorf("expired timeline = %+v", tl)
 	}
 }

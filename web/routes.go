@@ -96,6 +96,7 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 		e.Match(getHead, "/pending/rows", p.PendingRows, background...)
 		e.Match(getHead, "/events", p.Events, background...)
 		e.Match(getHead, "/proposals/:id", p.Proposal, page...)
+		e.Match(getHead, "/proposals/:id/live", p.ProposalLive, background...)
 		e.POST("/proposals/:id/approve", p.Approve, form...)
 		e.POST("/proposals/:id/decline", p.Decline, form...)
 		e.POST("/proposals/:id/edit", p.Counter, form...)
@@ -119,6 +120,10 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 		e.POST("/settings/keys/:id/remove/begin", k.RemoveBegin, form...)
 		e.POST("/settings/keys/:id/remove/finish", k.RemoveFinish, form...)
 	}
+
+	// The reviewer's time zone.
+	e.Match(getHead, "/settings/zone", con.zones.Page, page...)
+	e.POST("/settings/zone", con.zones.Save, form...)
 
 	// Receipts and the audit log.
 	if au := con.audit; au != nil {

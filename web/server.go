@@ -160,6 +160,7 @@ type consoleHandlers struct {
 	audit    *console.AuditPages // nil without Deps.Audit
 	groups   *console.Groups     // nil without Deps.Groups
 	mandates *console.Mandates   // nil without Deps.Mandates
+	zones    *console.Zones
 	assets   *static.Assets
 }
 
@@ -203,6 +204,7 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 			auth: console.NewAuthHandlers(deps.Auth, deps.Sessions, assets,
 				console.AuthOptions{DefaultTenant: cfg.DefaultTenant, Passkeys: deps.StepUp != nil}),
 			admin:  console.NewAdminHandlers(deps.Auth, assets),
+			zones:  console.NewZones(deps.Auth, assets, clock),
 			assets: assets,
 		}
 		if deps.Pages != nil {

@@ -311,7 +311,8 @@ func TestServeDemoWalkthrough(t *testing.T) {
 		t.Fatalf("the long-poll returned before anything changed: %+v", pr)
 	default:
 	}
-	rev := mustExec(t, nil, srv.reviewerPassword+"\n", "review", "approve", id, "--tenant", "demo", "--user", "alice", "--db", db)
+	rev := mustExec(t, nil, srv.reviewerPassword+"\n", "review", "approve", id, "--tenant", "demo", "--user", "alice", "--db", db,
+		"--comment", "Carrier confirmed the loss")
 	if got, want := rev.stdout, "confirmed\n"; got != want {
 		t.Errorf("review approve stdout = %q, want %q", got, want)
 	}
@@ -340,6 +341,10 @@ func TestServeDemoWalkthrough(t *testing.T) {
 	p = poll.json(t)
 	if got, want := p["status"], "confirmed"; got != want {
 		t.Fatalf("long-poll status = %v, want %v", got, want)
+	}
+	// The reviewer's comment from the terminal reaches the agent.
+	if !strings.Contains(string(poll.body), `"reason":"Carrier confirmed the loss"`) {
+		t.Errorf("the agent does not see the approval's comment: %s", poll.body)
 	}
 	tok, _ := p["confirmation_token"].(string)
 	if tok == "" {

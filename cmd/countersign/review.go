@@ -24,6 +24,7 @@ type reviewConfig struct {
 	Issuer   string
 	Audience string
 	Reason   string
+	Comment  string
 }
 
 // errWrongCredentials is the one answer to an unknown user and a wrong
@@ -202,6 +203,7 @@ A password on stdin is the only authentication a terminal offers, so risk
 tiers that require a security-key (webauthn) confirmation are refused with
 step_up_required: those can only be approved in the browser console.`, &cfg, c.stdout)
 	tokenFlags(cmd.fs, &cfg.Issuer, &cfg.Audience)
+	cmd.fs.StringVar(&cfg.Comment, "comment", "", "an optional word to the agent and the history (at most 1000 characters)")
 	id, err := c.parseReview(cmd, args, &cfg, true)
 	if err != nil {
 		return err
@@ -217,7 +219,7 @@ step_up_required: those can only be approved in the browser console.`, &cfg, c.s
 	}
 	c.printProposal(c.stderr, a, p)
 	out, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{
-		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}, Comment: cfg.Comment})
 	if models.IsCode(err, models.EStepUpRequired) {
 		fmt.Fprintf(c.stderr, "The %s tier needs a security-key confirmation, which only the browser console can collect.\n", clean(p.Tier.Name))
 	}

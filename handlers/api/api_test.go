@@ -99,7 +99,7 @@ func confirm(p *models.Proposal) {
 	p.Revision++
 	p.Decisions = append(p.Decisions, models.Decision{
 		ID: "dec_1", ProposalID: p.ID, UserID: "usr_r", UserName: "Rita",
-		Kind: models.DecisionApprove, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}, CreatedAt: testNow,
+		Kind: models.DecisionApprove, Reason: "Carrier confirmed the loss", DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}, CreatedAt: testNow,
 	})
 	p.Token = &models.Token{
 		JTI: "jti_1", TenantID: p.TenantID, ProposalID: p.ID, AgentID: p.AgentID,
@@ -468,7 +468,7 @@ func TestProposalJSON(t *testing.T) {
 	if got, want := string(mustJSON(t, m["approvals"])), `{"have":1,"need":1}`; got != want {
 		t.Errorf("approvals = %s, want %s", got, want)
 	}
-	if got, want := string(mustJSON(t, m["decisions"])), `[{"amr":["pwd"],"at":"2026-03-14T09:26:53.589Z","decision":"approve","digest_seen":"`+p.ArgsDigest+`","reason":"","reviewer":{"id":"usr_r","name":"Rita"}}]`; got != want {
+	if got, want := string(mustJSON(t, m["decisions"])), `[{"amr":["pwd"],"at":"2026-03-14T09:26:53.589Z","decision":"approve","digest_seen":"`+p.ArgsDigest+`","reason":"Carrier confirmed the loss","reviewer":{"id":"usr_r","name":"Rita"}}]`; got != want {
 		t.Errorf("decisions = %s, want %s", got, want)
 	}
 	if got, want := string(mustJSON(t, m["token"])), `{"expires_at":"2026-03-14T09:31:53.589Z","status":"issued"}`; got != want {

@@ -19,6 +19,8 @@ import (
 // tenants' ids.
 type AdminService interface {
 	ListUsers(ctx context.Context, actor models.User) ([]models.User, error)
+	// SecurityKeyCounts counts each user's keys that may approve.
+	SecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error)
 	// CreateUser returns the new user and its generated password.
 	CreateUser(ctx context.Context, actor models.User, name string, role models.Role) (models.User, string, error)
 	SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error)
@@ -51,10 +53,17 @@ func (h *AdminHandlers) admin(c echo.Context) (*session.Session, error) {
 	return signedIn(c)
 }
 
+// as returns the handlers as admin s reads them: times in s's zone.
+func (h *AdminHandlers) as(s *session.Session) *AdminHandlers {
+	c := *h
+	c.loc = s.User.Location()
+	return &c
+}
+
 func (h *AdminHandlers) frame(s *session.Session, title, active string) layout.Page {
 	return layout.Page{
 		Title:  title,
-		User:   &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
+		User:   frameUser(s),
 		CSRF:   s.CSRF,
 		Active: active,
 		Assets: h.assets,

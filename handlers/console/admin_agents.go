@@ -17,6 +17,7 @@ func (h *AdminHandlers) Agents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	notice := ""
 	if c.QueryParam("revoked") != "" {
 		notice = "The agent's key was revoked; it no longer works."
@@ -60,6 +61,7 @@ func (h *AdminHandlers) CreateAgent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	form := admin.AgentForm{Name: c.FormValue("name"), Owner: c.FormValue("owner")}
 	a, key, err := h.svc.CreateAgent(c.Request().Context(), s.User, form.Name, form.Owner)
 	if formRefusal(err) {
@@ -80,6 +82,7 @@ func (h *AdminHandlers) RevokeAgent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	if _, err := h.svc.RevokeAgent(c.Request().Context(), s.User, c.Param("id")); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ func (h *AdminHandlers) Reviewers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	return h.reviewersPage(c, s, http.StatusOK, admin.UserForm{}, "", reviewerNotices[c.QueryParam("done")])
 }
 
@@ -31,10 +32,14 @@ func (h *AdminHandlers) reviewersPage(c echo.Context, s *session.Session, status
 	if err != nil {
 		return err
 	}
+	keys, err := h.svc.SecurityKeyCounts(c.Request().Context(), s.User)
+	if err != nil {
+		return err
+	}
 	p := admin.ReviewersPage{Layout: h.frame(s, "Reviewers", "reviewers"), Form: form, Error: formErr, Notice: notice}
 	for _, u := range users {
 		p.Users = append(p.Users, admin.UserRow{ID: u.ID, Name: u.Name, Role: string(u.Role),
-			Created: h.when(u.CreatedAt), Disabled: u.Disabled, Self: u.ID == s.User.ID})
+			Created: h.when(u.CreatedAt), Disabled: u.Disabled, Self: u.ID == s.User.ID, Keys: keys[u.ID]})
 	}
 	return render(c, status, admin.Reviewers(p))
 }
@@ -47,6 +52,7 @@ func (h *AdminHandlers) CreateReviewer(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	form := admin.UserForm{Name: c.FormValue("name"), Role: c.FormValue("role")}
 	u, pw, err := h.svc.CreateUser(c.Request().Context(), s.User, form.Name, models.Role(form.Role))
 	if formRefusal(err) {
@@ -92,6 +98,7 @@ func (h *AdminHandlers) ResetPassword(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	u, pw, err := h.svc.ResetPassword(c.Request().Context(), s.User, c.Param("id"))
 	if err != nil {
 		return err

@@ -36,6 +36,13 @@ type Webhooks struct {
 	svc WebhookService
 }
 
+// as returns the webhook pages as admin s reads them.
+func (h *Webhooks) as(s *session.Session) *Webhooks {
+	c := *h
+	c.AdminHandlers = h.AdminHandlers.as(s)
+	return &c
+}
+
 // NewWebhooks returns the webhook pages; admin supplies the agent names
 // and the page frame.
 func NewWebhooks(svc WebhookService, adminSvc AdminService, assets *static.Assets) *Webhooks {
@@ -58,6 +65,7 @@ func (h *Webhooks) Page(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	notice := ""
 	switch {
 	case c.QueryParam("disabled") != "":
@@ -130,6 +138,7 @@ func (h *Webhooks) Delivery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	sc, err := tenantScope(s)
 	if err != nil {
 		return err
@@ -168,6 +177,7 @@ func (h *Webhooks) Create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	sc, err := tenantScope(s)
 	if err != nil {
 		return err
@@ -191,6 +201,7 @@ func (h *Webhooks) Disable(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	sc, err := tenantScope(s)
 	if err != nil {
 		return err
@@ -208,6 +219,7 @@ func (h *Webhooks) Redeliver(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	sc, err := tenantScope(s)
 	if err != nil {
 		return err

@@ -64,6 +64,13 @@ type Keys struct {
 }
 
 // NewKeys returns the security-key pages over s.
+// as returns the key pages as reviewer s reads them: times in s's zone.
+func (h *Keys) as(s *session.Session) *Keys {
+	c := *h
+	c.loc = s.User.Location()
+	return &c
+}
+
 func NewKeys(s StepUp, assets *static.Assets) *Keys {
 	return &Keys{s: s, assets: AssetsFor(assets), loc: time.UTC}
 }
@@ -85,6 +92,7 @@ func (h *Keys) Page(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	return h.render(c, s, http.StatusOK, keys.Form{}, notices[c.QueryParam("notice")])
 }
 
@@ -95,7 +103,7 @@ func (h *Keys) render(c echo.Context, s *session.Session, status int, form keys.
 	}
 	page := keys.Page{
 		Layout: layout.Page{Title: "Security keys", CSRF: s.CSRF, Active: "keys", Assets: h.assets,
-			User: &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name}},
+			User: frameUser(s)},
 		RegisterBegin:  keysURL + "/register/begin",
 		RegisterFinish: keysURL + "/register/finish",
 		CSRF:           s.CSRF,
@@ -196,6 +204,7 @@ func (h *Keys) RegisterBegin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	body, err := readJSON(c)
 	if err != nil {
 		return err
@@ -227,6 +236,7 @@ func (h *Keys) RegisterFinish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	body, err := readJSON(c)
 	if err != nil {
 		return err
@@ -249,6 +259,7 @@ func (h *Keys) Rename(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id := c.Param("id")
 	_, err = h.s.RenameKey(c.Request().Context(), s.User, id, c.FormValue("name"))
 	if models.IsCode(err, models.EInvalidRequest) {
@@ -269,6 +280,7 @@ func (h *Keys) RemoveBegin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	opts, err := h.s.BeginRemoval(c.Request().Context(), s.User, c.Param("id"))
 	if err != nil {
 		return err
@@ -284,6 +296,7 @@ func (h *Keys) RemoveFinish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	body, err := readJSON(c)
 	if err != nil {
 		return err

@@ -49,6 +49,11 @@ type PagesProtocol interface {
 	Counter(ctx context.Context, in protocol.CounterInput) (*models.Proposal, error)
 	// Registry is the tool registry, for titles and display re-rendering.
 	Registry() *registry.Registry
+	// CountAwaiting counts the tenant's proposals awaiting a decision.
+	CountAwaiting(ctx context.Context, tenantID string) (int, error)
+	// Facts asks the business system about a proposal's target now; none
+	// when its adapter offers none.
+	Facts(ctx context.Context, p *models.Proposal) ([]models.Fact, error)
 }
 
 var _ PagesProtocol = (*protocol.Service)(nil)
@@ -70,7 +75,7 @@ type Pages struct {
 	stepUp    StepUp // nil: security-key approvals are not offered
 	assets    layout.Assets
 	clock     models.Clock
-	loc       *time.Location // the reviewer's zone; UTC until users can choose one
+	loc       *time.Location // the reviewer's zone: set per request by as
 	heartbeat time.Duration
 }
 
@@ -99,11 +104,25 @@ func signedIn(c echo.Context) (*session.Session, error) {
 func (h *Pages) frame(s *session.Session, title, active string) layout.Page {
 	return layout.Page{
 		Title:  title,
-		User:   &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
+		User:   frameUser(s),
 		CSRF:   s.CSRF,
 		Active: active,
 		Assets: h.assets,
 	}
+}
+
+// frameUser is the signed-in user as the page frame shows it, with the
+// zone the page's times are in.
+func frameUser(s *session.Session) *layout.User {
+	return &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name,
+		Zone: s.User.Location().String(), ZoneAuto: s.User.TimeZone == ""}
+}
+
+// as returns the pages as reviewer s reads them: every time in s's zone.
+func (h *Pages) as(s *session.Session) *Pages {
+	c := *h
+	c.loc = s.User.Location()
+	return &c
 }
 
 // noStore keeps proposals, which change and belong to one tenant, out of
@@ -266,6 +285,18 @@ func (h *Pages) preview(p *models.Proposal) []models.PreviewField {
 		}
 	}
 	return p.Preview
+}
+
+// summary is the write in one line and the Approve button's words, from
+// the registry's display rules of the tool that made the proposal; the
+// title and target when the tool or its policy changed since.
+func (h *Pages) summary(p *models.Proposal) registry.Summary {
+	if t, ok := h.p.Registry().Tool(p.Tool); ok && t.PolicyVersion == p.PolicyVersion {
+		if s, err := t.Summary(p.Arguments, target(p), h.loc); err == nil {
+			return s
+		}
+	}
+	return registry.Summary{Line: h.toolTitle(p.Tool) + " · " + target(p), Approve: "Approve"}
 }
 
 // toolTitle is the registry's title of a tool, or its name.

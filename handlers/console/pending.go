@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,108 +16,139 @@ import (
 	"github.com/countersign/countersign/web/session"
 )
 
-// pendingQuery is the pending list's query string: ?tool=&tier=&cursor=.
+// pendingQuery is the pending list's query string:
+// ?tool=&tier=&sort=&cursor=. sort is "newest"; anything else is by time
+// left, soonest first.
 type pendingQuery struct {
-	Tool, Tier, Cursor string
+	Tool, Tier, Sort, Cursor string
 }
 
 func readPendingQuery(c echo.Context) pendingQuery {
-	return pendingQuery{Tool: c.QueryParam("tool"), Tier: c.QueryParam("tier"), Cursor: c.QueryParam("cursor")}
+	q := pendingQuery{Tool: c.QueryParam("tool"), Tier: c.QueryParam("tier"), Sort: c.QueryParam("sort"), Cursor: c.QueryParam("cursor")}
+	if q.Sort != "newest" {
+		q.Sort = ""
+	}
+	return q
 }
 
-// Pending serves GET /: the proposals awaiting confirmation, newest first,
-// filtered by ?tool= and ?tier=, one keyset page at a time (?cursor=).
+// Pending serves GET /: the proposals awaiting confirmation, by time left
+// (or ?sort=newest), filtered by ?tool= and ?tier=, one keyset page at a
+// time (?cursor=).
 func (h *Pages) Pending(c echo.Context) error {
 	s, err := signedIn(c)
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	q := readPendingQuery(c)
-	rows, tiers, err := h.pendingRows(c, s, q)
+	rows, err := h.pendingRows(c, s, q)
 	if err != nil {
 		return err
 	}
-	filter := pending.Filter{Tool: q.Tool, Tier: q.Tier, Tiers: tiers}
+	filter := pending.Filter{Tool: q.Tool, Tier: q.Tier, Sort: q.Sort, Tiers: h.p.Registry().Tiers()}
+	if q.Tier != "" && !slices.Contains(filter.Tiers, q.Tier) {
+		// A tier of an older registry still filters what it named.
+		filter.Tiers = append(filter.Tiers, q.Tier)
+	}
 	for _, t := range h.p.Registry().Tools() {
 		filter.Tools = append(filter.Tools, pending.Option{Value: t.Name, Label: t.Title})
 	}
 	page := pending.Page{
-		Layout:  h.frame(s, "Pending proposals", "pending"),
+		Layout:  h.frame(s, rows.Title, "pending"),
 		Filter:  filter,
 		Rows:    rows,
-		RowsURL: withQuery("/pending/rows", "tool", q.Tool, "tier", q.Tier, "cursor", q.Cursor),
+		RowsURL: withQuery("/pending/rows", "tool", q.Tool, "tier", q.Tier, "sort", q.Sort, "cursor", q.Cursor),
 	}
 	noStore(c)
 	return render(c, http.StatusOK, pending.View(page))
 }
 
-// PendingRows serves GET /pending/rows, the htmx partial of the list (rows
-// and pagination) that the page re-fetches whenever proposals change.
+// PendingRows serves GET /pending/rows, the htmx partial of the list (rows,
+// pagination and the tab's title with the count) that the page re-fetches
+// whenever proposals change.
 func (h *Pages) PendingRows(c echo.Context) error {
 	s, err := signedIn(c)
 	if err != nil {
 		return err
 	}
-	rows, _, err := h.pendingRows(c, s, readPendingQuery(c))
+	h = h.as(s)
+	rows, err := h.pendingRows(c, s, readPendingQuery(c))
 	if err != nil {
 		return err
 	}
 	noStore(c)
-	return render(c, http.StatusOK, pending.RowsView(rows))
+	return render(c, http.StatusOK, pending.RowsUpdate(rows))
 }
 
-// pendingRows loads one page of pending proposals and maps it; it also
-// returns the tier names seen, as suggestions for the filter.
-func (h *Pages) pendingRows(c echo.Context, s *session.Session, q pendingQuery) (pending.Rows, []string, error) {
-	res, err := h.p.List(c.Request().Context(), s.User.TenantID, protocol.ListQuery{
+// pendingRows loads one page of pending proposals and maps it.
+func (h *Pages) pendingRows(c echo.Context, s *session.Session, q pendingQuery) (pending.Rows, error) {
+	ctx := c.Request().Context()
+	res, err := h.p.List(ctx, s.User.TenantID, protocol.ListQuery{
 		Statuses: []models.Status{models.StatusAwaitingConfirmation},
-		Tool:     q.Tool, Tier: q.Tier, Cursor: q.Cursor, Limit: pendingPageSize,
+		Tool:     q.Tool, Tier: q.Tier, ByTimeLeft: q.Sort == "", WithDecisions: true,
+		Cursor: q.Cursor, Limit: pendingPageSize,
 	})
 	if err != nil {
-		return pending.Rows{}, nil, err
+		return pending.Rows{}, err
+	}
+	count, err := h.p.CountAwaiting(ctx, s.User.TenantID)
+	if err != nil {
+		return pending.Rows{}, err
 	}
 	now := h.clock.Now()
 	rows := pending.Rows{
 		Filtered: q.Tool != "" || q.Tier != "",
+		Newest:   q.Sort == "newest",
+		Count:    count,
+		Title:    fmt.Sprintf("(%d) Pending proposals", count),
 		Updated:  h.formatTime(now),
 		Empty:    h.emptyState(c),
 	}
 	if res.Next != "" {
-		rows.OlderURL = withQuery("/", "tool", q.Tool, "tier", q.Tier, "cursor", res.Next)
+		rows.OlderURL = withQuery("/", "tool", q.Tool, "tier", q.Tier, "sort", q.Sort, "cursor", res.Next)
 	}
 	if q.Cursor != "" {
-		rows.FirstURL = withQuery("/", "tool", q.Tool, "tier", q.Tier)
+		rows.FirstURL = withQuery("/", "tool", q.Tool, "tier", q.Tier, "sort", q.Sort)
 	}
-	var tiers []string
-	if q.Tier != "" {
-		tiers = append(tiers, q.Tier)
-	}
+	shared := models.SharedTargets(res.Items)
 	for _, p := range res.Items {
-		rows.Items = append(rows.Items, h.pendingRow(p, now))
-		if !slices.Contains(tiers, p.Tier.Name) {
-			tiers = append(tiers, p.Tier.Name)
+		row := h.pendingRow(p, s.User, now)
+		if n := shared[p.Target()]; n > 1 {
+			row.SharedHint = fmt.Sprintf("%d pending proposals write to %s", n, targetID(p))
 		}
+		rows.Items = append(rows.Items, row)
 	}
-	slices.Sort(tiers)
-	return rows, tiers, nil
+	return rows, nil
 }
 
-func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
+// reasonExcerpt bounds the reason shown in a list row.
+const reasonExcerpt = 90
+
+func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pending.Row {
+	need := max(p.Tier.Quorum, 1)
 	row := pending.Row{
+		ID:         p.ID,
 		URL:        proposalURL(p.ID),
 		ToolTitle:  h.toolTitle(p.Tool),
 		Tool:       p.Tool,
+		TargetID:   visible.Reveal(targetID(p), visible.Strict).Shown,
 		Tier:       tierBadge(p.Tier),
+		Quorum:     fmt.Sprintf("%d of %d", len(p.Approvals()), need),
 		Requester:  p.AgentName,
+		Owner:      p.AgentOwnerName,
 		Created:    h.formatTime(p.CreatedAt),
 		CreatedISO: p.CreatedAt.UTC().Format(time.RFC3339),
 		Expires:    h.countdown(p.ExpiresAt, now),
 	}
 	row.Expires.Compact = true
+	if p.OwnedBy(u.ID) && !p.MayApprove(u.ID) {
+		row.OwnNote = "You own this agent, another reviewer must decide."
+	}
 	var seen revealer
 	row.Target = seen.show(target(p), visible.Strict)
-	// The key value is the first argument that is not the target itself:
-	// the amount of a refund, the template of an email, the ids of a batch.
+	// The key value is the first argument that is not the target itself
+	// nor the reason: the amount of a refund, the template of an email,
+	// the ids of a batch.
 	resourceField := ""
 	if t, ok := h.p.Registry().Tool(p.Tool); ok && !t.Batch {
 		resourceField = t.ResourceField
@@ -129,10 +161,15 @@ func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
 		if p.Kind == models.KindMandate && (f.Name == "agents" || f.Name == "tiers") {
 			continue
 		}
-		if f.Name != resourceField {
+		switch {
+		case f.Name == "reason":
+			row.Reason = excerpt(seen.show(f.Display, visible.FreeText), reasonExcerpt)
+		case f.Name != resourceField && row.Summary == "":
 			row.SummaryLabel, row.Summary = f.Label, seen.show(f.Display, visible.Strict)
-			break
 		}
+	}
+	if row.Reason == "" && p.Context != "" {
+		row.Reason = excerpt(visible.Reveal(p.Context, visible.FreeText).Shown, reasonExcerpt)
 	}
 	// The row shows only part of the proposal: warn when any argument
 	// or the context hides something, not only the part shown.
@@ -142,6 +179,30 @@ func (h *Pages) pendingRow(p *models.Proposal, now time.Time) pending.Row {
 	seen.show(p.Context, visible.FreeText)
 	row.HiddenWarning = visible.Warning(seen.found)
 	return row
+}
+
+// targetID is the target as an identifier: the resource id, or for a batch
+// the number of ids.
+func targetID(p *models.Proposal) string {
+	if p.Batch() {
+		return fmt.Sprintf("%d ids", p.ResourceCount)
+	}
+	return p.Resource
+}
+
+// excerpt shortens s to at most n characters on a word boundary, on one
+// line.
+func excerpt(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	cut := string(r[:n])
+	if i := strings.LastIndex(cut, " "); i > n/2 {
+		cut = cut[:i]
+	}
+	return cut + "…"
 }
 
 // emptyState tells a reviewer with nothing to do how work arrives.
@@ -181,6 +242,7 @@ func (h *Pages) Events(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(sess)
 	ctx := c.Request().Context()
 	w := c.Response()
 	rc := http.NewResponseController(w)

@@ -30,9 +30,9 @@ func TestPendingListShowsProposals(t *testing.T) {
 	if got, want := len(rows), 2; got != want {
 		t.Fatalf("%d rows, want %d", got, want)
 	}
-	// Newest first.
+	// Least time left first: the newer one is of the high tier, 120 s.
 	if got, want := attr(one(t, rows[0], "tool-title"), "href"), "/proposals/"+newer.ID; got != want {
-		t.Errorf("first row links to %q, want %q (newest first)", got, want)
+		t.Errorf("first row links to %q, want %q (least time left first)", got, want)
 	}
 	row := rows[1]
 	wantContains(t, "title", text(one(t, row, "tool-title")), "Refund an order")
@@ -149,8 +149,19 @@ func TestPendingFilters(t *testing.T) {
 	if got, want := attr(findByID(r.doc, "pending-rows"), "hx-get"), "/pending/rows?tier=high&tool=refund_order"; got != want {
 		t.Errorf("hx-get = %q, want %q", got, want)
 	}
-	if got := attr(findByID(r.doc, "filter-tier"), "value"); got != "high" {
-		t.Errorf("tier filter value = %q, want high", got)
+	// The tier filter offers exactly the registry's tiers.
+	var tiers, selected []string
+	for _, o := range options(findByID(r.doc, "filter-tier")) {
+		tiers = append(tiers, attr(o, "value"))
+		if hasAttr(o, "selected") {
+			selected = append(selected, attr(o, "value"))
+		}
+	}
+	if got, want := strings.Join(tiers, ","), ",high,low,quorum,standard"; got != want {
+		t.Errorf("tier options = %q, want %q", got, want)
+	}
+	if got := strings.Join(selected, ","); got != "high" {
+		t.Errorf("selected tier = %q, want high", got)
 	}
 }
 
@@ -162,14 +173,21 @@ func TestPendingPagination(t *testing.T) {
 		ids = append(ids, p.ID)
 		e.clock.Advance(time.Millisecond)
 	}
-	first := e.get("/?tool=refund_order", "alice")
+	// By time left: all of one tier, so in the order they were made.
+	byTime := all(e.get("/?tool=refund_order", "alice").doc, "pending-row")
+	for i, row := range byTime {
+		if got := strings.TrimPrefix(attr(one(t, row, "tool-title"), "href"), "/proposals/"); got != ids[i] {
+			t.Fatalf("by time left, row %d is %s, want %s", i, got, ids[i])
+		}
+	}
+	first := e.get("/?tool=refund_order&sort=newest", "alice")
 	rows := all(first.doc, "pending-row")
 	if got, want := len(rows), 25; got != want {
 		t.Fatalf("first page has %d rows, want %d", got, want)
 	}
 	older := one(t, first.doc, "older")
 	href := attr(older, "href")
-	if !strings.Contains(href, "cursor=") || !strings.Contains(href, "tool=refund_order") {
+	if !strings.Contains(href, "cursor=") || !strings.Contains(href, "tool=refund_order") || !strings.Contains(href, "sort=newest") {
 		t.Fatalf("older link %q lacks the cursor or the filter", href)
 	}
 	if len(all(first.doc, "newest")) != 0 {
@@ -348,4 +366,20 @@ func TestEventsCarryOnlyTheReviewersTenant(t *testing.T) {
 			beats++
 		}
 	}
+}
+
+// options lists the option elements under n.
+func options(n *html.Node) []*html.Node {
+	var out []*html.Node
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "option" {
+			out = append(out, n)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return out
 }

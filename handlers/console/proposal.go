@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,6 +36,7 @@ func (h *Pages) Proposal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	p, err := h.p.Get(c.Request().Context(), s.User.TenantID, c.Param("id"))
 	if err != nil {
 		return err
@@ -45,8 +49,34 @@ func (h *Pages) Proposal(c echo.Context) error {
 	return render(c, http.StatusOK, proposals.View(page))
 }
 
-// Approve serves POST /proposals/:id/approve (form fields digest and
-// csrf_token): an approval of exactly the digest the page showed. On success
+// ProposalLive serves GET /proposals/:id/live?rev=N, the part of the
+// proposal page that follows the proposal while it is open (status line,
+// decision forms, decisions, receipt). It answers 204 while the proposal
+// is still at revision N, so that nothing is redrawn under the reviewer's
+// cursor; a background request, it does not keep the session alive.
+func (h *Pages) ProposalLive(c echo.Context) error {
+	s, err := signedIn(c)
+	if err != nil {
+		return err
+	}
+	h = h.as(s)
+	p, err := h.p.Get(c.Request().Context(), s.User.TenantID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	noStore(c)
+	if c.QueryParam("rev") == strconv.FormatInt(p.Revision, 10) {
+		return c.NoContent(http.StatusNoContent)
+	}
+	page, err := h.proposalPage(c.Request().Context(), s, p, outcome{})
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, proposals.LiveUpdate(page))
+}
+
+// Approve serves POST /proposals/:id/approve (form fields digest,
+// optional comment and csrf_token): an approval of exactly the digest the page showed. On success
 // it redirects to the proposal; a refusal re-renders the page with the
 // status of the refusal and says why.
 func (h *Pages) Approve(c echo.Context) error {
@@ -54,9 +84,10 @@ func (h *Pages) Approve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id := c.Param("id")
 	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
-		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR,
+		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR, Comment: c.FormValue("comment"),
 	})
 	if err != nil {
 		return h.refused(c, s, id, "approve", err, outcome{})
@@ -72,6 +103,7 @@ func (h *Pages) Decline(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id, reason := c.Param("id"), c.FormValue("reason")
 	_, err = h.p.Decline(c.Request().Context(), protocol.DeclineInput{
 		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), Reason: reason,
@@ -90,6 +122,7 @@ func (h *Pages) Revoke(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	id := c.Param("id")
 	if _, err := h.p.Revoke(c.Request().Context(), s.User, id); err != nil {
 		return h.refused(c, s, id, "revoke", err, outcome{})
@@ -172,7 +205,7 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 			nothing + " The agent has to propose again with a fresh preview."
 	case models.EStepUpRequired:
 		if h.stepUp != nil {
-			return fmt.Sprintf("The %s tier requires a security-key confirmation: use “Approve with security key”, "+
+			return fmt.Sprintf("The %s tier requires a security-key confirmation: use the Approve button marked “with security key”, "+
 				"which asks your key to sign exactly this proposal (it needs JavaScript). %s", p.Tier.Name, nothing)
 		}
 		return fmt.Sprintf("The %s tier requires a security-key confirmation, which this console cannot perform yet. %s",
@@ -200,7 +233,14 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	// Everything an agent or the business system wrote is shown through
 	// one rule (visible.Reveal): hidden code points become ⟨U+…⟩.
 	var seen revealer
+	sum := h.summary(p)
+	sum.Line, sum.Approve = seen.show(sum.Line, visible.Strict), visible.Reveal(sum.Approve, visible.Strict).Shown
 	page := proposals.Page{
+		Summary:       sum.Line,
+		Owner:         p.AgentOwnerName,
+		ContextLong:   utf8.RuneCountInString(p.Context) > contextFold || strings.Count(p.Context, "\n") >= 4,
+		LiveURL:       proposalURL(p.ID) + "/live",
+		Revision:      strconv.FormatInt(p.Revision, 10),
 		ExpiryLabel:   expiryLabel,
 		Expires:       expires,
 		Layout:        h.frame(s, title, "pending"),
@@ -218,6 +258,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		Context:       seen.show(p.Context, visible.FreeText),
 		Requester:     p.AgentName,
 		Created:       h.formatTime(p.CreatedAt),
+		CreatedISO:    p.CreatedAt.UTC().Format(time.RFC3339),
 		Expired:       expired,
 		Receipt:       h.receipt(p),
 		ApproveAction: proposalURL(p.ID) + "/approve",
@@ -228,8 +269,9 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		DeclineReason: o.declineReason,
 		DeclineError:  o.declineError,
 	}
-	if t, ok := h.p.Registry().Tool(p.Tool); ok {
-		page.Description = t.Description
+	tool, known := h.p.Registry().Tool(p.Tool)
+	if known {
+		page.Description = tool.Description
 	}
 	page.Mandate = mandateText(p)
 	if p.Kind == models.KindMandate {
@@ -242,8 +284,14 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	for _, f := range h.preview(p) {
 		before := len(seen.found)
+		// Free text (an e-mail's body) keeps its line breaks where it is
+		// read; the machine value shows them escaped, exactly.
+		mode := visible.Strict
+		if known && tool.TextField(f.Name) {
+			mode = visible.FreeText
+		}
 		page.Fields = append(page.Fields, proposals.Field{Name: f.Name, Label: f.Label,
-			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, visible.Strict)})
+			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, mode)})
 		page.Fields[len(page.Fields)-1].Hidden = len(seen.found) > before
 	}
 	page.HiddenWarning = visible.Warning(seen.found)
@@ -262,11 +310,8 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	factors(p, &page)
 
-	decided := false
+	decided := p.DecidedBy(s.User.ID)
 	for _, d := range p.Decisions {
-		if d.UserID == s.User.ID {
-			decided = true
-		}
 		kind := ui.Badge{Text: "Approved", Symbol: "✓", Tone: "ok"}
 		if d.Kind == models.DecisionDecline {
 			kind = ui.Badge{Text: "Declined", Symbol: "✗", Tone: "bad"}
@@ -287,14 +332,21 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		}
 	}
 
-	awaiting := p.Status == models.StatusAwaitingConfirmation && !expired
+	awaiting := p.Decidable(now)
 	page.CanDecide = awaiting && !decided
-	page.ApproveLabel = "Approve"
+	page.ApproveLabel = sum.Approve
 	page.CanApprove = page.CanDecide
-	if page.CanDecide && p.Tier.Confirmation == models.ConfirmWebAuthn {
-		if err := h.stepUpApproval(ctx, s, p, &page); err != nil {
+	switch {
+	case page.CanDecide && !p.MayApprove(s.User.ID):
+		page.CanApprove = false
+		page.ApproveBlockedReason = fmt.Sprintf("You own this agent (%s), another reviewer must decide. You may still decline it.", p.AgentName)
+	case page.CanDecide && p.Tier.Confirmation == models.ConfirmWebAuthn:
+		if err := h.stepUpApproval(ctx, s, p, &page, sum); err != nil {
 			return page, err
 		}
+	}
+	if awaiting {
+		page.Facts, page.FactsNote = h.facts(ctx, p)
 	}
 	switch {
 	case awaiting && decided:
@@ -305,7 +357,53 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	}
 	page.CanRevoke = canRevoke(p, s.User, now)
 	page.Counter = h.counterView(s, p, awaiting, o)
+	for _, e := range p.Timeline() {
+		st := proposals.Step{At: h.formatTime(e.At), AtISO: e.At.UTC().Format(time.RFC3339), Text: h.stepText(e)}
+		if e.Decision != nil {
+			st.Detail = visible.Reveal(e.Detail, visible.FreeText).Shown
+		}
+		page.Timeline = append(page.Timeline, st)
+	}
 	return page, nil
+}
+
+// stepText words one step of a proposal's timeline.
+func (h *Pages) stepText(e models.TimelineEvent) string {
+	switch e.Kind {
+	case models.StepProposed:
+		return "Proposed by " + e.Who
+	case models.StepApproved:
+		return "Approved by " + e.Who + " (" + amrText(e.Decision.AMR) + ")"
+	case models.StepDeclined:
+		return "Declined by " + e.Who
+	case models.StepConfirmed:
+		return "Confirmed: a one-time token was issued"
+	case models.StepRedeemed:
+		return "Token redeemed by " + e.Who + ": execution started"
+	case models.StepExecuted:
+		return "The business system answered: " + statusBadge(models.Status(e.Detail)).Text
+	default:
+		return statusBadge(models.Status(e.Detail)).Text
+	}
+}
+
+// contextFold is the length past which the agent's context is folded away:
+// the write comes first, whatever the agent wrote.
+const contextFold = 280
+
+// facts asks the business system about the target for the page; when it
+// cannot be asked the page says so instead of failing.
+func (h *Pages) facts(ctx context.Context, p *models.Proposal) ([]proposals.Fact, string) {
+	fs, err := h.p.Facts(ctx, p)
+	if err != nil {
+		return nil, "The business system could not be asked about the target just now; approving re-checks it anyway."
+	}
+	out := make([]proposals.Fact, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, proposals.Fact{Label: visible.Reveal(f.Label, visible.FreeText).Shown,
+			Value: visible.Reveal(f.Value, visible.FreeText).Shown})
+	}
+	return out, ""
 }
 
 // enrolmentText says who enrolled a decider and when, and who last reset

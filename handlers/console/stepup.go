@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/views/proposals"
 	"github.com/countersign/countersign/web/session"
@@ -18,15 +19,16 @@ import (
 // stepUpApproval sets up the Approve form of a tier that requires a
 // security key: "Approve with security key", enabled when the reviewer has
 // a usable key, and otherwise disabled with a link to register one.
-func (h *Pages) stepUpApproval(ctx context.Context, s *session.Session, p *models.Proposal, page *proposals.Page) error {
+func (h *Pages) stepUpApproval(ctx context.Context, s *session.Session, p *models.Proposal, page *proposals.Page, sum registry.Summary) error {
 	if h.stepUp == nil {
 		page.CanApprove = false
-		page.ApproveLabel = "Approve — security key required"
+		page.ApproveLabel = sum.Approve + " — security key required"
 		page.ApproveBlockedReason = fmt.Sprintf("The %s tier requires a security-key confirmation (WebAuthn) for every approval. "+
 			"This console cannot run the security-key ceremony yet, so this proposal cannot be approved here; you can still decline it.", p.Tier.Name)
 		return nil
 	}
-	page.ApproveLabel = "Approve with security key"
+	page.ApproveLabel = sum.Approve + " with security key"
+	page.StepUpPrompt = sum.Approve + ": unlock and touch your security key, which signs exactly this proposal…"
 	page.StepUpBegin = proposalURL(p.ID) + "/stepup/begin"
 	page.StepUpFinish = proposalURL(p.ID) + "/stepup/finish"
 	ok, err := h.stepUp.HasUsableKey(ctx, s.User)
@@ -53,6 +55,7 @@ func (h *Pages) StepUpBegin(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	if h.stepUp == nil {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}
@@ -78,6 +81,7 @@ func (h *Pages) StepUpFinish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	h = h.as(s)
 	if h.stepUp == nil {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}
@@ -86,8 +90,12 @@ func (h *Pages) StepUpFinish(c echo.Context) error {
 		return err
 	}
 	id := c.Param("id")
+	var extra struct {
+		Comment string `json:"comment"`
+	}
+	_ = json.Unmarshal(body, &extra) // the assertion itself is checked below
 	_, err = h.stepUp.FinishApproval(c.Request().Context(), stepup.ApprovalInput{
-		Reviewer: s.User, AMR: s.AMR, ProposalID: id, Response: body})
+		Reviewer: s.User, AMR: s.AMR, ProposalID: id, Response: body, Comment: extra.Comment})
 	if err != nil {
 		return h.stepUpRefusal(c, s, id, err)
 	}

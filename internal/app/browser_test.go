@@ -52,12 +52,12 @@ func TestBrowserReviewerJourney(t *testing.T) {
 	// The live list may be redrawn while it is read: look until it settles.
 	var summary string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if summary = text(`[data-testid=pending-row]:last-child [data-testid=summary]`); strings.Contains(summary, "¥199.00") {
+		if summary = text(`[data-row-id="` + refund.ID + `"] [data-testid=summary]`); strings.Contains(summary, "¥199.00") {
 			break
 		}
 	}
 	if !strings.Contains(summary, "¥199.00") {
-		t.Errorf("oldest row summary = %q, want the amount ¥199.00", summary)
+		t.Errorf("the first refund's summary = %q, want the amount ¥199.00", summary)
 	}
 	shot("pending.png")
 

@@ -89,15 +89,24 @@ func TestBrowserSecurityKeyApproval(t *testing.T) {
 		chromedp.Navigate(base+"/proposals/"+refund.ID),
 		chromedp.WaitVisible(chromedp.CSS(`form[data-webauthn-approve] [data-testid=approve]`)),
 	)
-	if got := text(`[data-testid=approve]`); got != "Approve with security key" {
+	if got := text(`[data-testid=approve]`); got != "Approve refund of ¥500.00 to ord_2001 with security key" {
 		t.Errorf("approve button = %q", got)
 	}
+	// The security-key prompt names the consequence too.
+	prompt, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('form[data-webauthn-approve]').dataset.prompt`))
+	if err != nil || !strings.HasPrefix(prompt, "Approve refund of ¥500.00 to ord_2001") {
+		t.Errorf("security-key prompt = %q (%v)", prompt, err)
+	}
 	step("approve with the key",
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=approve-comment]`), "Photos of the damage checked"),
 		chromedp.Click(chromedp.CSS(`[data-testid=approve]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=decided-note]`)),
 	)
 	if got := text(`[data-testid=decision]`); !strings.Contains(got, "password + security key") {
 		t.Errorf("decision = %q", got)
+	}
+	if got := text(`[data-testid=decision-reason]`); got != "Photos of the damage checked" {
+		t.Errorf("the approval's comment = %q", got)
 	}
 	var p map[string]any
 	select {

@@ -1042,3 +1042,24 @@ func otherFirstChar(tok string) string {
 	}
 	return string(first) + tok[1:]
 }
+
+// An open proposal page refreshes itself too (GET /proposals/:id/live);
+// that is no activity either.
+func TestProposalLiveRefreshIsNotActivity(t *testing.T) {
+	c := openConsole(t)
+	p := c.propose("ord_1003", 1000)
+	b := c.browser()
+	b.mustLogin("demo", "alice", c.creds.ReviewerPassword)
+	c.clock.Advance(10 * time.Minute)
+	wantStatus(t, "the person opens the proposal", b.get("/proposals/"+p.ID), http.StatusOK)
+	for range 5 {
+		c.clock.Advance(5 * time.Minute)
+		if r := b.get("/proposals/" + p.ID + "/live"); r.status != http.StatusOK && r.status != http.StatusNoContent {
+			t.Fatalf("live refresh: status %d", r.status)
+		}
+	}
+	c.clock.Advance(5 * time.Minute)
+	if r := b.get("/proposals/" + p.ID + "/live"); r.status != http.StatusUnauthorized && r.status != http.StatusSeeOther {
+		t.Errorf("live refresh after the idle timeout: status %d, want the session ended", r.status)
+	}
+}

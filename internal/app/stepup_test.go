@@ -235,7 +235,7 @@ func TestRegisterAKeyAndApproveWithIt(t *testing.T) {
 	// Without a key, Approve is off and says where to get one.
 	page := b.get("/proposals/" + p.ID)
 	approve := find(page.doc, func(n *html.Node) bool { return attr(n, "data-testid") == "approve" })
-	if approve == nil || !hasAttr(approve, "disabled") || !strings.Contains(textOf(approve), "Approve with security key") {
+	if approve == nil || !hasAttr(approve, "disabled") || textOf(approve) != "Approve refund of ¥500.00 to ord_2001 with security key" {
 		t.Fatalf("approve button without a key: %v", textOf(approve))
 	}
 	if link := find(page.doc, func(n *html.Node) bool { return attr(n, "data-testid") == "register-key-link" }); link == nil || attr(link, "href") != "/settings/keys" {
@@ -287,7 +287,7 @@ func TestRegisterAKeyAndApproveWithIt(t *testing.T) {
 	// Without the script, the form posts a plain approval: refused, saying why.
 	plain := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}})
 	wantStatus(t, "plain approve on a security-key tier", plain, http.StatusForbidden)
-	wantContains(t, "alert", testid(plain.doc, "alert"), "Approve with security key", "Nothing was approved")
+	wantContains(t, "alert", testid(plain.doc, "alert"), "with security key", "Nothing was approved")
 
 	// The options' challenge is bound to the proposal: a 32-byte hash,
 	// user verification required, only alice's key allowed.

@@ -258,6 +258,19 @@ func (t *timedAdapter) Status(ctx context.Context, tenant, requestKey string) (m
 	return res, err
 }
 
+// Facts passes the optional facts call on (models.FactsAdapter), timed
+// like the others; an adapter without it has no facts.
+func (t *timedAdapter) Facts(ctx context.Context, req models.FactsRequest) ([]models.Fact, error) {
+	fa, ok := t.next.(models.FactsAdapter)
+	if !ok {
+		return nil, nil
+	}
+	start := time.Now()
+	res, err := fa.Facts(ctx, req)
+	t.record("facts", start, err)
+	return res, err
+}
+
 // dbSnapshot reads the database's numbers at each scrape.
 type dbSnapshot struct {
 	src   StatsSource

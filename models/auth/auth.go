@@ -221,6 +221,8 @@ type Store interface {
 	// is an active admin of its tenant (EForbidden) and act only on that
 	// tenant's rows (ENotFound for others).
 	AdminListUsers(ctx context.Context, actor models.User) ([]models.User, error)
+	SetUserTimeZone(ctx context.Context, tenantID, userID, zone string, onlyIfUnset bool) error
+	AdminSecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error)
 	AdminCreateUser(ctx context.Context, actor models.User, name string, role models.Role, passwordHash string) (models.User, error)
 	AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error)
 	AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error)
@@ -575,6 +577,25 @@ func (s *Service) ListUsers(ctx context.Context, actor models.User) ([]models.Us
 		return nil, err
 	}
 	return s.store.AdminListUsers(ctx, actor)
+}
+
+// SetTimeZone stores the zone u reads times in (an IANA name). With
+// fromBrowser it is only a default: a zone the user chose stays.
+// EInvalidRequest for a name that is no zone.
+func (s *Service) SetTimeZone(ctx context.Context, u models.User, zone string, fromBrowser bool) error {
+	if _, err := models.LoadZone(zone); err != nil {
+		return err
+	}
+	return s.store.SetUserTimeZone(ctx, u.TenantID, u.ID, zone, fromBrowser)
+}
+
+// SecurityKeyCounts counts each user's security keys that may approve, for
+// the reviewers page. EForbidden unless actor is an admin.
+func (s *Service) SecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error) {
+	if err := requireAdmin(actor); err != nil {
+		return nil, err
+	}
+	return s.store.AdminSecurityKeyCounts(ctx, actor)
 }
 
 // CreateUser creates a console user in the actor's tenant with a generated

@@ -17,12 +17,22 @@ type ProposeInput struct {
 
 // ListQuery selects proposals of one tenant, newest first, keyset-paginated.
 type ListQuery struct {
-	AgentID  string          // when set, only this agent's proposals
-	Statuses []models.Status // when set, only these states
-	Tool     string
-	Tier     string
-	Cursor   string // opaque; from the previous page's next cursor
-	Limit    int    // 1..100; default 50
+	AgentID    string          // when set, only this agent's proposals
+	Statuses   []models.Status // when set, only these states
+	Tool       string
+	Tier       string
+	Resource   string // one target: a resource id or a batch's set digest
+	ReviewerID string // only what this reviewer decided
+	// AgentName and ReviewerName filter by name (the console's search);
+	// a name that names nobody matches nothing.
+	AgentName, ReviewerName string
+	Before                  time.Time // only what was created before (zero: no bound)
+	// ByTimeLeft sorts by expiry, soonest first, instead of newest first.
+	ByTimeLeft bool
+	// WithDecisions loads the decisions of each listed proposal.
+	WithDecisions bool
+	Cursor        string // opaque; from the previous page's next cursor, same order
+	Limit         int    // 1..100; default 50
 }
 
 // Page is one page of proposals; Next is empty on the last page.
@@ -39,6 +49,9 @@ type ConfirmInput struct {
 	DigestSeen string
 	AMR        []string        // how the reviewer authenticated, e.g. ["pwd"] or ["pwd","webauthn"]
 	Evidence   json.RawMessage // the verified step-up assertion, when the tier needs one
+	// Comment is the reviewer's optional word to the agent and the history
+	// (at most MaxReason characters); it is kept as the decision's reason.
+	Comment string
 }
 
 // DeclineInput is a reviewer's refusal; Reason is required.

@@ -23,8 +23,14 @@ const MaxReason = 1000
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
 // EArgsMismatch, ESelfApproval, EDutyConflict, EStepUpRequired,
-// EStateChanged, EAlreadyDecided, EUnavailable.
+// EStateChanged, EAlreadyDecided, EUnavailable; EInvalidRequest for a
+// comment that is too long.
 func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
+	comment := strings.TrimSpace(in.Comment)
+	if len(comment) > MaxReason {
+		return nil, &models.Error{Code: models.EInvalidRequest, Message: "a comment may have at most 1000 characters",
+			Fields: []models.FieldProblem{{Pointer: "/comment", Message: "at most 1000 characters"}}}
+	}
 	p, err := s.approvable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {
 		return nil, err
@@ -39,7 +45,7 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	// evidence, that this write was confirmed with a security key.
 	amr := models.DecisionAMR(in.AMR, hasAMR(in.AMR, models.AMRStepUp) && len(in.Evidence) > 0)
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
-		Kind: models.DecisionApprove, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
+		Kind: models.DecisionApprove, Reason: comment, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
 	now := s.clock.Now()
 	out, err := s.store.RecordDecision(ctx, d, p.TenantID, now, func(p *models.Proposal) (models.Token, error) {
 		return s.issue(ctx, p, now)

@@ -646,12 +646,43 @@ func (s *Service) List(ctx context.Context, tenantID string, q ListQuery) (Page,
 			return Page{}, models.Errorf(models.EInvalidRequest, "unknown status %q", st)
 		}
 	}
-	items, next, err := s.store.ListProposals(ctx, store.ListFilter{TenantID: tenantID, AgentID: q.AgentID,
-		Statuses: q.Statuses, Tool: q.Tool, Tier: q.Tier, Cursor: q.Cursor, Limit: q.Limit})
+	if q.AgentName != "" {
+		a, err := s.store.AgentByName(ctx, tenantID, q.AgentName)
+		if models.IsCode(err, models.ENotFound) || (err == nil && q.AgentID != "" && a.ID != q.AgentID) {
+			return Page{}, nil
+		}
+		if err != nil {
+			return Page{}, err
+		}
+		q.AgentID = a.ID
+	}
+	if q.ReviewerName != "" {
+		u, _, err := s.store.UserCredentials(ctx, tenantID, q.ReviewerName)
+		if models.IsCode(err, models.ENotFound) {
+			return Page{}, nil
+		}
+		if err != nil {
+			return Page{}, err
+		}
+		q.ReviewerID = u.ID
+	}
+	f := store.ListFilter{TenantID: tenantID, AgentID: q.AgentID, Statuses: q.Statuses, Tool: q.Tool, Tier: q.Tier,
+		Resource: q.Resource, ReviewerID: q.ReviewerID, CreatedBefore: q.Before, WithDecisions: q.WithDecisions,
+		Cursor: q.Cursor, Limit: q.Limit}
+	if q.ByTimeLeft {
+		f.Order = store.ListExpiring
+	}
+	items, next, err := s.store.ListProposals(ctx, f)
 	if err != nil {
 		return Page{}, err
 	}
 	return Page{Items: items, Next: next}, nil
+}
+
+// CountAwaiting counts the tenant's proposals awaiting a decision (some
+// may have run out of time since the last sweep).
+func (s *Service) CountAwaiting(ctx context.Context, tenantID string) (int, error) {
+	return s.store.CountProposals(ctx, tenantID, models.StatusAwaitingConfirmation)
 }
 
 // Cancel withdraws an agent's own proposal while it awaits confirmation.

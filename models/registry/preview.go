@@ -164,6 +164,14 @@ func (t *Tool) displayValue(name string, spec displaySpec, values map[string]any
 	}
 }
 
+// TextField reports whether the argument name is displayed as free text
+// (kind text): its display value may span lines, which a reviewer sees as
+// line breaks, as the recipient of an e-mail body would.
+func (t *Tool) TextField(name string) bool {
+	spec, ok := t.display[name]
+	return ok && spec.kind == kindText
+}
+
 // formatDatetime shows an instant in loc with the zone named twice, by
 // abbreviation and by offset, e.g. "2026-09-01 14:20:00 CST (UTC+08:00)".
 func formatDatetime(tm time.Time, loc *time.Location) string {

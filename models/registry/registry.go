@@ -49,6 +49,19 @@ func (r *Registry) Tool(name string) (*Tool, bool) {
 // tools are shared and must not be modified.
 func (r *Registry) Tools() []*Tool { return slices.Clone(r.sorted) }
 
+// Tiers returns the names of every risk tier the tools declare, sorted,
+// each once: the tiers a proposal can have.
+func (r *Registry) Tiers() []string {
+	var out []string
+	for _, t := range r.sorted {
+		for _, rule := range t.risk {
+			out = append(out, rule.tier.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // AdapterConfig says where a tool's business validation and execution
 // happen (SPEC section 7).
 type AdapterConfig struct {
@@ -110,6 +123,7 @@ type Tool struct {
 	normalize  map[string][]string
 	clarify    []clarifyRule
 	display    map[string]displaySpec
+	summary    summaryTemplates
 	risk       []riskRule
 	// rejectInvisible names the arguments whose strings Prepare checks
 	// with visible.Find; all: every argument.
@@ -180,12 +194,18 @@ type toolDoc struct {
 	Normalize     map[string][]string   `yaml:"normalize"`
 	Clarify       []clarifyDoc          `yaml:"clarify"`
 	Display       map[string]displayDoc `yaml:"display"`
+	Summary       *summaryDoc           `yaml:"summary"`
 	Risk          []riskDoc             `yaml:"risk"`
 	// RejectInvisible lists top-level arguments (or "*" for all) whose
 	// strings may hold no hidden code point (models/visible).
 	RejectInvisible []string `yaml:"reject_invisible"`
 	// ReceiptArguments is "full" (the default) or "digest".
 	ReceiptArguments string `yaml:"receipt_arguments"`
+}
+
+type summaryDoc struct {
+	Line    string `yaml:"line"`
+	Approve string `yaml:"approve"`
 }
 
 type adapterDoc struct {
@@ -286,6 +306,13 @@ var (
 //     single-resource tool's resource field: the id and the business
 //     system's label), list (arrays: "3 items: a, b, c") or boolean
 //     ("Yes"/"No"). null_label (optional) is shown for null, "—" otherwise.
+//   - summary (optional): {line, approve}, the one-line summary a reviewer
+//     reads first ("Refund {amount_minor} {currency} to order {order_id}")
+//     and the words of the Approve button ("Approve refund of
+//     {amount_minor} to {order_id}"). {FIELD} is the argument as displayed
+//     (a resource field shows its bare id), {len(FIELD)} the length of an
+//     array. Without it the line is the title and the target, and the
+//     button says "Approve".
 //   - reject_invisible (optional): a list of top-level argument names, or
 //     ["*"] for every argument, whose strings (at any depth) may not hold
 //     a code point a reviewer cannot see or that changes direction or
@@ -434,6 +461,7 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 	buildNormalize(t, d.Normalize, props, bad)
 	buildClarify(t, d.Clarify, props, bad)
 	buildDisplay(t, d.Display, props, bad)
+	buildSummary(t, d.Summary, bad)
 	buildRisk(t, d.Risk, props, bad)
 	buildRejectInvisible(t, d.RejectInvisible, props, bad)
 	return t

@@ -504,6 +504,7 @@ type ApprovalInput struct {
 	AMR        []string // how the reviewer signed in; "webauthn" is added
 	ProposalID string   // the proposal the answer is posted to
 	Response   []byte   // credential.toJSON() of the assertion
+	Comment    string   // the reviewer's optional comment (ConfirmInput.Comment)
 }
 
 // FinishApproval verifies the browser's answer to BeginApproval and, when it
@@ -584,7 +585,7 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 		amr = append(amr, "webauthn")
 	}
 	return s.proto.Confirm(ctx, cprotocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
-		AMR: amr, Evidence: raw})
+		AMR: amr, Evidence: raw, Comment: in.Comment})
 }
 
 // CheckEvidence re-verifies one approval of p and says whose key signed

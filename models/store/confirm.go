@@ -54,6 +54,29 @@ func (r tokenRow) model() models.Token {
 }
 
 func loadDecisions(tx *gorm.DB, proposalID string) ([]models.Decision, error) {
+	return queryDecisions(tx, []string{proposalID})
+}
+
+// loadDecisionsOf fills in the decisions of a page of proposals with one
+// query.
+func loadDecisionsOf(tx *gorm.DB, ps []*models.Proposal) error {
+	ids := make([]string, len(ps))
+	byID := make(map[string]*models.Proposal, len(ps))
+	for i, p := range ps {
+		ids[i], byID[p.ID] = p.ID, p
+	}
+	ds, err := queryDecisions(tx, ids)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		p := byID[d.ProposalID]
+		p.Decisions = append(p.Decisions, d)
+	}
+	return nil
+}
+
+func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error) {
 	var rows []struct {
 		Row             decisionRow `gorm:"embedded"`
 		UserName        string
@@ -71,7 +94,7 @@ func loadDecisions(tx *gorm.DB, proposalID string) ([]models.Decision, error) {
 		Joins("JOIN users u ON u.id = d.user_id").
 		Joins("LEFT JOIN users e ON e.id = u.created_by AND e.tenant_id = u.tenant_id").
 		Joins("LEFT JOIN users r ON r.id = u.password_reset_by AND r.tenant_id = u.tenant_id").
-		Where("d.proposal_id = ?", proposalID).Order("d.created_at, d.id").Find(&rows).Error
+		Where("d.proposal_id IN ?", proposalIDs).Order("d.created_at, d.id").Find(&rows).Error
 	if err != nil {
 		return nil, err
 	}

@@ -328,6 +328,32 @@ func (s *Store) AdminListUsers(ctx context.Context, actor models.User) ([]models
 	return out, nil
 }
 
+// AdminSecurityKeyCounts counts, per user of the actor's tenant, the
+// security keys that may approve (neither removed nor flagged): who can
+// approve a security-key tier. EForbidden unless actor is an active admin.
+func (s *Store) AdminSecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error) {
+	var rows []struct {
+		UserID string
+		N      int
+	}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := requireAdmin(tx, actor); err != nil {
+			return err
+		}
+		return tx.Table("webauthn_credentials").Select("user_id, COUNT(*) AS n").
+			Where("tenant_id = ? AND removed_at IS NULL AND flagged_at IS NULL", actor.TenantID).
+			Group("user_id").Scan(&rows).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.UserID] = r.N
+	}
+	return out, nil
+}
+
 // AdminCreateUser creates a user in the actor's tenant. EForbidden unless
 // actor is an active admin; EInvalidRequest for an unknown role;
 // EAlreadyExists when the name is taken.

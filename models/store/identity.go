@@ -30,14 +30,33 @@ type userRow struct {
 	CreatedBy       string
 	PasswordResetBy string
 	PasswordResetAt *int64
+	TimeZone        string
 }
 
 func (userRow) TableName() string { return "users" }
 
+// SetUserTimeZone stores the zone a user reads times in. With onlyIfUnset
+// it changes nothing when the user chose a zone already (the browser's zone
+// is only a default). ENotFound for an unknown user.
+func (s *Store) SetUserTimeZone(ctx context.Context, tenantID, userID, zone string, onlyIfUnset bool) error {
+	q := s.db.WithContext(ctx).Model(&userRow{}).Where("tenant_id = ? AND id = ?", tenantID, userID)
+	if onlyIfUnset {
+		q = q.Where("time_zone = ''")
+	}
+	res := q.Update("time_zone", zone)
+	if res.Error != nil {
+		return dbErr(res.Error)
+	}
+	if res.RowsAffected == 0 && !onlyIfUnset {
+		return models.Errorf(models.ENotFound, "no user %q", userID)
+	}
+	return nil
+}
+
 func (r userRow) model() models.User {
 	return models.User{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Role: models.Role(r.Role),
 		Disabled: r.Disabled, CreatedAt: fromMS(r.CreatedAt), CreatedBy: r.CreatedBy,
-		PasswordResetBy: r.PasswordResetBy, PasswordResetAt: fromMSPtr(r.PasswordResetAt)}
+		PasswordResetBy: r.PasswordResetBy, PasswordResetAt: fromMSPtr(r.PasswordResetAt), TimeZone: r.TimeZone}
 }
 
 type agentRow struct {

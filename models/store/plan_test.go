@@ -35,6 +35,11 @@ func TestListPlansUseIndexes(t *testing.T) {
 			{"history (console)", store.ListFilter{TenantID: "t1", Statuses: settled}, "proposals_tenant_status_created"},
 			{"history, next page", store.ListFilter{TenantID: "t1", Statuses: settled, Cursor: "MTc4ODIyNzIwMDAwMHxwcm9wXzAx"}, "proposals_tenant_status_created"},
 			{"agent's settled", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled[:3]}, "proposals_tenant_agent_status_created"},
+			{"pending by time left (console)", store.ListFilter{TenantID: "t1", Statuses: pending, Order: store.ListExpiring}, "proposals_tenant_status_expires"},
+			{"pending by time left, next page", store.ListFilter{TenantID: "t1", Statuses: pending, Order: store.ListExpiring, Cursor: "eDE3ODgyMjcyMDAwMDB8cHJvcF8wMQ"}, "proposals_tenant_status_expires"},
+			{"history by target and reviewer", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001", ReviewerID: "u1"}, "proposals_tenant_status_created"},
+			{"history up to a date", store.ListFilter{TenantID: "t1", Statuses: settled,
+				CreatedBefore: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}, "proposals_tenant_status_created"},
 		}
 		for _, tc := range cases {
 			plan, err := st.ExplainList(ctx, tc.f)

@@ -221,12 +221,19 @@ func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
 		return nil, notFound(err, "no proposal %q", id)
 	}
 	var agent agentRow
-	if err := tx.Select("name").Where("id = ?", row.AgentID).Take(&agent).Error; err != nil {
+	if err := tx.Select("name", "owner_user_id").Where("id = ?", row.AgentID).Take(&agent).Error; err != nil {
 		return nil, err
 	}
 	p, err := row.model(agent.Name)
 	if err != nil {
 		return nil, err
+	}
+	if agent.OwnerUserID != nil {
+		var owner userRow
+		if err := tx.Select("name").Where("id = ?", *agent.OwnerUserID).Take(&owner).Error; err != nil {
+			return nil, err
+		}
+		p.AgentOwnerID, p.AgentOwnerName = *agent.OwnerUserID, owner.Name
 	}
 	if p.Decisions, err = loadDecisions(tx, id); err != nil {
 		return nil, err
@@ -284,9 +291,45 @@ type ListFilter struct {
 	Statuses []models.Status
 	Tool     string
 	Tier     string
-	Cursor   string
-	Limit    int
+	// Resource keeps the proposals of one target (a resource id, or a
+	// batch's set digest).
+	Resource string
+	// ReviewerID keeps the proposals that reviewer decided.
+	ReviewerID string
+	// CreatedBefore keeps what was created before it (zero: no bound): a
+	// list that starts at a date and goes back, read from the same index
+	// as the newest-first list. (A lower bound as well would let SQLite's
+	// planner prefer a range over the tenant's whole history.)
+	CreatedBefore time.Time
+	// Order is newest first (default) or ListExpiring.
+	Order  ListOrder
+	Cursor string
+	Limit  int
+	// WithDecisions loads each proposal's decisions (one more query).
+	WithDecisions bool
 }
+
+// CountProposals counts the tenant's proposals in status (one index
+// range: tenant and status).
+func (s *Store) CountProposals(ctx context.Context, tenantID string, status models.Status) (int, error) {
+	var n int64
+	if err := s.read.WithContext(ctx).Model(&proposalRow{}).Where("tenant_id = ? AND status = ?", tenantID, string(status)).
+		Count(&n).Error; err != nil {
+		return 0, dbErr(err)
+	}
+	return int(n), nil
+}
+
+// ListOrder is the order of a list.
+type ListOrder string
+
+// List orders.
+const (
+	// ListNewest is newest first: creation time, then id, descending.
+	ListNewest ListOrder = ""
+	// ListExpiring is least time left first: expiry, then id, ascending.
+	ListExpiring ListOrder = "expiring"
+)
 
 // ListProposals returns one page of the tenant's proposals, newest first
 // (by creation time, then id), and the cursor of the next page or "".
@@ -306,8 +349,10 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 		return nil, "", err
 	}
 	var rows []struct {
-		Row       proposalRow `gorm:"embedded"`
-		AgentName string
+		Row            proposalRow `gorm:"embedded"`
+		AgentName      string
+		AgentOwnerID   *string
+		AgentOwnerName *string
 	}
 	if err := q.Scan(&rows).Error; err != nil {
 		return nil, "", dbErr(err)
@@ -316,7 +361,11 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 	if len(rows) > limit {
 		rows = rows[:limit]
 		last := rows[len(rows)-1]
-		next = encodeCursor(last.Row.CreatedAt, last.Row.ID)
+		if f.Order == ListExpiring {
+			next = encodeCursor(f.Order, last.Row.ExpiresAt, last.Row.ID)
+		} else {
+			next = encodeCursor(f.Order, last.Row.CreatedAt, last.Row.ID)
+		}
 	}
 	out := make([]*models.Proposal, 0, len(rows))
 	for _, r := range rows {
@@ -324,7 +373,15 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 		if err != nil {
 			return nil, "", models.Wrap(models.EInternal, err, "corrupt proposal")
 		}
+		if r.AgentOwnerID != nil && r.AgentOwnerName != nil {
+			p.AgentOwnerID, p.AgentOwnerName = *r.AgentOwnerID, *r.AgentOwnerName
+		}
 		out = append(out, p)
+	}
+	if f.WithDecisions && len(out) > 0 {
+		if err := loadDecisionsOf(s.read.WithContext(ctx), out); err != nil {
+			return nil, "", dbErr(err)
+		}
 	}
 	return out, next, nil
 }
@@ -340,15 +397,22 @@ func listQuery(db *gorm.DB, f ListFilter, n int) (*gorm.DB, error) {
 	var afterID string
 	if f.Cursor != "" {
 		var err error
-		if at, afterID, err = decodeCursor(f.Cursor); err != nil {
+		if at, afterID, err = decodeCursor(f.Order, f.Cursor); err != nil {
 			return nil, err
 		}
+	}
+	// Newest first reads the (…, created_at, id) indexes backwards; least
+	// time left first reads (tenant, status, expires_at, id) forwards.
+	key, order, after := "created_at", "DESC", "<"
+	if f.Order == ListExpiring {
+		key, order, after = "expires_at", "ASC", ">"
 	}
 	db = db.Session(&gorm.Session{}) // each branch starts a statement of its own
 	branch := func(status string) *gorm.DB {
 		q := db.Table("proposals AS p").
-			Select("p.*, a.name AS agent_name").
+			Select("p.*, a.name AS agent_name, a.owner_user_id AS agent_owner_id, o.name AS agent_owner_name").
 			Joins("JOIN agents a ON a.id = p.agent_id").
+			Joins("LEFT JOIN users o ON o.id = a.owner_user_id").
 			Where("p.tenant_id = ?", f.TenantID)
 		if f.AgentID != "" {
 			q = q.Where("p.agent_id = ?", f.AgentID)
@@ -362,10 +426,20 @@ func listQuery(db *gorm.DB, f ListFilter, n int) (*gorm.DB, error) {
 		if f.Tier != "" {
 			q = q.Where("p.risk_tier = ?", f.Tier)
 		}
-		if f.Cursor != "" {
-			q = q.Where("(p.created_at < ? OR (p.created_at = ? AND p.id < ?))", at, at, afterID)
+		if f.Resource != "" {
+			q = q.Where("p.resource = ?", f.Resource)
 		}
-		return q.Order("p.created_at DESC, p.id DESC").Limit(n)
+		if f.ReviewerID != "" {
+			// One probe of the decisions' (proposal_id, user_id) key per row.
+			q = q.Where("EXISTS (SELECT 1 FROM decisions d WHERE d.proposal_id = p.id AND d.user_id = ?)", f.ReviewerID)
+		}
+		if !f.CreatedBefore.IsZero() {
+			q = q.Where("p.created_at < ?", ms(f.CreatedBefore))
+		}
+		if f.Cursor != "" {
+			q = q.Where(fmt.Sprintf("(p.%[1]s %[2]s ? OR (p.%[1]s = ? AND p.id %[2]s ?))", key, after), at, at, afterID)
+		}
+		return q.Order(fmt.Sprintf("p.%[1]s %[2]s, p.id %[2]s", key, order)).Limit(n)
 	}
 	statuses := slices.Compact(slices.Sorted(slices.Values(statusStrings(f.Statuses))))
 	if len(statuses) == 0 {
@@ -381,20 +455,31 @@ func listQuery(db *gorm.DB, f ListFilter, n int) (*gorm.DB, error) {
 		args = append(args, branch(st))
 	}
 	args = append(args, n)
-	return db.Raw(strings.Join(parts, " UNION ALL ")+" ORDER BY created_at DESC, id DESC LIMIT ?", args...), nil
+	return db.Raw(strings.Join(parts, " UNION ALL ")+fmt.Sprintf(" ORDER BY %[1]s %[2]s, id %[2]s LIMIT ?", key, order), args...), nil
 }
 
-func encodeCursor(createdAt int64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt, 10) + "|" + id))
+// A cursor is the last row's sort key and id; a cursor of the expiring
+// order is marked, so that one order's cursor is refused by the other.
+func encodeCursor(o ListOrder, at int64, id string) string {
+	prefix := ""
+	if o == ListExpiring {
+		prefix = "x"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(prefix + strconv.FormatInt(at, 10) + "|" + id))
 }
 
-func decodeCursor(c string) (int64, string, error) {
-	bad := models.Errorf(models.EInvalidRequest, "cursor is not one this server issued")
+func decodeCursor(o ListOrder, c string) (int64, string, error) {
+	bad := models.Errorf(models.EInvalidRequest, "cursor is not one this server issued for this order")
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return 0, "", bad
 	}
-	at, id, ok := strings.Cut(string(b), "|")
+	s := string(b)
+	if marked := strings.HasPrefix(s, "x"); marked != (o == ListExpiring) {
+		return 0, "", bad
+	}
+	s = strings.TrimPrefix(s, "x")
+	at, id, ok := strings.Cut(s, "|")
 	if !ok || id == "" {
 		return 0, "", bad
 	}

@@ -31,6 +31,12 @@
       if (left <= 0) {
         out.textContent = "expired";
         el.classList.add("is-expired");
+        // Tell live parts of the page once, so that they ask the server,
+        // whose clock decides, what became of the proposal.
+        if (!el.hasAttribute("data-expired-told")) {
+          el.setAttribute("data-expired-told", "");
+          document.body.dispatchEvent(new CustomEvent("countersign:expired"));
+        }
       } else {
         var m = Math.floor(left / 60), s = left % 60;
         out.textContent = (m > 0 ? m + " min " : "") + s + " s left";
@@ -40,6 +46,18 @@
   setInterval(tick, 1000);
   document.addEventListener("DOMContentLoaded", tick);
   document.addEventListener("htmx:afterSwap", tick);
+
+  // Destructive actions ask first: a form with data-confirm submits only
+  // when the person confirms its question. (Registered before data-once,
+  // so that a cancelled submit does not mark the form as submitted.)
+  document.addEventListener("submit", function (ev) {
+    var f = ev.target;
+    if (!f.hasAttribute || !f.hasAttribute("data-confirm") || f.hasAttribute("data-submitted")) return;
+    if (!window.confirm(f.getAttribute("data-confirm"))) {
+      ev.preventDefault();
+      ev.stopImmediatePropagation();
+    }
+  });
 
   // Forms marked data-once submit once: a second click while the first
   // request is under way is ignored. (The server records one decision
@@ -66,6 +84,66 @@
       });
     });
   });
+
+  // Live refreshes must not take away what a person is doing: text typed
+  // into the swapped part and the focus (the same field, or the same row of
+  // a list, found by its data-row-id) are carried over to the new content.
+  // Two refreshes may follow each other before the first settles: what the
+  // first saw is kept until one of them puts it back.
+  var kept = null;
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var t = ev.detail.target;
+    if (!t || !t.querySelectorAll) return;
+    if (!kept) kept = { values: {}, focus: "" };
+    t.querySelectorAll("textarea[id], input[id]:not([type=hidden])").forEach(function (el) {
+      if (el.value) kept.values[el.id] = el.value;
+    });
+    var a = document.activeElement;
+    if (a && a !== document.body && t.contains(a)) {
+      var row = a.closest("[data-row-id]");
+      if (a.id) kept.focus = "#" + CSS.escape(a.id);
+      else if (row) kept.focus = '[data-row-id="' + CSS.escape(row.getAttribute("data-row-id")) + '"] ' + a.tagName.toLowerCase();
+    }
+  });
+  // Put it back as soon as the new content is in, before it settles.
+  document.addEventListener("htmx:afterSwap", function () {
+    if (!kept) return;
+    var k = kept;
+    kept = null;
+    Object.keys(k.values).forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && !el.value) el.value = k.values[id];
+    });
+    if (k.focus) {
+      var f = document.querySelector(k.focus);
+      if (f && document.activeElement !== f) f.focus({ preventScroll: true });
+    }
+  });
+
+  // The reviewer's zone: until one is stored, the browser's own zone is
+  // sent once (the server keeps a zone the reviewer chose), and the page
+  // is drawn again in it.
+  document.addEventListener("DOMContentLoaded", function () {
+    var url = document.body.getAttribute("data-zone-auto");
+    var zone = window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone;
+    if (!url || !zone) return;
+    var body = new URLSearchParams({ zone: zone, from_browser: "1" });
+    fetch(url, { method: "POST", body: body, credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrfToken() } }).then(function (res) {
+      if (res.ok) window.location.reload();
+    });
+  });
+
+  // Every time shows UTC on hover: the datetime attribute is the instant.
+  function utcTitles(root) {
+    (root || document).querySelectorAll("time[datetime]").forEach(function (t) {
+      if (t.title) return;
+      var d = new Date(t.getAttribute("datetime"));
+      if (!isNaN(d)) t.title = d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "").replace(/Z$/, "") + " UTC";
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { utcTitles(); });
+  document.addEventListener("htmx:afterSettle", function () { utcTitles(); });
 
   // Copy buttons for digests and tokens.
   document.addEventListener("click", function (ev) {

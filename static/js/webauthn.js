@@ -122,14 +122,16 @@
     });
   }
 
-  function assert(form, beginBody, prompt) {
+  function assert(form, beginBody, prompt, extra) {
     say(form, "Preparing the security-key request…");
     return postJSON(form.dataset.begin, beginBody).then(function (opts) {
       say(form, prompt);
       return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(opts.publicKey) });
     }).then(function (cred) {
       say(form, "Checking the signature…");
-      return postJSON(form.dataset.finish, cred.toJSON());
+      var body = cred.toJSON();
+      if (extra) Object.keys(extra).forEach(function (k) { body[k] = extra[k]; });
+      return postJSON(form.dataset.finish, body);
     });
   }
 
@@ -167,8 +169,10 @@
       attr: "data-webauthn-approve", nothing: "Nothing was approved.",
       run: function (form) {
         var digest = form.querySelector('input[name="digest"]');
+        var comment = form.querySelector('textarea[name="comment"]');
         return assert(form, { digest: digest ? digest.value : "" },
-          "Unlock and touch your security key to approve exactly this proposal…");
+          form.dataset.prompt || "Unlock and touch your security key to approve exactly this proposal…",
+          { comment: comment ? comment.value : "" });
       }
     }
   ];

@@ -21,5 +21,6 @@ func stepUpAttrs(p Page) templ.Attributes {
 	if p.StepUpBegin == "" || !p.CanApprove {
 		return templ.Attributes{}
 	}
-	return templ.Attributes{"data-webauthn-approve": "", "data-begin": p.StepUpBegin, "data-finish": p.StepUpFinish}
+	return templ.Attributes{"data-webauthn-approve": "", "data-begin": p.StepUpBegin, "data-finish": p.StepUpFinish,
+		"data-prompt": p.StepUpPrompt}
 }

@@ -41,6 +41,7 @@ import (
 //	POST /validate
 //	POST /execute                (Idempotency-Key required, else 400)
 //	GET  /executions/{key}       (optional ?tenant=; 404 if nothing recorded)
+//	POST /facts                  (the optional facts of the target, for a reviewer)
 type Server struct {
 	secret []byte
 	mux    *http.ServeMux
@@ -84,6 +85,7 @@ func New(secret []byte) *Server {
 	s.mux.HandleFunc("POST /validate", s.handleValidate)
 	s.mux.HandleFunc("POST /execute", s.handleExecute)
 	s.mux.HandleFunc("GET /executions/{key}", s.handleStatus)
+	s.mux.HandleFunc("POST /facts", s.handleFacts)
 	s.signed = httpadapter.SignResponses(s.secret, nil, http.HandlerFunc(s.serve))
 	return s
 }
@@ -270,6 +272,38 @@ func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// handleFacts answers what the server knows about a refund's target: its
+// label and refundable balance, or that it does not exist.
+func (s *Server) handleFacts(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Tool      string          `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+		Tenant    string          `json:"tenant"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Message: "body is not a facts request"})
+		return
+	}
+	type fact struct {
+		Label string `json:"label"`
+		Value string `json:"value"`
+	}
+	ref, problems := parseRefund(req.Arguments)
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"facts": []fact{}})
+		return
+	}
+	s.mu.Lock()
+	res, ok := s.resources[ref.orderID]
+	facts := []fact{{Label: "Order", Value: fmt.Sprintf("%s does not exist", ref.orderID)}}
+	if ok {
+		facts = []fact{{Label: "Order", Value: res.label},
+			{Label: "Refundable balance", Value: strconv.FormatInt(res.balance, 10) + " (minor units)"}}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"facts": facts})
 }
 
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,35 @@
+package protocol_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
+)
+
+// An approval may carry a comment; it is kept with the decision (the agent
+// and the history read it) and bounded like a decline's reason.
+func TestApprovalComment(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		p := e.propose("ord_1004", 1000)
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Comment: strings.Repeat("x", protocol.MaxReason+1)})
+		wantCode(t, err, models.EInvalidRequest)
+		if got, _ := e.svc.Get(e.ctx, e.tenant, p.ID); len(got.Decisions) != 0 {
+			t.Fatalf("a refused comment recorded a decision: %v", got.Decisions)
+		}
+		out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Comment: "  Checked with the carrier.  "})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Decisions) != 1 || out.Decisions[0].Reason != "Checked with the carrier." {
+			t.Errorf("decisions = %+v, want the trimmed comment", out.Decisions)
+		}
+		facts, err := e.svc.Facts(e.ctx, out)
+		if err != nil || len(facts) != 3 || facts[2].Label != "Refundable" {
+			t.Errorf("facts of the refund target: %v (%v)", facts, err)
+		}
+	})
+}
