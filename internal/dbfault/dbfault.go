@@ -147,7 +147,8 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if b, ok := c.c.(driver.ConnBeginTx); ok {
 		t, err = b.BeginTx(ctx, opts)
 	} else {
-		t, err = c.c.Begin() //nolint:staticcheck // drivers without BeginTx
+		//lint:ignore SA1019 a driver without BeginTx has only Begin
+		t, err = c.c.Begin()
 	}
 	if err != nil {
 		return nil, err
