@@ -291,6 +291,11 @@ func (h *Pages) preview(p *models.Proposal) []models.PreviewField {
 // the registry's display rules of the tool that made the proposal; the
 // title and target when the tool or its policy changed since.
 func (h *Pages) summary(p *models.Proposal) registry.Summary {
+	if p.Kind == models.KindMandate {
+		// Its arguments are a mandate's terms, not a write of the tool:
+		// the tool's own summary would name no amount and no target.
+		return registry.Summary{Line: "Standing mandate for " + h.toolTitle(p.Tool) + " · " + p.AgentName, Approve: "Approve"}
+	}
 	if t, ok := h.p.Registry().Tool(p.Tool); ok && t.PolicyVersion == p.PolicyVersion {
 		if s, err := t.Summary(p.Arguments, target(p), h.loc); err == nil {
 			return s
