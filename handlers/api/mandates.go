@@ -46,8 +46,13 @@ func (h *Handlers) RequestMandate(c echo.Context) error {
 	}
 	var terms models.MandateTerms
 	if err := strictJSON(req.Terms, &terms); err != nil {
+		msg := "must be a JSON object of mandate terms"
+		var de *models.Error
+		if errors.As(err, &de) {
+			msg = de.Message
+		}
 		return &models.Error{Code: models.EInvalidRequest, Message: "field \"terms\" must be a JSON object of mandate terms",
-			Fields: []models.FieldProblem{{Pointer: "/terms", Message: err.Error()}}}
+			Fields: []models.FieldProblem{{Pointer: "/terms", Message: msg}}}
 	}
 	p, created, err := h.mandates.RequestMandate(c.Request().Context(), agent,
 		protocol.MandateInput{Terms: terms, RequestKey: req.RequestKey, Context: req.Context})
@@ -63,13 +68,18 @@ func (h *Handlers) RequestMandate(c echo.Context) error {
 	return c.JSON(status, newProposalJSON(p, agent, h.clock.Now()))
 }
 
+// Its errors are the API's own (decodeError): never the decoder's text,
+// which names Go types.
 func strictJSON(raw json.RawMessage, v any) error {
 	if len(raw) == 0 || raw[0] != '{' {
-		return errors.New("not a JSON object")
+		return models.Errorf(models.EInvalidRequest, "not a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	return nil
 }
 
 // mandateJSON is a mandate as agents see it, with its live usage.

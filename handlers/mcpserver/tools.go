@@ -289,9 +289,10 @@ func decodeArgs(req *mcp.CallToolRequest, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		msg := err.Error()
+		// Never the decoder's own text: it names Go types and fields.
+		msg := "does not match the tool's schema"
 		ptr := ""
-		if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			ptr = "/" + strings.Trim(name, `"`)
 			msg = "is not a parameter of this tool"
 		} else {
