@@ -37,16 +37,19 @@ type SignedReceipt struct {
 	Quorum        int               `json:"quorum"`
 	PolicyVersion string            `json:"policy_version"`
 	Approvers     []ReceiptApprover `json:"approvers"`
-	TokenID       string            `json:"jti"`
-	Attempts      int               `json:"attempts"`
-	Status        Status            `json:"status"`
-	ProviderRef   string            `json:"provider_ref"`
-	ResultDigest  string            `json:"result_digest"`
-	ErrorCode     string            `json:"error_code,omitempty"`
-	ProposedAt    string            `json:"proposed_at"`
-	ExecutedAt    string            `json:"executed_at"`
-	CompletedAt   string            `json:"completed_at"`
-	IssuedAt      int64             `json:"iat"`
+	// EffectDigest is the digest of the effect preview (Description) the
+	// approvers were shown; "" when the adapter describes nothing.
+	EffectDigest string `json:"effect_digest,omitempty"`
+	TokenID      string `json:"jti"`
+	Attempts     int    `json:"attempts"`
+	Status       Status `json:"status"`
+	ProviderRef  string `json:"provider_ref"`
+	ResultDigest string `json:"result_digest"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ProposedAt   string `json:"proposed_at"`
+	ExecutedAt   string `json:"executed_at"`
+	CompletedAt  string `json:"completed_at"`
+	IssuedAt     int64  `json:"iat"`
 }
 
 // ReceiptApprover is one approval in a receipt.
@@ -57,6 +60,9 @@ type ReceiptApprover struct {
 	Method     string   `json:"method"` // MethodPassword, MethodPasskeySession or MethodSecurityKey
 	AMR        []string `json:"amr"`
 	DigestSeen string   `json:"digest_seen"`
+	// EffectSeen is the effect digest the approver was shown, "" when
+	// none (no preview, or an approval from the command line).
+	EffectSeen string `json:"effect_seen,omitempty"`
 	// EvidenceDigest is AuditHash of the stored security-key evidence; ""
 	// for a click approval.
 	EvidenceDigest string `json:"evidence_digest,omitempty"`
@@ -80,7 +86,8 @@ func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedRecei
 		RiskTier: p.Tier.Name, Confirmation: p.Tier.Confirmation, Quorum: p.Tier.Quorum,
 		PolicyVersion: p.PolicyVersion, TokenID: e.TokenJTI, Attempts: e.Attempts, Status: e.Status,
 		ProviderRef: e.ProviderRef, ErrorCode: e.ErrorCode,
-		ProposedAt: stamp(p.CreatedAt), ExecutedAt: stamp(e.CreatedAt), Approvers: []ReceiptApprover{},
+		ProposedAt: stamp(p.CreatedAt), ExecutedAt: stamp(e.CreatedAt), Approvers: receiptApprovers(p),
+		EffectDigest: p.EffectDigest,
 	}
 	if !opt.DigestOnly {
 		r.Arguments = p.Arguments
@@ -99,19 +106,26 @@ func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedRecei
 		r.IssuedAt = e.UpdatedAt.Unix()
 	}
 	approved := ""
-	for i, d := range p.Approvals() {
-		r.Approvers = append(r.Approvers, ReceiptApprover{DecisionID: d.ID, UserID: d.UserID, Name: d.UserName,
-			Method: ApprovalMethod(d.AMR, d.Evidence), AMR: d.AMR, DigestSeen: d.DigestSeen,
-			EvidenceDigest: EvidenceDigest(d.Evidence), At: stamp(d.CreatedAt)})
+	for i, a := range r.Approvers {
 		switch {
 		case i == 0:
-			approved = d.DigestSeen
-		case d.DigestSeen != approved:
+			approved = a.DigestSeen
+		case a.DigestSeen != approved:
 			approved = "" // approvers saw different digests: no single approved digest
 		}
 	}
 	r.ApprovedDigest = approved
 	return r, nil
+}
+
+func receiptApprovers(p *Proposal) []ReceiptApprover {
+	out := []ReceiptApprover{}
+	for _, d := range p.Approvals() {
+		out = append(out, ReceiptApprover{DecisionID: d.ID, UserID: d.UserID, Name: d.UserName,
+			Method: ApprovalMethod(d.AMR, d.Evidence), AMR: d.AMR, DigestSeen: d.DigestSeen, EffectSeen: d.EffectSeen,
+			EvidenceDigest: EvidenceDigest(d.Evidence), At: stamp(d.CreatedAt)})
+	}
+	return out
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
