@@ -37,6 +37,11 @@ type SignedReceipt struct {
 	Quorum        int               `json:"quorum"`
 	PolicyVersion string            `json:"policy_version"`
 	Approvers     []ReceiptApprover `json:"approvers"`
+	// Mandate names the standing mandate that confirmed the write in
+	// place of approvers (Approvers is then empty, and ApprovedDigest is
+	// the digest the mandate confirmed); nil for a write a person
+	// confirmed.
+	Mandate *ReceiptMandate `json:"mandate,omitempty"`
 	// EffectDigest is the digest of the effect preview (Description) the
 	// approvers were shown; "" when the adapter describes nothing.
 	EffectDigest string `json:"effect_digest,omitempty"`
@@ -69,11 +74,36 @@ type ReceiptApprover struct {
 	At             string `json:"at"`
 }
 
+// ReceiptMandate is the standing mandate named by a receipt: its id, the
+// proposal that asked for it and the digest of its terms (what the
+// grantors approved), the tier it was granted under, and each grantor's
+// approval of those terms, as for approvers of a write.
+type ReceiptMandate struct {
+	ID           string            `json:"id"`
+	ProposalID   string            `json:"proposal_id"`
+	TermsDigest  string            `json:"terms_digest"`
+	RiskTier     string            `json:"risk_tier"`
+	Confirmation Confirmation      `json:"confirmation"`
+	Quorum       int               `json:"quorum"`
+	GrantedAt    string            `json:"granted_at"`
+	Grantors     []ReceiptApprover `json:"grantors"`
+}
+
+// NewReceiptMandate describes mandate m, granted by the approvals of its
+// proposal grant, for a receipt.
+func NewReceiptMandate(m Mandate, grant *Proposal) *ReceiptMandate {
+	return &ReceiptMandate{ID: m.ID, ProposalID: grant.ID, TermsDigest: m.TermsDigest, RiskTier: grant.Tier.Name,
+		Confirmation: grant.Tier.Confirmation, Quorum: grant.Tier.Quorum, GrantedAt: stamp(m.GrantedAt),
+		Grantors: receiptApprovers(grant)}
+}
+
 // ReceiptOptions shape a receipt.
 type ReceiptOptions struct {
 	Issuer string
 	// DigestOnly leaves the arguments out (the tool's setting).
 	DigestOnly bool
+	// Mandate is the mandate that confirmed the write, when one did.
+	Mandate *ReceiptMandate
 }
 
 // NewSignedReceipt builds the receipt payload of a settled execution of p.
@@ -104,6 +134,15 @@ func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedRecei
 		r.IssuedAt = e.CompletedAt.Unix()
 	} else {
 		r.IssuedAt = e.UpdatedAt.Unix()
+	}
+	if p.MandateID != "" {
+		if opt.Mandate == nil || opt.Mandate.ID != p.MandateID {
+			return r, Errorf(EInternal, "the receipt of a write confirmed by mandate %s needs that mandate", p.MandateID)
+		}
+		// No person saw this write: the mandate confirmed its digest, and
+		// the token binds it.
+		r.Mandate, r.ApprovedDigest = opt.Mandate, p.ArgsDigest
+		return r, nil
 	}
 	approved := ""
 	for i, a := range r.Approvers {

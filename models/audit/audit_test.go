@@ -37,6 +37,8 @@ type world struct {
 	tokens    *token.Service
 	svc       *protocol.Service
 	tenant    models.Tenant
+	agent     models.Agent
+	reviewer  models.User
 	click     string // receipt of the click-approved refund
 	stepup    string // receipt of the security-key-approved refund
 	stepupRC  models.SignedReceipt
@@ -64,7 +66,7 @@ func newWorld(t *testing.T, kind string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.st, w.tenant = st, demo.Tenant
+	w.st, w.tenant, w.agent, w.reviewer = st, demo.Tenant, demo.Agent, demo.Reviewer
 	w.tokens = token.New(st, token.Config{Issuer: "countersign", Audience: "countersign:execute", Clock: w.clock})
 	reg := registry.Demo()
 	adapters := map[string]models.Adapter{}

@@ -217,9 +217,11 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 				}
 			}
 		case met && p.Kind == models.KindMandate:
-			if err := s.grantMandate(tx, p, now); err != nil {
+			ev, err := s.grantMandate(tx, p, now)
+			if err != nil {
 				return err
 			}
+			events.add(tenantID, ev)
 		case met:
 			tok, err := issue(p)
 			if err != nil {
