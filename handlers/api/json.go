@@ -50,6 +50,11 @@ type proposalJSON struct {
 	// MandateNote says why a mandate covering it could not confirm it.
 	MandateID   string `json:"mandate_id,omitempty"`
 	MandateNote string `json:"mandate_note,omitempty"`
+	// Effect is the effect preview stored with the proposal and
+	// EffectDigest its digest; absent when the business system describes
+	// nothing.
+	Effect       *models.Description `json:"effect,omitempty"`
+	EffectDigest string              `json:"effect_digest,omitempty"`
 }
 
 type confirmationJSON struct {
@@ -176,6 +181,8 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		Kind:          "write",
 		MandateID:     p.MandateID,
 		MandateNote:   p.MandateNote,
+		Effect:        p.Effect,
+		EffectDigest:  p.EffectDigest,
 	}
 	if p.Kind != "" {
 		out.Kind = p.Kind
