@@ -20,10 +20,19 @@ func TestAuditExportAndVerify(t *testing.T) {
 	ctx := context.Background()
 	f := newDemoFixture(t)
 	id := f.refund(t, "ord_1004", 100)
-	mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", id, "--db", f.db, "--tenant", "demo", "--user", "alice")
+	shown := mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", id, "--db", f.db, "--tenant", "demo", "--user", "alice")
 	p, err := f.a.Protocol.Get(ctx, f.agent.TenantID, id)
 	if err != nil || p.Token == nil {
 		t.Fatal(p, err)
+	}
+	// The terminal showed the effect preview and the approval names it.
+	for _, want := range []string{"Refundable: ¥199.00 CNY → ¥198.00 CNY  [refundable_minor: 19900 → 19800]", "effect digest: " + p.EffectDigest} {
+		if !strings.Contains(shown.stderr, want) {
+			t.Fatalf("review approve did not show %q:\n%s", want, shown.stderr)
+		}
+	}
+	if len(p.Decisions) != 1 || p.Decisions[0].EffectSeen != p.EffectDigest || p.EffectDigest == "" {
+		t.Fatalf("decision effect %+v, proposal %q", p.Decisions, p.EffectDigest)
 	}
 	e, err := f.a.Protocol.Execute(ctx, f.agent, id, p.Token.Compact)
 	if err != nil || e.ReceiptJWS == "" {

@@ -36,8 +36,8 @@ func (s *Service) describe(ctx context.Context, tool string, args []byte, tenant
 }
 
 // effectUnchanged refuses an approval that names an effect digest other
-// than the stored one (seen; "" when the caller showed no preview, as the
-// command line does), and any approval when the business system now
+// than the stored one (seen; "" when the caller showed no preview), and
+// any approval when the business system now
 // describes the write differently than when it was proposed: the stored
 // preview is then no longer what the write would do.
 func (s *Service) effectUnchanged(ctx context.Context, p *models.Proposal, seen string) error {

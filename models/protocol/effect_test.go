@@ -75,7 +75,7 @@ func TestApprovalRefusedWhenTheDescribedStateChanged(t *testing.T) {
 		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 			EffectSeen: p.EffectDigest})
 		wantCode(t, err, models.EEffectChanged)
-		// Without a digest named (the command line), the business system
+		// Without a digest named (a caller showing no preview), the business system
 		// is asked all the same.
 		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
 		wantCode(t, err, models.EEffectChanged)
