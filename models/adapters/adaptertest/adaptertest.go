@@ -52,7 +52,6 @@ type Server struct {
 	outcomes     map[string]outcome // recorded outcome per idempotency key
 	writes       map[string]int     // writes applied per idempotency key
 	totalWrites  int
-	refunded     int64 // minor units refunded across all resources
 	executeCalls map[string]int
 	delay        time.Duration
 	failNext     int
@@ -110,6 +109,21 @@ func (s *Server) Bump(id string) {
 		panic(fmt.Sprintf("adaptertest: Bump of unknown resource %q", id))
 	}
 	r.version++
+}
+
+// Relabel changes resource id's label out of band without moving its
+// version, as a business system that versions only what a write depends on
+// does when, say, a customer's display name is edited: validation still
+// passes, but the description of a write (its facts) is no longer what a
+// reviewer was shown. It panics if the resource does not exist.
+func (s *Server) Relabel(id, label string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.resources[id]
+	if !ok {
+		panic(fmt.Sprintf("adaptertest: Relabel of unknown resource %q", id))
+	}
+	r.label = label
 }
 
 // Writes reports how many times a write was applied for idemKey. A
@@ -276,9 +290,8 @@ func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDescribe answers what a refund would do: the target's label as a
-// fact, and its refundable balance and the refunds across all resources
-// before → after (the latter moves when another resource is refunded,
-// while the target's version does not). An unknown target is a fact.
+// fact and its refundable balance before → after. An unknown target is a
+// fact.
 func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Tool      string          `json:"tool"`
@@ -316,8 +329,6 @@ func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 		changes = []change{
 			{Field: "balance", Label: "Refundable balance", Before: res.balance, After: res.balance - ref.amount,
 				BeforeDisplay: minor(res.balance), AfterDisplay: minor(res.balance - ref.amount)},
-			{Field: "refunded_total", Label: "Refunded in all orders", Before: s.refunded, After: s.refunded + ref.amount,
-				BeforeDisplay: minor(s.refunded), AfterDisplay: minor(s.refunded + ref.amount)},
 		}
 	}
 	s.mu.Unlock()
@@ -407,7 +418,6 @@ func (s *Server) execute(key, tenant string, rawArgs json.RawMessage, expected s
 	}
 
 	res.balance -= ref.amount
-	s.refunded += ref.amount
 	res.version++
 	s.refSeq++
 	s.writes[key]++

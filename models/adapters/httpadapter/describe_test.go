@@ -23,8 +23,8 @@ func describeRows(d models.Description) []describeRow {
 }
 
 // Over real HTTP, signed both ways, the reference business system describes
-// a refund before → after; a refund of another resource changes the
-// description (and its digest) without changing the target's version.
+// a refund before → after; a change it does not version (a new label)
+// changes the description and its digest, not the target's version.
 func TestDescribeFromTheReferenceServer(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -44,26 +44,24 @@ func TestDescribeFromTheReferenceServer(t *testing.T) {
 	if len(d.Facts) != 1 || d.Facts[0] != (models.Fact{Label: "Order", Value: "Order #1 (Ada Lovelace)"}) {
 		t.Errorf("facts = %v", d.Facts)
 	}
-	want := []describeRow{{"balance", "5000", "4900", "5000 (minor units)", "4900 (minor units)"},
-		{"refunded_total", "0", "100", "0 (minor units)", "100 (minor units)"}}
-	if got := describeRows(d); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+	want := describeRow{"balance", "5000", "4900", "5000 (minor units)", "4900 (minor units)"}
+	if got := describeRows(d); len(got) != 1 || got[0] != want {
 		t.Errorf("changes = %v, want %v", got, want)
 	}
-	e.srv.AddResource("ord_2", "Order #2", 700)
+	if _, again := describe("ord_1", 100); again != before {
+		t.Errorf("the same state described twice: %s, then %s", before, again)
+	}
 	vr, err := e.a.Validate(ctx, models.ValidateRequest{Tool: "refund", Arguments: refundArgs("ord_1", 100), Tenant: "t1", Principal: "agt"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.a.Execute(ctx, models.ExecuteRequest{Tool: "refund", Arguments: refundArgs("ord_2", 300), Tenant: "t1",
-		IdempotencyKey: "k-other", ExpectedStateVersion: "1"}); err != nil {
-		t.Fatal(err)
-	}
+	e.srv.Relabel("ord_1", "Order #1 (Grace Hopper)")
 	vr2, err := e.a.Validate(ctx, models.ValidateRequest{Tool: "refund", Arguments: refundArgs("ord_1", 100), Tenant: "t1", Principal: "agt"})
 	if err != nil || vr2.StateVersion != vr.StateVersion {
 		t.Fatalf("the target's version moved: %s → %s (%v)", vr.StateVersion, vr2.StateVersion, err)
 	}
 	if _, after := describe("ord_1", 100); after == before {
-		t.Error("the description of ord_1 did not change after another order was refunded")
+		t.Error("the description did not change with the label")
 	}
 }
 
