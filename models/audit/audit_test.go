@@ -39,7 +39,7 @@ type world struct {
 	tenant    models.Tenant
 	agent     models.Agent
 	reviewer  models.User
-	click     string // receipt of the click-approved refund
+	click     string // receipt of the click-approved refund, whose approver was shown its effect preview
 	stepup    string // receipt of the security-key-approved refund
 	stepupRC  models.SignedReceipt
 	firstKID  string
@@ -105,7 +105,8 @@ func newWorld(t *testing.T, kind string) *world {
 
 	// A click approval.
 	p := refund("ord_1001", 1000)
-	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+		EffectSeen: p.EffectDigest, AMR: []string{"pwd"}})
 	if err != nil {
 		t.Fatal(err)
 	}
