@@ -81,7 +81,9 @@ type decisionJSON struct {
 	Reason     string              `json:"reason"`
 	AMR        []string            `json:"amr"`
 	DigestSeen string              `json:"digest_seen"`
-	At         string              `json:"at"`
+	// EffectSeen is the effect digest the reviewer was shown, when any.
+	EffectSeen string `json:"effect_seen,omitempty"`
+	At         string `json:"at"`
 }
 
 type approvalsJSON struct {
@@ -211,6 +213,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 			Reason:     d.Reason,
 			AMR:        amr,
 			DigestSeen: d.DigestSeen,
+			EffectSeen: d.EffectSeen,
 			At:         timestamp(d.CreatedAt),
 		})
 	}

@@ -62,7 +62,11 @@ func TestBrowserShowsTheEffectAndApproves(t *testing.T) {
 	}
 	digest, _ := got["effect_digest"].(string)
 	decisions, _ := got["decisions"].([]any)
-	if digest == "" || len(decisions) != 1 || !strings.HasPrefix(digest, strings.TrimSuffix(strings.SplitN(shown, "…", 2)[0], "…")) {
+	head, tail, _ := strings.Cut(shown, "…")
+	if digest == "" || !strings.HasPrefix(digest, head) || !strings.HasSuffix(digest, tail) || len(decisions) != 1 {
 		t.Fatalf("effect digest %q (page showed %q), decisions %v", digest, shown, decisions)
+	}
+	if seen, _ := decisions[0].(map[string]any)["effect_seen"].(string); seen != digest {
+		t.Fatalf("the approval records effect %q, the page showed %q", seen, digest)
 	}
 }
