@@ -12,8 +12,13 @@
 //     under the export's JWKS, stating the hash the chain has at its seq;
 //   - each receipt is an EdDSA JWS (typ countersign-receipt+jwt) under the
 //     JWKS, with requested = approved = executed digest, every approver saw
-//     it, and the chain records the proposal's creation and this execution's
-//     outcome under a valid checkpoint.
+//     it, and the chain records the proposal's creation, its token and this
+//     execution's outcome under a valid checkpoint;
+//   - a write confirmed by a standing mandate names no approver, its token's
+//     entry names the mandate, and the chain records the mandate's grant with
+//     the receipt's terms digest, grantors and decisions;
+//   - an approver shown an effect preview was shown the receipt's
+//     effect_digest.
 // It does not re-verify WebAuthn assertions (`countersign verify` does).
 // Exit status 0 when everything holds, 1 naming the first broken element.
 
@@ -148,12 +153,35 @@ for (let text of wanted) {
   if (!d || rc.approved_digest !== d || rc.executed_digest !== d) fail(element, "requested, approved and executed digests differ");
   for (const a of rc.approvers) {
     if (a.digest_seen !== d) fail(element, `approver ${a.user_id} saw another digest`);
+    if (a.effect_seen && a.effect_seen !== rc.effect_digest) fail(element, `approver ${a.user_id} was shown another effect preview`);
   }
-  if (rc.approvers.length < Math.max(rc.quorum, 1)) fail(element, "fewer approvers than the quorum");
+  const m = rc.mandate;
+  if (m) {
+    if (rc.approvers.length !== 0) fail(element, `it names mandate ${m.id} and approvers`);
+    if (m.grantors.length < Math.max(m.quorum, 1)) fail(element, `mandate ${m.id} has fewer grantors than its tier's quorum`);
+    for (const g of m.grantors) {
+      if (g.digest_seen !== m.terms_digest) fail(element, `grantor ${g.user_id} of mandate ${m.id} saw another digest than its terms`);
+    }
+  } else if (rc.approvers.length < Math.max(rc.quorum, 1)) fail(element, "fewer approvers than the quorum");
   let created = 0;
   let outcome = 0;
+  let issued = 0;
+  let granted = 0;
+  const same = (a, b) => Array.isArray(a) && a.length === b.length && a.every((v, i) => v === b[i]);
   for (const [seq, e] of bySeq) {
+    if (m && e.body.kind === "mandate.granted" && e.body.data.mandate_id === m.id) {
+      if (e.body.proposal_id !== m.proposal_id || e.body.data.terms_digest !== m.terms_digest ||
+        !same(e.body.data.grantors, m.grantors.map((g) => g.user_id)) ||
+        !same(e.body.data.decisions, m.grantors.map((g) => g.decision_id))) {
+        fail(element, `the chain records another grant of mandate ${m.id} than the receipt`);
+      }
+      granted = seq;
+    }
     if (e.body.proposal_id !== rc.proposal_id) continue;
+    if (e.body.kind === "token.issued" && e.body.data.jti === rc.jti) {
+      if ((e.body.data.mandate_id || "") !== (m ? m.id : "")) fail(element, "the chain issued the token under another mandate than the receipt names");
+      issued = seq;
+    }
     if (e.body.kind === "proposal.created" && e.body.data.args_digest === d) created = seq;
     if (e.body.kind === "execution.outcome" && e.body.data.execution_id === rc.execution_id && e.body.data.status === rc.status) {
       outcome = seq;
@@ -161,8 +189,13 @@ for (let text of wanted) {
     }
   }
   if (!created) fail(element, "the proposal's creation is not in the chain");
+  if (!issued) fail(element, "the token's issue is not in the chain");
+  if (m && !granted) fail(element, `the grant of mandate ${m.id} is not in the chain`);
   if (!outcome) fail(element, "the execution's outcome is not in the chain");
   if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
-  console.log(`ok   ${element}: ${rc.tool} ${d} approved by ${rc.approvers.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ")}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);
+  const who = (list) => list.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ");
+  const how = m ? `confirmed by mandate ${m.id} (terms ${m.terms_digest}) granted by ${who(m.grantors)}` : `approved by ${who(rc.approvers)}`;
+  const effect = rc.effect_digest ? `, effect ${rc.effect_digest}` : "";
+  console.log(`ok   ${element}: ${rc.tool} ${d} ${how}${effect}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);
 }
 console.log("VERIFIED");

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // ValidateRequest asks the business system whether a write is allowed now.
@@ -71,9 +73,9 @@ type Adapter interface {
 	Status(ctx context.Context, tenant, idempotencyKey string) (ExecuteResult, error)
 }
 
-// FactsRequest asks the business system what it knows about a write's
-// target now, for the reviewer's eyes.
-type FactsRequest struct {
+// DescribeRequest asks the business system what a write would do to its
+// target as things stand now.
+type DescribeRequest struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
 	Tenant    string          `json:"tenant"`
@@ -86,17 +88,98 @@ type Fact struct {
 	Value string `json:"value"`
 }
 
-// FactsAdapter is the optional part of the adapter contract: an adapter that
-// implements it tells a reviewer the target's business facts (for a refund:
-// paid, already refunded, refundable) next to the proposal. Facts are for
-// reading only; nothing is decided on them, and Validate still checks the
-// business state when the write is approved. An adapter that has nothing to
-// say for a tool returns no facts and no error.
-type FactsAdapter interface {
-	// Facts describes the target of a write as it stands now. An
-	// unreachable business system is EUnavailable.
-	Facts(ctx context.Context, req FactsRequest) ([]Fact, error)
+// Change is one value of the target that the write would change: its
+// machine values before and after (any JSON value, e.g. minor units) and
+// the same values worded for a person.
+type Change struct {
+	Field         string          `json:"field"`
+	Label         string          `json:"label"`
+	Before        json.RawMessage `json:"before"`
+	After         json.RawMessage `json:"after"`
+	BeforeDisplay string          `json:"before_display"`
+	AfterDisplay  string          `json:"after_display"`
 }
+
+// Description is the business system's account of a write before it
+// happens: the target's facts now and the values the write would change,
+// before → after. Its digest (DescriptionDigest) is shown to approvers and
+// confirmed with the arguments' digest: if the business system later
+// describes the write differently, the description approvers saw is stale.
+type Description struct {
+	Facts   []Fact   `json:"facts"`
+	Changes []Change `json:"changes"`
+}
+
+// Bounds of a description, so that a page and a stored proposal stay small.
+const (
+	MaxFacts           = 20
+	MaxChanges         = 20
+	MaxDescribeLabel   = 100
+	MaxDescribeValue   = 500
+	MaxDescribeField   = 100
+	MaxDescribeMachine = 1000 // bytes of a machine value
+)
+
+// Check refuses a description outside the bounds or with machine values
+// that are not JSON, and fills absent lists with empty ones so that every
+// description has one canonical form.
+func (d *Description) Check() error {
+	if d.Facts == nil {
+		d.Facts = []Fact{}
+	}
+	if d.Changes == nil {
+		d.Changes = []Change{}
+	}
+	if len(d.Facts) > MaxFacts || len(d.Changes) > MaxChanges {
+		return fmt.Errorf("%d facts and %d changes, at most %d and %d", len(d.Facts), len(d.Changes), MaxFacts, MaxChanges)
+	}
+	for _, f := range d.Facts {
+		if f.Label == "" || utf8.RuneCountInString(f.Label) > MaxDescribeLabel || utf8.RuneCountInString(f.Value) > MaxDescribeValue {
+			return fmt.Errorf("a fact's label must have 1–%d characters and its value at most %d", MaxDescribeLabel, MaxDescribeValue)
+		}
+	}
+	for i, c := range d.Changes {
+		if c.Label == "" || utf8.RuneCountInString(c.Label) > MaxDescribeLabel || len(c.Field) > MaxDescribeField ||
+			utf8.RuneCountInString(c.BeforeDisplay) > MaxDescribeValue || utf8.RuneCountInString(c.AfterDisplay) > MaxDescribeValue {
+			return fmt.Errorf("change %d: a label of 1–%d characters, a field of at most %d and display values of at most %d", i, MaxDescribeLabel, MaxDescribeField, MaxDescribeValue)
+		}
+		for _, v := range []*json.RawMessage{&d.Changes[i].Before, &d.Changes[i].After} {
+			if len(*v) == 0 {
+				*v = json.RawMessage("null")
+			}
+			if len(*v) > MaxDescribeMachine || !json.Valid(*v) {
+				return fmt.Errorf("change %d: machine values must be JSON of at most %d bytes", i, MaxDescribeMachine)
+			}
+		}
+	}
+	return nil
+}
+
+// DescriptionDigest is the canonical digest (Digest, RFC 8785) of a
+// checked description.
+func DescriptionDigest(d Description) (string, error) {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return "", err
+	}
+	return Digest(raw)
+}
+
+// DescribeAdapter is the optional part of the adapter contract: an adapter
+// that implements it tells a reviewer what a write would do — the target's
+// business facts and the values it would change, before → after (for a
+// refund: refundable before and after). The description is taken when the
+// write is proposed and again right before an approval is recorded; when
+// the two differ the approval is refused (EEffectChanged). An adapter that
+// has nothing to say for a tool returns ErrNoDescription.
+type DescribeAdapter interface {
+	// Describe describes the write as things stand now. An unreachable
+	// business system is EUnavailable.
+	Describe(ctx context.Context, req DescribeRequest) (Description, error)
+}
+
+// ErrNoDescription: the adapter describes nothing for this tool.
+var ErrNoDescription = errors.New("no description for this write")
 
 // TimedAdapter is an Adapter that bounds each call itself and says how long
 // a call may take. The server leases an execution for at least that long

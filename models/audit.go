@@ -43,6 +43,12 @@ const (
 	// AuditGroupChanged: a reviewer group was created or a member added
 	// or removed.
 	AuditGroupChanged = "admin.group_changed"
+	// AuditMandateGranted: the approvals of a mandate proposal made a
+	// standing mandate live (its id, terms digest and grantors' decisions).
+	// A token it issues is a token.issued entry naming the mandate.
+	AuditMandateGranted = "mandate.granted"
+	// AuditMandateRevoked: an administrator ended a mandate.
+	AuditMandateRevoked = "mandate.revoked"
 )
 
 // ActorSystem is the actor of entries no person or agent caused directly

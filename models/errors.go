@@ -30,6 +30,7 @@ const (
 	EUnknownToken        Code = "unknown_token"         // 404: no such token id
 	EAlreadyConsumed     Code = "already_consumed"      // 409: token was redeemed before
 	EStateChanged        Code = "state_changed"         // 409: business state moved; a new preview is needed
+	EEffectChanged       Code = "effect_changed"        // 409: the business system describes the write differently than the reviewer saw
 	EIdempotencyKeyReuse Code = "idempotency_key_reuse" // 409: same request key, other digest
 	EInvalidState        Code = "invalid_state"         // 409: the proposal is not in a state that allows this
 	EAlreadyDecided      Code = "already_decided"       // 409: this reviewer decided this proposal before

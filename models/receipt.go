@@ -37,16 +37,24 @@ type SignedReceipt struct {
 	Quorum        int               `json:"quorum"`
 	PolicyVersion string            `json:"policy_version"`
 	Approvers     []ReceiptApprover `json:"approvers"`
-	TokenID       string            `json:"jti"`
-	Attempts      int               `json:"attempts"`
-	Status        Status            `json:"status"`
-	ProviderRef   string            `json:"provider_ref"`
-	ResultDigest  string            `json:"result_digest"`
-	ErrorCode     string            `json:"error_code,omitempty"`
-	ProposedAt    string            `json:"proposed_at"`
-	ExecutedAt    string            `json:"executed_at"`
-	CompletedAt   string            `json:"completed_at"`
-	IssuedAt      int64             `json:"iat"`
+	// Mandate names the standing mandate that confirmed the write in
+	// place of approvers (Approvers is then empty, and ApprovedDigest is
+	// the digest the mandate confirmed); nil for a write a person
+	// confirmed.
+	Mandate *ReceiptMandate `json:"mandate,omitempty"`
+	// EffectDigest is the digest of the effect preview (Description) the
+	// approvers were shown; "" when the adapter describes nothing.
+	EffectDigest string `json:"effect_digest,omitempty"`
+	TokenID      string `json:"jti"`
+	Attempts     int    `json:"attempts"`
+	Status       Status `json:"status"`
+	ProviderRef  string `json:"provider_ref"`
+	ResultDigest string `json:"result_digest"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ProposedAt   string `json:"proposed_at"`
+	ExecutedAt   string `json:"executed_at"`
+	CompletedAt  string `json:"completed_at"`
+	IssuedAt     int64  `json:"iat"`
 }
 
 // ReceiptApprover is one approval in a receipt.
@@ -57,10 +65,36 @@ type ReceiptApprover struct {
 	Method     string   `json:"method"` // MethodPassword, MethodPasskeySession or MethodSecurityKey
 	AMR        []string `json:"amr"`
 	DigestSeen string   `json:"digest_seen"`
+	// EffectSeen is the effect digest the approver was shown, "" when
+	// none (no preview, or an approval from the command line).
+	EffectSeen string `json:"effect_seen,omitempty"`
 	// EvidenceDigest is AuditHash of the stored security-key evidence; ""
 	// for a click approval.
 	EvidenceDigest string `json:"evidence_digest,omitempty"`
 	At             string `json:"at"`
+}
+
+// ReceiptMandate is the standing mandate named by a receipt: its id, the
+// proposal that asked for it and the digest of its terms (what the
+// grantors approved), the tier it was granted under, and each grantor's
+// approval of those terms, as for approvers of a write.
+type ReceiptMandate struct {
+	ID           string            `json:"id"`
+	ProposalID   string            `json:"proposal_id"`
+	TermsDigest  string            `json:"terms_digest"`
+	RiskTier     string            `json:"risk_tier"`
+	Confirmation Confirmation      `json:"confirmation"`
+	Quorum       int               `json:"quorum"`
+	GrantedAt    string            `json:"granted_at"`
+	Grantors     []ReceiptApprover `json:"grantors"`
+}
+
+// NewReceiptMandate describes mandate m, granted by the approvals of its
+// proposal grant, for a receipt.
+func NewReceiptMandate(m Mandate, grant *Proposal) *ReceiptMandate {
+	return &ReceiptMandate{ID: m.ID, ProposalID: grant.ID, TermsDigest: m.TermsDigest, RiskTier: grant.Tier.Name,
+		Confirmation: grant.Tier.Confirmation, Quorum: grant.Tier.Quorum, GrantedAt: stamp(m.GrantedAt),
+		Grantors: receiptApprovers(grant)}
 }
 
 // ReceiptOptions shape a receipt.
@@ -68,6 +102,8 @@ type ReceiptOptions struct {
 	Issuer string
 	// DigestOnly leaves the arguments out (the tool's setting).
 	DigestOnly bool
+	// Mandate is the mandate that confirmed the write, when one did.
+	Mandate *ReceiptMandate
 }
 
 // NewSignedReceipt builds the receipt payload of a settled execution of p.
@@ -80,7 +116,8 @@ func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedRecei
 		RiskTier: p.Tier.Name, Confirmation: p.Tier.Confirmation, Quorum: p.Tier.Quorum,
 		PolicyVersion: p.PolicyVersion, TokenID: e.TokenJTI, Attempts: e.Attempts, Status: e.Status,
 		ProviderRef: e.ProviderRef, ErrorCode: e.ErrorCode,
-		ProposedAt: stamp(p.CreatedAt), ExecutedAt: stamp(e.CreatedAt), Approvers: []ReceiptApprover{},
+		ProposedAt: stamp(p.CreatedAt), ExecutedAt: stamp(e.CreatedAt), Approvers: receiptApprovers(p),
+		EffectDigest: p.EffectDigest,
 	}
 	if !opt.DigestOnly {
 		r.Arguments = p.Arguments
@@ -98,20 +135,36 @@ func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedRecei
 	} else {
 		r.IssuedAt = e.UpdatedAt.Unix()
 	}
+	if p.MandateID != "" {
+		if opt.Mandate == nil || opt.Mandate.ID != p.MandateID {
+			return r, Errorf(EInternal, "the receipt of a write confirmed by mandate %s needs that mandate", p.MandateID)
+		}
+		// No person saw this write: the mandate confirmed its digest, and
+		// the token binds it.
+		r.Mandate, r.ApprovedDigest = opt.Mandate, p.ArgsDigest
+		return r, nil
+	}
 	approved := ""
-	for i, d := range p.Approvals() {
-		r.Approvers = append(r.Approvers, ReceiptApprover{DecisionID: d.ID, UserID: d.UserID, Name: d.UserName,
-			Method: ApprovalMethod(d.AMR, d.Evidence), AMR: d.AMR, DigestSeen: d.DigestSeen,
-			EvidenceDigest: EvidenceDigest(d.Evidence), At: stamp(d.CreatedAt)})
+	for i, a := range r.Approvers {
 		switch {
 		case i == 0:
-			approved = d.DigestSeen
-		case d.DigestSeen != approved:
+			approved = a.DigestSeen
+		case a.DigestSeen != approved:
 			approved = "" // approvers saw different digests: no single approved digest
 		}
 	}
 	r.ApprovedDigest = approved
 	return r, nil
+}
+
+func receiptApprovers(p *Proposal) []ReceiptApprover {
+	out := []ReceiptApprover{}
+	for _, d := range p.Approvals() {
+		out = append(out, ReceiptApprover{DecisionID: d.ID, UserID: d.UserID, Name: d.UserName,
+			Method: ApprovalMethod(d.AMR, d.Evidence), AMR: d.AMR, DigestSeen: d.DigestSeen, EffectSeen: d.EffectSeen,
+			EvidenceDigest: EvidenceDigest(d.Evidence), At: stamp(d.CreatedAt)})
+	}
+	return out
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

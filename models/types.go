@@ -153,6 +153,12 @@ type Proposal struct {
 	MandateNote string
 	// MandateGrantors are the user ids that granted MandateID.
 	MandateGrantors []string
+	// Effect is what the business system said the write would do when it
+	// was proposed (DescribeAdapter), nil when its adapter describes
+	// nothing; EffectDigest is its digest (DescriptionDigest), part of what
+	// approvers confirm.
+	Effect       *Description
+	EffectDigest string
 
 	Decisions []Decision
 	Token     *Token     // set once confirmed
@@ -303,6 +309,9 @@ type Decision struct {
 	Kind       DecisionKind
 	Reason     string // a decline's reason, or an approval's optional comment
 	DigestSeen string
+	// EffectSeen is the digest of the effect preview the reviewer was
+	// shown (the proposal's EffectDigest), "" when there was none.
+	EffectSeen string
 	AMR        []string        // authentication methods, e.g. ["pwd","webauthn"]
 	Evidence   json.RawMessage // raw step-up assertion, when there was one
 	CreatedAt  time.Time

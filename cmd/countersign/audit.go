@@ -262,6 +262,12 @@ func printReport(w io.Writer, r *audit.Report) {
 	if rc.ExecutionID != "" {
 		fmt.Fprintf(w, "receipt of execution %s  %s %s  %s\n", rc.ExecutionID, rc.Tool, rc.Resource, rc.Status)
 		fmt.Fprintf(w, "  proposal %s, request key %s, tier %s (%s), policy %s\n", rc.ProposalID, rc.RequestKey, rc.RiskTier, rc.Confirmation, rc.PolicyVersion)
+		if m := rc.Mandate; m != nil {
+			fmt.Fprintf(w, "  confirmed by standing mandate %s (proposal %s, terms %s), granted %s\n", m.ID, m.ProposalID, m.TermsDigest, m.GrantedAt)
+		}
+		if rc.EffectDigest != "" {
+			fmt.Fprintf(w, "  effect preview described when proposed: %s\n", rc.EffectDigest)
+		}
 	}
 	for _, c := range r.Checks {
 		mark := "✓"
@@ -275,7 +281,11 @@ func printReport(w io.Writer, r *audit.Report) {
 		return
 	}
 	var who []string
-	for _, a := range rc.Approvers {
+	approvers, how := rc.Approvers, "approved by %s"
+	if rc.Mandate != nil {
+		approvers, how = rc.Mandate.Grantors, "confirmed by mandate "+rc.Mandate.ID+" granted by %s"
+	}
+	for _, a := range approvers {
 		name := a.Name
 		if name == "" {
 			name = a.UserID
@@ -287,6 +297,6 @@ func printReport(w io.Writer, r *audit.Report) {
 			len(rc.Approvers), plural(len(rc.Approvers), "approval", "approvals"))
 		return
 	}
-	fmt.Fprintf(w, "VERDICT: PROVEN — this %s with digest %s was requested by %s, approved by %s under policy %s, and executed once (%s).\n\n",
+	fmt.Fprintf(w, "VERDICT: PROVEN — this %s with digest %s was requested by %s, "+how+" under policy %s, and executed once (%s).\n\n",
 		rc.Tool, rc.RequestedDigest, rc.Agent, strings.Join(who, ", "), rc.PolicyVersion, rc.Status)
 }

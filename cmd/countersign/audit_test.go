@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
 )
 
 // TestAuditExportAndVerify: an approval and execution made through the
@@ -18,10 +20,19 @@ func TestAuditExportAndVerify(t *testing.T) {
 	ctx := context.Background()
 	f := newDemoFixture(t)
 	id := f.refund(t, "ord_1004", 100)
-	mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", id, "--db", f.db, "--tenant", "demo", "--user", "alice")
+	shown := mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", id, "--db", f.db, "--tenant", "demo", "--user", "alice")
 	p, err := f.a.Protocol.Get(ctx, f.agent.TenantID, id)
 	if err != nil || p.Token == nil {
 		t.Fatal(p, err)
+	}
+	// The terminal showed the effect preview and the approval names it.
+	for _, want := range []string{"Refundable: ¥199.00 CNY → ¥198.00 CNY  [refundable_minor: 19900 → 19800]", "effect digest: " + p.EffectDigest} {
+		if !strings.Contains(shown.stderr, want) {
+			t.Fatalf("review approve did not show %q:\n%s", want, shown.stderr)
+		}
+	}
+	if len(p.Decisions) != 1 || p.Decisions[0].EffectSeen != p.EffectDigest || p.EffectDigest == "" {
+		t.Fatalf("decision effect %+v, proposal %q", p.Decisions, p.EffectDigest)
 	}
 	e, err := f.a.Protocol.Execute(ctx, f.agent, id, p.Token.Compact)
 	if err != nil || e.ReceiptJWS == "" {
@@ -105,4 +116,43 @@ func mustTime(t *testing.T, s string) time.Time {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestVerifyNamesTheMandate: a write a standing mandate confirmed verifies
+// offline, and the report names the mandate and its grantor instead of an
+// approver.
+func TestVerifyNamesTheMandate(t *testing.T) {
+	ctx := context.Background()
+	f := newDemoFixture(t)
+	terms := models.MandateTerms{Tool: "refund_order", Tiers: []string{"low"},
+		Money:     &models.MandateMoney{Field: "amount_minor", Currency: "CNY", PerCallCap: 1000, Budget: 5000},
+		ExpiresAt: time.Now().Add(time.Hour), Reason: "sale"}
+	mp, _, err := f.a.Protocol.RequestMandate(ctx, f.agent, protocol.MandateInput{Terms: terms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", mp.ID, "--db", f.db, "--tenant", "demo", "--user", "alice")
+	p, _, err := f.a.Protocol.Propose(ctx, f.agent, protocol.ProposeInput{Tool: "refund_order",
+		Arguments: json.RawMessage(`{"order_id":"ord_1001","amount_minor":700,"currency":"CNY","reason":"test"}`)})
+	if err != nil || p.MandateID == "" || p.Token == nil {
+		t.Fatalf("not confirmed by the mandate: %v %+v", err, p)
+	}
+	e, err := f.a.Protocol.Execute(ctx, f.agent, p.ID, p.Token.Compact)
+	if err != nil || e.ReceiptJWS == "" {
+		t.Fatal(e, err)
+	}
+	dir := t.TempDir()
+	export, receipt := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "receipt.jws")
+	if err := os.WriteFile(receipt, []byte(e.ReceiptJWS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, nil, "", "audit", "export", "--db", f.db, "--tenant", "demo", "--since", "1h", "--out", export)
+	r := mustExec(t, nil, "", "verify", "--receipt", receipt, "--export", export)
+	t.Log(r.stdout)
+	for _, want := range []string{"confirmed by standing mandate " + p.MandateID, "✓ mandate " + p.MandateID,
+		"VERDICT: PROVEN", "confirmed by mandate " + p.MandateID + " granted by alice (password)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("verify output lacks %q:\n%s", want, r.stdout)
+		}
+	}
 }

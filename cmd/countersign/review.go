@@ -195,7 +195,10 @@ func (c *cli) reviewApprove(ctx context.Context, args []string) error {
 	var cfg reviewConfig
 	cmd := c.newReviewCommand("review approve", "countersign review approve PROPOSAL_ID --tenant T --user U [flags]", `
 Shows the proposal on stderr and approves exactly what was shown: the
-approval is bound to the digest of the arguments displayed. Prints the
+approval is bound to the digest of the arguments displayed and, when the
+business system described the write, to the effect digest of the preview
+displayed (refused with effect_changed if it describes the write
+differently now). Prints the
 resulting status on stdout: confirmed once the tier's approvals are complete
 (the agent can then redeem its token), else awaiting_confirmation.
 
@@ -219,7 +222,7 @@ step_up_required: those can only be approved in the browser console.`, &cfg, c.s
 	}
 	c.printProposal(c.stderr, a, p)
 	out, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{
-		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}, Comment: cfg.Comment})
+		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, AMR: []string{"pwd"}, Comment: cfg.Comment})
 	if models.IsCode(err, models.EStepUpRequired) {
 		fmt.Fprintf(c.stderr, "The %s tier needs a security-key confirmation, which only the browser console can collect.\n", clean(p.Tier.Name))
 	}
@@ -334,6 +337,17 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 	fmt.Fprintln(w, "  arguments:")
 	for _, f := range p.Preview {
 		fmt.Fprintf(w, "    %s: %s  [%s]\n", clean(f.Label), clean(f.Display, &hidden), clean(string(f.Value), &hidden))
+	}
+	if p.Effect != nil {
+		fmt.Fprintln(w, "  effect, as the business system described it:")
+		for _, f := range p.Effect.Facts {
+			fmt.Fprintf(w, "    %s: %s\n", clean(f.Label, &hidden), clean(f.Value, &hidden))
+		}
+		for _, ch := range p.Effect.Changes {
+			fmt.Fprintf(w, "    %s: %s → %s  [%s: %s → %s]\n", clean(ch.Label, &hidden), clean(ch.BeforeDisplay, &hidden),
+				clean(ch.AfterDisplay, &hidden), clean(ch.Field, &hidden), clean(string(ch.Before), &hidden), clean(string(ch.After), &hidden))
+		}
+		fmt.Fprintf(w, "  effect digest: %s\n", clean(p.EffectDigest))
 	}
 	if len(hidden) > 0 {
 		fmt.Fprintf(w, "  WARNING:       %s\n", visible.Warning(hidden))

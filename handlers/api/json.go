@@ -50,6 +50,11 @@ type proposalJSON struct {
 	// MandateNote says why a mandate covering it could not confirm it.
 	MandateID   string `json:"mandate_id,omitempty"`
 	MandateNote string `json:"mandate_note,omitempty"`
+	// Effect is the effect preview stored with the proposal and
+	// EffectDigest its digest; absent when the business system describes
+	// nothing.
+	Effect       *models.Description `json:"effect,omitempty"`
+	EffectDigest string              `json:"effect_digest,omitempty"`
 }
 
 type confirmationJSON struct {
@@ -76,7 +81,9 @@ type decisionJSON struct {
 	Reason     string              `json:"reason"`
 	AMR        []string            `json:"amr"`
 	DigestSeen string              `json:"digest_seen"`
-	At         string              `json:"at"`
+	// EffectSeen is the effect digest the reviewer was shown, when any.
+	EffectSeen string `json:"effect_seen,omitempty"`
+	At         string `json:"at"`
 }
 
 type approvalsJSON struct {
@@ -176,6 +183,8 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		Kind:          "write",
 		MandateID:     p.MandateID,
 		MandateNote:   p.MandateNote,
+		Effect:        p.Effect,
+		EffectDigest:  p.EffectDigest,
 	}
 	if p.Kind != "" {
 		out.Kind = p.Kind
@@ -204,6 +213,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 			Reason:     d.Reason,
 			AMR:        amr,
 			DigestSeen: d.DigestSeen,
+			EffectSeen: d.EffectSeen,
 			At:         timestamp(d.CreatedAt),
 		})
 	}

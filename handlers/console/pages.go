@@ -51,9 +51,6 @@ type PagesProtocol interface {
 	Registry() *registry.Registry
 	// CountAwaiting counts the tenant's proposals awaiting a decision.
 	CountAwaiting(ctx context.Context, tenantID string) (int, error)
-	// Facts asks the business system about a proposal's target now; none
-	// when its adapter offers none.
-	Facts(ctx context.Context, p *models.Proposal) ([]models.Fact, error)
 }
 
 var _ PagesProtocol = (*protocol.Service)(nil)

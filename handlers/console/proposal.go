@@ -75,8 +75,9 @@ func (h *Pages) ProposalLive(c echo.Context) error {
 	return render(c, http.StatusOK, proposals.LiveUpdate(page))
 }
 
-// Approve serves POST /proposals/:id/approve (form fields digest,
-// optional comment and csrf_token): an approval of exactly the digest the page showed. On success
+// Approve serves POST /proposals/:id/approve (form fields digest, effect
+// when the page showed an effect preview, optional comment and
+// csrf_token): an approval of exactly the digests the page showed. On success
 // it redirects to the proposal; a refusal re-renders the page with the
 // status of the refusal and says why.
 func (h *Pages) Approve(c echo.Context) error {
@@ -87,7 +88,8 @@ func (h *Pages) Approve(c echo.Context) error {
 	h = h.as(s)
 	id := c.Param("id")
 	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
-		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), AMR: s.AMR, Comment: c.FormValue("comment"),
+		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), EffectSeen: c.FormValue("effect"),
+		AMR: s.AMR, Comment: c.FormValue("comment"),
 	})
 	if err != nil {
 		return h.refused(c, s, id, "approve", err, outcome{})
@@ -142,7 +144,7 @@ func (h *Pages) refused(c echo.Context, s *session.Session, id, action string, e
 	status := httpstatus.Of(code)
 	switch code {
 	case models.EArgsMismatch, models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided,
-		models.EStateChanged, models.EStepUpRequired, models.ESelfApproval, models.EDutyConflict, models.EForbidden:
+		models.EStateChanged, models.EEffectChanged, models.EStepUpRequired, models.ESelfApproval, models.EDutyConflict, models.EForbidden:
 	case models.EInvalidRequest:
 		if action != "decline" {
 			return err
@@ -203,6 +205,9 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 	case models.EStateChanged:
 		return "The target changed in the business system since this preview was made (its state version moved). " +
 			nothing + " The agent has to propose again with a fresh preview."
+	case models.EEffectChanged:
+		return "The business system now describes what this write would do differently than the preview shown to you " +
+			"(the values before → after moved). " + nothing + " The agent has to propose again with a fresh preview."
 	case models.EStepUpRequired:
 		if h.stepUp != nil {
 			return fmt.Sprintf("The %s tier requires a security-key confirmation: use the Approve button marked “with security key”, "+
@@ -345,9 +350,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 			return page, err
 		}
 	}
-	if awaiting {
-		page.Facts, page.FactsNote = h.facts(ctx, p)
-	}
+	page.Effect = effectView(p)
 	switch {
 	case awaiting && decided:
 		page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s from other reviewers.",
@@ -391,19 +394,24 @@ func (h *Pages) stepText(e models.TimelineEvent) string {
 // the write comes first, whatever the agent wrote.
 const contextFold = 280
 
-// facts asks the business system about the target for the page; when it
-// cannot be asked the page says so instead of failing.
-func (h *Pages) facts(ctx context.Context, p *models.Proposal) ([]proposals.Fact, string) {
-	fs, err := h.p.Facts(ctx, p)
-	if err != nil {
-		return nil, "The business system could not be asked about the target just now; approving re-checks it anyway."
+// effectView shows the effect preview stored with the proposal: what the
+// business system said the write would do when it was proposed, the
+// description whose digest an approval confirms.
+func effectView(p *models.Proposal) *proposals.Effect {
+	if p.Effect == nil {
+		return nil
 	}
-	out := make([]proposals.Fact, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, proposals.Fact{Label: visible.Reveal(f.Label, visible.FreeText).Shown,
-			Value: visible.Reveal(f.Value, visible.FreeText).Shown})
+	free := func(s string) string { return visible.Reveal(s, visible.FreeText).Shown }
+	out := &proposals.Effect{Digest: digest(p.EffectDigest)}
+	for _, f := range p.Effect.Facts {
+		out.Facts = append(out.Facts, proposals.Fact{Label: free(f.Label), Value: free(f.Value)})
 	}
-	return out, ""
+	for _, c := range p.Effect.Changes {
+		out.Changes = append(out.Changes, proposals.EffectChange{Label: free(c.Label), Field: free(c.Field),
+			Before: free(string(c.Before)), After: free(string(c.After)),
+			BeforeDisplay: free(c.BeforeDisplay), AfterDisplay: free(c.AfterDisplay)})
+	}
+	return out
 }
 
 // enrolmentText says who enrolled a decider and when, and who last reset

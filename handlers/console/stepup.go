@@ -92,10 +92,12 @@ func (h *Pages) StepUpFinish(c echo.Context) error {
 	id := c.Param("id")
 	var extra struct {
 		Comment string `json:"comment"`
+		Effect  string `json:"effect"`
 	}
 	_ = json.Unmarshal(body, &extra) // the assertion itself is checked below
 	_, err = h.stepUp.FinishApproval(c.Request().Context(), stepup.ApprovalInput{
-		Reviewer: s.User, AMR: s.AMR, ProposalID: id, Response: body, Comment: extra.Comment})
+		Reviewer: s.User, AMR: s.AMR, ProposalID: id, Response: body, Comment: extra.Comment,
+		EffectSeen: extra.Effect})
 	if err != nil {
 		return h.stepUpRefusal(c, s, id, err)
 	}
@@ -109,7 +111,7 @@ func (h *Pages) StepUpFinish(c echo.Context) error {
 func (h *Pages) stepUpRefusal(c echo.Context, s *session.Session, id string, err error, also ...models.Code) error {
 	code := models.ErrorCode(err)
 	switch code {
-	case models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided, models.EStateChanged,
+	case models.EProposalExpired, models.EInvalidState, models.EAlreadyDecided, models.EStateChanged, models.EEffectChanged,
 		models.ESelfApproval, models.EDutyConflict, models.EForbidden:
 	default:
 		reword := false

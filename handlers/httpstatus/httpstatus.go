@@ -27,7 +27,7 @@ func Of(code models.Code) int {
 		return http.StatusNotFound
 	case models.EMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case models.EAlreadyConsumed, models.EStateChanged, models.EIdempotencyKeyReuse,
+	case models.EAlreadyConsumed, models.EStateChanged, models.EEffectChanged, models.EIdempotencyKeyReuse,
 		models.EInvalidState, models.EAlreadyDecided, models.EAlreadyExists:
 		return http.StatusConflict
 	case models.ETokenExpired, models.EProposalExpired, models.ERevoked, models.ECeremonyExpired:

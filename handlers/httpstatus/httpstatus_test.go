@@ -26,6 +26,7 @@ func TestOf(t *testing.T) {
 		{models.EAlreadyDecided, http.StatusConflict},
 		{models.EInvalidState, http.StatusConflict},
 		{models.EStateChanged, http.StatusConflict},
+		{models.EEffectChanged, http.StatusConflict},
 		{models.EProposalExpired, http.StatusGone},
 		{models.ERevoked, http.StatusGone},
 		{models.ECeremonyExpired, http.StatusGone},

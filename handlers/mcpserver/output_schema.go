@@ -54,7 +54,21 @@ var resultSchema = json.RawMessage(`{
     "next": {"type": "string", "description": "What the status means and what to do next."},
     "kind": {"type": "string", "enum": ["mandate"], "description": "mandate for a request of a standing mandate; absent for a write."},
     "mandate_id": {"type": "string", "description": "The standing mandate that confirmed this write without a person (or that a granted request made live)."},
-    "mandate_note": {"type": "string", "description": "Why a standing mandate covering this write could not confirm it; a person decides."}
+    "mandate_note": {"type": "string", "description": "Why a standing mandate covering this write could not confirm it; a person decides."},
+    "effect": {
+      "type": "object",
+      "description": "What the business system said, when the write was proposed, it would do: facts, and values before and after.",
+      "properties": {
+        "facts": {"type": "array", "items": {"type": "object", "properties": {"label": {"type": "string"}, "value": {"type": "string"}},
+          "required": ["label", "value"], "additionalProperties": false}},
+        "changes": {"type": "array", "items": {"type": "object", "properties": {"field": {"type": "string"}, "label": {"type": "string"},
+          "before": {}, "after": {}, "before_display": {"type": "string"}, "after_display": {"type": "string"}},
+          "required": ["field", "label", "before", "after", "before_display", "after_display"], "additionalProperties": false}}
+      },
+      "required": ["facts", "changes"],
+      "additionalProperties": false
+    },
+    "effect_digest": {"type": "string", "description": "The effect's digest, which approvals confirm."}
   },
   "required": ["proposal_id", "tool", "status", "preview", "risk_tier", "confirmation", "approvals",
     "expires_at", "console_url", "revision", "next"],

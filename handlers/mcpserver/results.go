@@ -41,6 +41,11 @@ type ProposalResult struct {
 	// mandate covering it could not confirm it.
 	MandateID   string `json:"mandate_id,omitempty"`
 	MandateNote string `json:"mandate_note,omitempty"`
+	// Effect is what the business system said the write would do, before
+	// → after, and EffectDigest its digest; absent when it describes
+	// nothing.
+	Effect       *models.Description `json:"effect,omitempty"`
+	EffectDigest string              `json:"effect_digest,omitempty"`
 }
 
 // EditInfo is a reviewer's edit between two versions of the request.
@@ -106,6 +111,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 		ConsoleURL:   h.ConsoleURL(p.ID), Revision: p.Revision,
 		Preview: Preview{Machine: p.Arguments, Display: make([]DisplayField, 0, len(p.Preview))},
 		Kind:    p.Kind, MandateID: p.MandateID, MandateNote: p.MandateNote,
+		Effect: p.Effect, EffectDigest: p.EffectDigest,
 	}
 	if len(out.Preview.Machine) == 0 {
 		out.Preview.Machine = json.RawMessage("{}")

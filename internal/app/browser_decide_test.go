@@ -175,16 +175,16 @@ func TestBrowserTheWriteComesFirst(t *testing.T) {
 		if top < 0 || bottom > vh || left < 0 || right > vw {
 			t.Errorf("%s: the summary's box %s lies outside the first screen %d×%d", s.name, box, vw, vh)
 		}
-		// Facts from the business system, before the table.
-		if got := j.text(`[data-testid=fact][data-label=Refundable]`); got != "¥5,000.00 CNY" {
-			t.Errorf("%s: refundable = %q", s.name, got)
+		// The business system's effect preview, before the table.
+		if got := j.text(`[data-testid=change][data-field=refundable_minor] [data-testid=change-before] .display`); got != "¥5,000.00 CNY" {
+			t.Errorf("%s: refundable before = %q", s.name, got)
 		}
 		order := j.eval(`(() => { const q = s => document.querySelector(s);
 			const before = (a, b) => !!(q(a).compareDocumentPosition(q(b)) & Node.DOCUMENT_POSITION_FOLLOWING);
-			return [before('[data-testid=write-summary]', '[data-testid=facts]'), before('[data-testid=facts]', 'table.args'),
+			return [before('[data-testid=write-summary]', '[data-testid=effect]'), before('[data-testid=effect]', 'table.args'),
 				before('table.args', '[data-testid=context]')].join(' '); })()`)
 		if order != "true true true" {
-			t.Errorf("%s: summary → facts → table → context order: %s", s.name, order)
+			t.Errorf("%s: summary → effect → table → context order: %s", s.name, order)
 		}
 		// The long context is folded and labelled.
 		if got := j.eval(`String(document.querySelector('[data-testid=context-details]').open)`); got != "false" {

@@ -258,16 +258,19 @@ func (t *timedAdapter) Status(ctx context.Context, tenant, requestKey string) (m
 	return res, err
 }
 
-// Facts passes the optional facts call on (models.FactsAdapter), timed
-// like the others; an adapter without it has no facts.
-func (t *timedAdapter) Facts(ctx context.Context, req models.FactsRequest) ([]models.Fact, error) {
-	fa, ok := t.next.(models.FactsAdapter)
+// Describe passes the optional describe call on (models.DescribeAdapter),
+// timed like the others; an adapter without it describes nothing.
+func (t *timedAdapter) Describe(ctx context.Context, req models.DescribeRequest) (models.Description, error) {
+	da, ok := t.next.(models.DescribeAdapter)
 	if !ok {
-		return nil, nil
+		return models.Description{}, models.ErrNoDescription
 	}
 	start := time.Now()
-	res, err := fa.Facts(ctx, req)
-	t.record("facts", start, err)
+	res, err := da.Describe(ctx, req)
+	if errors.Is(err, models.ErrNoDescription) {
+		return res, err
+	}
+	t.record("describe", start, err)
 	return res, err
 }
 

@@ -37,7 +37,9 @@ type world struct {
 	tokens    *token.Service
 	svc       *protocol.Service
 	tenant    models.Tenant
-	click     string // receipt of the click-approved refund
+	agent     models.Agent
+	reviewer  models.User
+	click     string // receipt of the click-approved refund, whose approver was shown its effect preview
 	stepup    string // receipt of the security-key-approved refund
 	stepupRC  models.SignedReceipt
 	firstKID  string
@@ -64,7 +66,7 @@ func newWorld(t *testing.T, kind string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.st, w.tenant = st, demo.Tenant
+	w.st, w.tenant, w.agent, w.reviewer = st, demo.Tenant, demo.Agent, demo.Reviewer
 	w.tokens = token.New(st, token.Config{Issuer: "countersign", Audience: "countersign:execute", Clock: w.clock})
 	reg := registry.Demo()
 	adapters := map[string]models.Adapter{}
@@ -103,7 +105,8 @@ func newWorld(t *testing.T, kind string) *world {
 
 	// A click approval.
 	p := refund("ord_1001", 1000)
-	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+		EffectSeen: p.EffectDigest, AMR: []string{"pwd"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,13 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 //     credential registered to that approver;
 //   - the chain is intact (Chain) and holds the proposal's story from its
 //     creation to this execution's outcome, agreeing with the receipt, and a
-//     valid signed checkpoint covers the outcome.
+//     valid signed checkpoint covers the outcome;
+//   - for a write a standing mandate confirmed: no person approved it, the
+//     token's entry names the mandate, the grantors approved the mandate's
+//     terms digest (their security keys checked as above) under its tier,
+//     and the chain records the grant with those grantors and decisions;
+//   - every approver shown an effect preview was shown the receipt's
+//     effect digest, as the chain's decision entries record.
 func (x *Export) VerifyReceipt(compact string) *Report {
 	r := &Report{}
 	compact = strings.TrimSpace(compact)
@@ -236,6 +242,18 @@ func (x *Export) digests(r *Report, rc models.SignedReceipt) {
 			r.fail("digests", "approver %s saw digest %s, not %s", a.UserID, a.DigestSeen, d)
 			return
 		}
+		if a.EffectSeen != "" && a.EffectSeen != rc.EffectDigest {
+			r.fail("digests", "approver %s was shown effect %s, the receipt's effect digest is %q", a.UserID, a.EffectSeen, rc.EffectDigest)
+			return
+		}
+	}
+	if m := rc.Mandate; m != nil {
+		for _, g := range m.Grantors {
+			if g.DigestSeen != m.TermsDigest {
+				r.fail("digests", "grantor %s of mandate %s saw digest %s, not its terms digest %s", g.UserID, m.ID, g.DigestSeen, m.TermsDigest)
+				return
+			}
+		}
 	}
 	if len(rc.Arguments) > 0 {
 		got, err := models.Digest(rc.Arguments)
@@ -248,15 +266,37 @@ func (x *Export) digests(r *Report, rc models.SignedReceipt) {
 }
 
 func (x *Export) approvals(r *Report, rc models.SignedReceipt, bySeq map[int64]decoded) {
+	if m := rc.Mandate; m != nil {
+		// No person approved this write: the mandate's grantors approved
+		// its terms, once, under the tier the grant took.
+		if len(rc.Approvers) > 0 {
+			r.fail("approvals", "the receipt names both mandate %s and %d approvers", m.ID, len(rc.Approvers))
+		}
+		if len(m.Grantors) < max(m.Quorum, 1) {
+			r.fail("mandate "+m.ID, "%d grantors, the %s tier it was granted under needs %d", len(m.Grantors), m.RiskTier, m.Quorum)
+		}
+		x.checkApprovers(r, m.Grantors, &models.Proposal{ID: m.ProposalID, ArgsDigest: m.TermsDigest},
+			m.RiskTier, m.Confirmation, "grant by ", bySeq)
+		return
+	}
 	if len(rc.Approvers) < max(rc.Quorum, 1) {
 		r.fail("approvals", "%d approvers, the %s tier needs %d", len(rc.Approvers), rc.RiskTier, rc.Quorum)
 	}
-	p := &models.Proposal{ID: rc.ProposalID, ArgsDigest: rc.RequestedDigest}
-	for _, a := range rc.Approvers {
-		name := "approval by " + a.UserID
+	x.checkApprovers(r, rc.Approvers, &models.Proposal{ID: rc.ProposalID, ArgsDigest: rc.RequestedDigest},
+		rc.RiskTier, rc.Confirmation, "approval by ", bySeq)
+}
+
+// checkApprovers checks each approval of p (its id and digest) under a tier
+// of the given confirmation: a click where the tier allows one, else a
+// security-key assertion over p's transaction challenge by a key registered
+// to the approver.
+func (x *Export) checkApprovers(r *Report, approvers []models.ReceiptApprover, p *models.Proposal, tier string,
+	confirmation models.Confirmation, prefix string, bySeq map[int64]decoded) {
+	for _, a := range approvers {
+		name := prefix + a.UserID
 		if a.Method != models.MethodSecurityKey {
-			if rc.Confirmation == models.ConfirmWebAuthn {
-				r.fail(name, "the %s tier needs a security key; this approval was a %s click", rc.RiskTier, a.Method)
+			if confirmation == models.ConfirmWebAuthn {
+				r.fail(name, "the %s tier needs a security key; this approval was a %s click", tier, a.Method)
 				continue
 			}
 			r.ok(name, "%s click on digest %s", a.Method, a.DigestSeen)
@@ -313,8 +353,13 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 	}
 	slices.Sort(seqs)
 	str := func(d decoded, k string) string { v, _ := d.data[k].(string); return v }
+	mandateOK := rc.Mandate == nil
 	for _, s := range seqs {
 		d := bySeq[s]
+		if m := rc.Mandate; m != nil && d.body.ProposalID == m.ProposalID && d.body.ProposalID != rc.ProposalID {
+			mandateOK = x.grantStory(r, m, d, bySeq) || mandateOK
+			continue
+		}
 		if d.body.ProposalID != rc.ProposalID {
 			continue
 		}
@@ -329,7 +374,17 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		case models.AuditDecisionApproved:
 			decisions[str(d, "decision_id")] = d
 		case models.AuditTokenIssued:
-			issued = issued || str(d, "jti") == rc.TokenID
+			if str(d, "jti") != rc.TokenID {
+				continue
+			}
+			issued = true
+			want := ""
+			if rc.Mandate != nil {
+				want = rc.Mandate.ID
+			}
+			if got := str(d, "mandate_id"); got != want {
+				r.fail(name, "the token was issued under mandate %q, the receipt names %q", got, want)
+			}
 		case models.AuditTokenConsumed:
 			consumed = consumed || (str(d, "jti") == rc.TokenID && str(d, "execution_id") == rc.ExecutionID)
 		case models.AuditExecutionOutcome:
@@ -354,6 +409,8 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		r.fail("proposal story", "no token.consumed entry for token %s and execution %s", rc.TokenID, rc.ExecutionID)
 	case outcome == 0:
 		r.fail("proposal story", "no execution.outcome entry with status %s for execution %s", rc.Status, rc.ExecutionID)
+	case !mandateOK:
+		r.fail("mandate "+rc.Mandate.ID, "the export holds no mandate.granted entry for it from proposal %s", rc.Mandate.ProposalID)
 	}
 	for _, a := range rc.Approvers {
 		d, ok := decisions[a.DecisionID]
@@ -362,7 +419,7 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 			continue
 		}
 		if str(d, "user_id") != a.UserID || str(d, "digest_seen") != a.DigestSeen || str(d, "method") != a.Method ||
-			str(d, "evidence_digest") != a.EvidenceDigest {
+			str(d, "evidence_digest") != a.EvidenceDigest || str(d, "effect_seen") != a.EffectSeen {
 			r.fail(fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line),
 				"the recorded approval (user, digest shown, method, evidence) differs from the receipt's")
 		}
@@ -377,9 +434,76 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		r.fail("anchor", "no valid signed checkpoint covers the outcome (entry %d)", outcome)
 		return
 	}
-	r.ok("proposal story", "entries %d to %d record creation, %d %s, token, execution and outcome, as the receipt says",
-		created, outcome, len(decisions), plural(len(decisions), "approval", "approvals"))
+	if m := rc.Mandate; m != nil {
+		r.ok("proposal story", "entries %d to %d record creation, a token under mandate %s, execution and outcome, as the receipt says",
+			created, outcome, m.ID)
+	} else {
+		r.ok("proposal story", "entries %d to %d record creation, %d %s, token, execution and outcome, as the receipt says",
+			created, outcome, len(decisions), plural(len(decisions), "approval", "approvals"))
+	}
 	r.ok("anchor", "checkpoint %d covers the chain from creation to outcome", anchored)
+}
+
+// grantStory checks one chain entry about the proposal that asked for
+// mandate m and reports whether it is the grant of m agreeing with the
+// receipt: the mandate id, terms digest, grantors and their decisions, each
+// decision recorded with the digest, method and evidence the receipt says.
+func (x *Export) grantStory(r *Report, m *models.ReceiptMandate, d decoded, bySeq map[int64]decoded) bool {
+	if d.body.Kind != models.AuditMandateGranted {
+		return false
+	}
+	name := fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line)
+	str := func(d decoded, k string) string { v, _ := d.data[k].(string); return v }
+	if str(d, "mandate_id") != m.ID {
+		return false
+	}
+	list := func(k string) []string {
+		raw, _ := d.data[k].([]any)
+		out := make([]string, 0, len(raw))
+		for _, v := range raw {
+			s, _ := v.(string)
+			out = append(out, s)
+		}
+		return out
+	}
+	var users, decisions []string
+	for _, g := range m.Grantors {
+		users, decisions = append(users, g.UserID), append(decisions, g.DecisionID)
+	}
+	if str(d, "terms_digest") != m.TermsDigest || !slices.Equal(list("grantors"), users) || !slices.Equal(list("decisions"), decisions) {
+		r.fail(name, "the grant of mandate %s records other terms, grantors or decisions than the receipt", m.ID)
+		return true
+	}
+	recorded := map[string]decoded{}
+	for _, e := range bySeq {
+		if e.body.ProposalID == m.ProposalID && e.body.Kind == models.AuditDecisionApproved {
+			recorded[str(e, "decision_id")] = e
+		}
+	}
+	for _, g := range m.Grantors {
+		e, ok := recorded[g.DecisionID]
+		if !ok {
+			r.fail("mandate "+m.ID, "the grantor's approval %s by %s is not in the chain", g.DecisionID, g.UserID)
+			return true
+		}
+		if str(e, "user_id") != g.UserID || str(e, "digest_seen") != g.DigestSeen || str(e, "method") != g.Method ||
+			str(e, "evidence_digest") != g.EvidenceDigest {
+			r.fail(fmt.Sprintf("audit entry %d (line %d)", e.Seq, e.Line),
+				"the recorded grant approval (user, digest shown, method, evidence) differs from the receipt's")
+			return true
+		}
+	}
+	names := make([]string, 0, len(m.Grantors))
+	for _, g := range m.Grantors {
+		n := g.Name
+		if n == "" {
+			n = g.UserID
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", n, g.Method))
+	}
+	r.ok("mandate "+m.ID, "granted at entry %d by %s on terms %s (%s tier); it confirmed this write, no person did",
+		d.Seq, strings.Join(names, ", "), m.TermsDigest, m.RiskTier)
+	return true
 }
 
 // registration finds the chain's record of a security key's registration.

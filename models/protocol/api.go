@@ -47,6 +47,9 @@ type ConfirmInput struct {
 	Reviewer   models.User
 	ProposalID string
 	DigestSeen string
+	// EffectSeen is the effect digest the reviewer was shown with the
+	// proposal (its EffectDigest; "" when it has no effect preview).
+	EffectSeen string
 	AMR        []string        // how the reviewer authenticated, e.g. ["pwd"] or ["pwd","webauthn"]
 	Evidence   json.RawMessage // the verified step-up assertion, when the tier needs one
 	// Comment is the reviewer's optional word to the agent and the history

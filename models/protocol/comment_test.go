@@ -27,9 +27,8 @@ func TestApprovalComment(t *testing.T) {
 		if len(out.Decisions) != 1 || out.Decisions[0].Reason != "Checked with the carrier." {
 			t.Errorf("decisions = %+v, want the trimmed comment", out.Decisions)
 		}
-		facts, err := e.svc.Facts(e.ctx, out)
-		if err != nil || len(facts) != 3 || facts[2].Label != "Refundable" {
-			t.Errorf("facts of the refund target: %v (%v)", facts, err)
+		if out.Effect == nil || len(out.Effect.Changes) != 2 || out.Effect.Changes[1].Label != "Refundable" {
+			t.Errorf("effect preview of the refund: %+v", out.Effect)
 		}
 	})
 }

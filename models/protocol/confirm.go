@@ -19,11 +19,13 @@ const MaxReason = 1000
 // confirmation and has not expired, the reviewer belongs to the tenant and
 // is enabled, the digest is the stored one, the requester is not approving
 // its own proposal, the tier's authentication is present, and the business
-// state is unchanged since the preview.
+// state is unchanged since the preview, and so is the effect preview: the
+// reviewer was shown the stored one (in.EffectSeen) and the business system
+// still describes the write that way.
 //
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
 // EArgsMismatch, ESelfApproval, EDutyConflict, EStepUpRequired,
-// EStateChanged, EAlreadyDecided, EUnavailable; EInvalidRequest for a
+// EStateChanged, EEffectChanged, EAlreadyDecided, EUnavailable; EInvalidRequest for a
 // comment that is too long.
 func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
 	comment := strings.TrimSpace(in.Comment)
@@ -41,11 +43,15 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err := s.stateUnchanged(ctx, p); err != nil {
 		return nil, err
 	}
+	if err := s.effectUnchanged(ctx, p, in.EffectSeen); err != nil {
+		return nil, err
+	}
 	// The stored amr says how the reviewer signed in and, only with step-up
 	// evidence, that this write was confirmed with a security key.
 	amr := models.DecisionAMR(in.AMR, hasAMR(in.AMR, models.AMRStepUp) && len(in.Evidence) > 0)
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
-		Kind: models.DecisionApprove, Reason: comment, DigestSeen: in.DigestSeen, AMR: amr, Evidence: in.Evidence}
+		Kind: models.DecisionApprove, Reason: comment, DigestSeen: in.DigestSeen, EffectSeen: in.EffectSeen,
+		AMR: amr, Evidence: in.Evidence}
 	now := s.clock.Now()
 	out, err := s.store.RecordDecision(ctx, d, p.TenantID, now, func(p *models.Proposal) (models.Token, error) {
 		return s.issue(ctx, p, now)

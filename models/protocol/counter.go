@@ -116,6 +116,11 @@ func (s *Service) Counter(ctx context.Context, in CounterInput) (*models.Proposa
 	if !p.Batch() {
 		p.ResourceCount = 1
 	}
+	// The new version is described anew: the reviewers of the edit see
+	// what it would do.
+	if p.Effect, p.EffectDigest, err = s.describe(ctx, tool.Name, prep.Arguments, orig.TenantID); err != nil {
+		return nil, err
+	}
 	c := models.Counter{OriginalID: orig.ID, RevisedID: p.ID, EditorID: in.Reviewer.ID, Reason: reason,
 		Changes: changes, Version: version, RootRequestKey: root}
 	out, err := s.store.SupersedeProposal(ctx, orig.ID, in.DigestSeen, p, c, now)

@@ -25,7 +25,21 @@ func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.
 	if t, ok := s.reg.Tool(p.Tool); ok {
 		digestOnly = t.ReceiptDigestOnly
 	}
-	r, err := models.NewSignedReceipt(p, e, models.ReceiptOptions{Issuer: s.tokens.Issuer(), DigestOnly: digestOnly})
+	opt := models.ReceiptOptions{Issuer: s.tokens.Issuer(), DigestOnly: digestOnly}
+	if p.MandateID != "" && p.Kind == "" {
+		// A standing mandate confirmed the write: the receipt names it and
+		// its grantors' approvals of its terms.
+		m, err := s.store.GetMandate(ctx, p.TenantID, p.MandateID)
+		if err != nil {
+			return "", err
+		}
+		grant, err := s.store.GetProposal(ctx, p.TenantID, m.ProposalID)
+		if err != nil {
+			return "", err
+		}
+		opt.Mandate = models.NewReceiptMandate(m, grant)
+	}
+	r, err := models.NewSignedReceipt(p, e, opt)
 	if err != nil {
 		return "", err
 	}

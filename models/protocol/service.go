@@ -356,6 +356,11 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if !p.Batch() {
 		p.ResourceCount = 1
 	}
+	if vr.OK {
+		if p.Effect, p.EffectDigest, err = s.describe(ctx, tool.Name, prep.Arguments, agent.TenantID); err != nil {
+			return nil, false, err
+		}
+	}
 	if !vr.OK {
 		p.Status = models.StatusRejected
 		for _, msg := range vr.Problems {

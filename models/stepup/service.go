@@ -505,6 +505,8 @@ type ApprovalInput struct {
 	ProposalID string   // the proposal the answer is posted to
 	Response   []byte   // credential.toJSON() of the assertion
 	Comment    string   // the reviewer's optional comment (ConfirmInput.Comment)
+	// EffectSeen is the effect digest the page showed (ConfirmInput.EffectSeen).
+	EffectSeen string
 }
 
 // FinishApproval verifies the browser's answer to BeginApproval and, when it
@@ -585,7 +587,7 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 		amr = append(amr, "webauthn")
 	}
 	return s.proto.Confirm(ctx, cprotocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
-		AMR: amr, Evidence: raw, Comment: in.Comment})
+		AMR: amr, Evidence: raw, Comment: in.Comment, EffectSeen: in.EffectSeen})
 }
 
 // CheckEvidence re-verifies one approval of p and says whose key signed

@@ -19,7 +19,8 @@ func proposalCreatedEvent(p *models.Proposal) models.AuditEvent {
 	data := map[string]any{"tool": p.Tool, "args_digest": p.ArgsDigest, "request_key": p.RequestKey,
 		"resource": p.Resource, "resource_set_digest": p.ResourceSetDigest, "risk_tier": p.Tier.Name,
 		"confirmation": p.Tier.Confirmation, "quorum": p.Tier.Quorum, "policy_version": p.PolicyVersion,
-		"state_version": p.StateVersion, "agent": p.AgentID, "expires_at": ms(p.ExpiresAt)}
+		"state_version": p.StateVersion, "agent": p.AgentID, "expires_at": ms(p.ExpiresAt),
+		"effect_digest": p.EffectDigest}
 	if len(p.Problems) > 0 {
 		data["problems"] = p.Problems
 	}
@@ -41,7 +42,7 @@ func decisionEvent(d models.Decision) models.AuditEvent {
 	return models.AuditEvent{Kind: kind, Actor: d.UserID, ProposalID: d.ProposalID, Data: map[string]any{
 		"decision_id": d.ID, "user_id": d.UserID, "decision": d.Kind, "digest_seen": d.DigestSeen, "amr": amr,
 		"method": models.ApprovalMethod(d.AMR, d.Evidence), "reason": d.Reason,
-		"evidence_digest": models.EvidenceDigest(d.Evidence)}}
+		"evidence_digest": models.EvidenceDigest(d.Evidence), "effect_seen": d.EffectSeen}}
 }
 
 func tokenIssuedEvent(p *models.Proposal, tok models.Token) models.AuditEvent {

@@ -19,6 +19,7 @@ type decisionRow struct {
 	Kind       string
 	Reason     string
 	DigestSeen string
+	EffectSeen string
 	AMR        string `gorm:"column:amr"`
 	Evidence   string
 	CreatedAt  int64 `gorm:"autoCreateTime:false"`
@@ -102,7 +103,7 @@ func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error
 	for _, r := range rows {
 		row := r.Row
 		d := models.Decision{ID: row.ID, ProposalID: row.ProposalID, UserID: row.UserID, UserName: r.UserName,
-			Kind: models.DecisionKind(row.Kind), Reason: row.Reason, DigestSeen: row.DigestSeen,
+			Kind: models.DecisionKind(row.Kind), Reason: row.Reason, DigestSeen: row.DigestSeen, EffectSeen: row.EffectSeen,
 			CreatedAt: fromMS(row.CreatedAt), VoidedAt: fromMSPtr(row.VoidedAt)}
 		d.Decider = models.Enrolment{EnrolledBy: nameOf(r.UserCreatedBy, r.EnrollerName), EnrolledAt: fromMS(r.UserCreatedAt),
 			PasswordResetBy: nameOf(r.ResetBy, r.ResetterName), PasswordResetAt: fromMSPtr(r.PasswordResetAt)}
@@ -156,7 +157,7 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		return nil, models.Wrap(models.EInternal, err, "cannot encode amr")
 	}
 	row := decisionRow{ID: d.ID, TenantID: tenantID, ProposalID: d.ProposalID, UserID: d.UserID,
-		Kind: string(d.Kind), Reason: d.Reason, DigestSeen: d.DigestSeen, AMR: string(amr),
+		Kind: string(d.Kind), Reason: d.Reason, DigestSeen: d.DigestSeen, EffectSeen: d.EffectSeen, AMR: string(amr),
 		Evidence: string(d.Evidence), CreatedAt: ms(now)}
 	var out *models.Proposal
 	err = s.tx(ctx, func(tx *gorm.DB) error {
@@ -216,9 +217,11 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 				}
 			}
 		case met && p.Kind == models.KindMandate:
-			if err := s.grantMandate(tx, p, now); err != nil {
+			ev, err := s.grantMandate(tx, p, now)
+			if err != nil {
 				return err
 			}
+			events.add(tenantID, ev)
 		case met:
 			tok, err := issue(p)
 			if err != nil {

@@ -69,18 +69,23 @@ func (r mandateRow) model() (models.Mandate, error) {
 // approvers as grantors. The terms are the proposal's stored arguments, so
 // the mandate is exactly what the grantors saw (its digest is the one they
 // approved).
-func (s *Store) grantMandate(tx *gorm.DB, p *models.Proposal, now time.Time) error {
+//
+// It returns the audit event of the grant, for the caller to append with
+// the decision's.
+func (s *Store) grantMandate(tx *gorm.DB, p *models.Proposal, now time.Time) (models.AuditEvent, error) {
+	var ev models.AuditEvent
 	var terms models.MandateTerms
 	if err := json.Unmarshal(p.Arguments, &terms); err != nil {
-		return models.Wrap(models.EInternal, err, "stored mandate terms are unreadable")
+		return ev, models.Wrap(models.EInternal, err, "stored mandate terms are unreadable")
 	}
-	var grantors []string
+	grantors, decisions := []string{}, []string{}
 	for _, d := range p.Approvals() {
 		grantors = append(grantors, d.UserID)
+		decisions = append(decisions, d.ID)
 	}
 	g, err := json.Marshal(grantors)
 	if err != nil {
-		return err
+		return ev, err
 	}
 	row := mandateRow{ID: models.NewID("mdt"), TenantID: p.TenantID, ProposalID: p.ID, Tool: terms.Tool,
 		Terms: string(p.Arguments), TermsDigest: p.ArgsDigest, Status: string(models.MandateActive),
@@ -92,25 +97,28 @@ func (s *Store) grantMandate(tx *gorm.DB, p *models.Proposal, now time.Time) err
 		row.MaxUses = &terms.MaxUses
 	}
 	if err := tx.Create(&row).Error; err != nil {
-		return err
+		return ev, err
 	}
 	for _, g := range grantors {
 		if err := tx.Create(&mandateGrantorRow{MandateID: row.ID, UserID: g}).Error; err != nil {
-			return err
+			return ev, err
 		}
 	}
 	ok, err := transition(tx, p.TenantID, p.ID, models.StatusConfirmed, now, "")
 	if err != nil {
-		return err
+		return ev, err
 	}
 	if !ok {
-		return models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
+		return ev, models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
 	}
 	if err := tx.Model(&proposalRow{}).Where("tenant_id = ? AND id = ?", p.TenantID, p.ID).
 		Update("mandate_id", row.ID).Error; err != nil {
-		return err
+		return ev, err
 	}
-	return s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
+	ev = proposalEvent(models.AuditMandateGranted, models.ActorSystem, p.ID, map[string]any{
+		"mandate_id": row.ID, "terms_digest": row.TermsDigest, "tool": row.Tool, "grantors": grantors,
+		"decisions": decisions, "expires_at": row.ExpiresAt, "risk_tier": p.Tier.Name})
+	return ev, s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
 		map[string]any{"mandate_id": row.ID})
 }
 
@@ -202,8 +210,16 @@ func (s *Store) ConfirmByMandate(ctx context.Context, tenantID, proposalID, mand
 			IssuedAt: ms(tok.IssuedAt), ExpiresAt: ms(tok.ExpiresAt)}).Error; err != nil {
 			return err
 		}
-		out, err = loadProposal(tx, tenantID, proposalID)
-		return err
+		if out, err = loadProposal(tx, tenantID, proposalID); err != nil {
+			return err
+		}
+		grantors := p.MandateGrantors
+		if grantors == nil {
+			grantors = []string{}
+		}
+		return appendAudit(tx, tenantID, now, proposalEvent(models.AuditTokenIssued, models.ActorSystem, p.ID, map[string]any{
+			"jti": tok.JTI, "kid": tok.KeyID, "agent": tok.AgentID, "args_digest": p.ArgsDigest, "approvers": []string{},
+			"expires_at": ms(tok.ExpiresAt), "mandate_id": mandateID, "mandate_grantors": grantors, "amount": amount}))
 	})
 	if commitUncertain(err) {
 		// Read back: confirmed under this mandate means the commit went
@@ -300,7 +316,7 @@ func (s *Store) RevokeMandate(ctx context.Context, tenantID, id, by string, now 
 			}
 			return models.Errorf(models.EInvalidState, "the mandate is already %s", row.Status)
 		}
-		return nil
+		return appendAudit(tx, tenantID, now, adminEvent(models.AuditMandateRevoked, by, map[string]any{"mandate_id": id}))
 	})
 }
 

@@ -42,6 +42,8 @@ type proposalRow struct {
 	Kind              string
 	MandateID         string
 	MandateNote       string
+	Effect            string
+	EffectDigest      string
 	Status            string
 	Revision          int64
 	CreatedAt         int64 `gorm:"autoCreateTime:false"`
@@ -66,7 +68,7 @@ func proposalToRow(p *models.Proposal) (proposalRow, error) {
 		PolicyVersion: p.PolicyVersion, RequestKey: p.RequestKey, Context: p.Context,
 		Status: string(p.Status), Revision: p.Revision,
 		CreatedAt: ms(p.CreatedAt), ExpiresAt: ms(p.ExpiresAt), UpdatedAt: ms(p.UpdatedAt),
-		Kind: p.Kind, MandateID: p.MandateID, MandateNote: p.MandateNote,
+		Kind: p.Kind, MandateID: p.MandateID, MandateNote: p.MandateNote, EffectDigest: p.EffectDigest,
 	}
 	if p.ResourceSet != nil {
 		b, err := json.Marshal(p.ResourceSet)
@@ -82,6 +84,13 @@ func proposalToRow(p *models.Proposal) (proposalRow, error) {
 		}
 		row.Problems = string(b)
 	}
+	if p.Effect != nil {
+		b, err := json.Marshal(p.Effect)
+		if err != nil {
+			return proposalRow{}, err
+		}
+		row.Effect = string(b)
+	}
 	return row, nil
 }
 
@@ -96,7 +105,13 @@ func (r proposalRow) model(agentName string) (*models.Proposal, error) {
 		PolicyVersion: r.PolicyVersion, RequestKey: r.RequestKey, Context: r.Context,
 		Status: models.Status(r.Status), Revision: r.Revision,
 		CreatedAt: fromMS(r.CreatedAt), ExpiresAt: fromMS(r.ExpiresAt), UpdatedAt: fromMS(r.UpdatedAt),
-		Kind: r.Kind, MandateID: r.MandateID, MandateNote: r.MandateNote,
+		Kind: r.Kind, MandateID: r.MandateID, MandateNote: r.MandateNote, EffectDigest: r.EffectDigest,
+	}
+	if r.Effect != "" {
+		p.Effect = &models.Description{}
+		if err := json.Unmarshal([]byte(r.Effect), p.Effect); err != nil {
+			return nil, fmt.Errorf("proposal %s effect: %w", r.ID, err)
+		}
 	}
 	if err := json.Unmarshal([]byte(r.Preview), &p.Preview); err != nil {
 		return nil, fmt.Errorf("proposal %s preview: %w", r.ID, err)

@@ -170,9 +170,10 @@
       run: function (form) {
         var digest = form.querySelector('input[name="digest"]');
         var comment = form.querySelector('textarea[name="comment"]');
+        var effect = form.querySelector('input[name="effect"]');
         return assert(form, { digest: digest ? digest.value : "" },
           form.dataset.prompt || "Unlock and touch your security key to approve exactly this proposal…",
-          { comment: comment ? comment.value : "" });
+          { comment: comment ? comment.value : "", effect: effect ? effect.value : "" });
       }
     }
   ];

@@ -41,7 +41,7 @@ import (
 //	POST /validate
 //	POST /execute                (Idempotency-Key required, else 400)
 //	GET  /executions/{key}       (optional ?tenant=; 404 if nothing recorded)
-//	POST /facts                  (the optional facts of the target, for a reviewer)
+//	POST /describe               (the optional effect preview: facts, before → after)
 type Server struct {
 	secret []byte
 	mux    *http.ServeMux
@@ -85,7 +85,7 @@ func New(secret []byte) *Server {
 	s.mux.HandleFunc("POST /validate", s.handleValidate)
 	s.mux.HandleFunc("POST /execute", s.handleExecute)
 	s.mux.HandleFunc("GET /executions/{key}", s.handleStatus)
-	s.mux.HandleFunc("POST /facts", s.handleFacts)
+	s.mux.HandleFunc("POST /describe", s.handleDescribe)
 	s.signed = httpadapter.SignResponses(s.secret, nil, http.HandlerFunc(s.serve))
 	return s
 }
@@ -109,6 +109,21 @@ func (s *Server) Bump(id string) {
 		panic(fmt.Sprintf("adaptertest: Bump of unknown resource %q", id))
 	}
 	r.version++
+}
+
+// Relabel changes resource id's label out of band without moving its
+// version, as a business system that versions only what a write depends on
+// does when, say, a customer's display name is edited: validation still
+// passes, but the description of a write (its facts) is no longer what a
+// reviewer was shown. It panics if the resource does not exist.
+func (s *Server) Relabel(id, label string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.resources[id]
+	if !ok {
+		panic(fmt.Sprintf("adaptertest: Relabel of unknown resource %q", id))
+	}
+	r.label = label
 }
 
 // Writes reports how many times a write was applied for idemKey. A
@@ -274,36 +289,50 @@ func (s *Server) handleValidate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// handleFacts answers what the server knows about a refund's target: its
-// label and refundable balance, or that it does not exist.
-func (s *Server) handleFacts(w http.ResponseWriter, r *http.Request) {
+// handleDescribe answers what a refund would do: the target's label as a
+// fact and its refundable balance before → after. An unknown target is a
+// fact.
+func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Tool      string          `json:"tool"`
 		Arguments json.RawMessage `json:"arguments"`
 		Tenant    string          `json:"tenant"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Message: "body is not a facts request"})
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request", Message: "body is not a describe request"})
 		return
 	}
 	type fact struct {
 		Label string `json:"label"`
 		Value string `json:"value"`
 	}
+	type change struct {
+		Field         string `json:"field"`
+		Label         string `json:"label"`
+		Before        int64  `json:"before"`
+		After         int64  `json:"after"`
+		BeforeDisplay string `json:"before_display"`
+		AfterDisplay  string `json:"after_display"`
+	}
+	minor := func(v int64) string { return strconv.FormatInt(v, 10) + " (minor units)" }
 	ref, problems := parseRefund(req.Arguments)
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"facts": []fact{}})
+		writeJSON(w, http.StatusOK, map[string]any{"facts": []fact{}, "changes": []change{}})
 		return
 	}
 	s.mu.Lock()
 	res, ok := s.resources[ref.orderID]
 	facts := []fact{{Label: "Order", Value: fmt.Sprintf("%s does not exist", ref.orderID)}}
+	changes := []change{}
 	if ok {
-		facts = []fact{{Label: "Order", Value: res.label},
-			{Label: "Refundable balance", Value: strconv.FormatInt(res.balance, 10) + " (minor units)"}}
+		facts = []fact{{Label: "Order", Value: res.label}}
+		changes = []change{
+			{Field: "balance", Label: "Refundable balance", Before: res.balance, After: res.balance - ref.amount,
+				BeforeDisplay: minor(res.balance), AfterDisplay: minor(res.balance - ref.amount)},
+		}
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"facts": facts})
+	writeJSON(w, http.StatusOK, map[string]any{"facts": facts, "changes": changes})
 }
 
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,91 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+)
+
+// An agent reads the effect preview of its proposal in GET
+// /api/v1/proposals/{id} (validated against the OpenAPI document) and in
+// MCP get_proposal: the same description and digest the reviewer approves.
+func TestAgentsSeeTheEffectPreview(t *testing.T) {
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	p := a.refund("ord_1001", 5000)
+	stored := c.reloadProposal(p.ProposalID)
+	if stored.Effect == nil || stored.EffectDigest == "" {
+		t.Fatalf("the demo refund has no effect preview: %+v", stored.Effect)
+	}
+
+	got := a.get(p.ProposalID, 0)
+	if got.Effect == nil || got.EffectDigest != stored.EffectDigest || len(got.Effect.Changes) != 2 ||
+		got.Effect.Changes[1].Field != "refundable_minor" || string(got.Effect.Changes[1].After) != "14900" {
+		t.Fatalf("MCP get_proposal effect %+v %q, want %q", got.Effect, got.EffectDigest, stored.EffectDigest)
+	}
+
+	var api struct {
+		Effect struct {
+			Facts   []struct{ Label, Value string } `json:"facts"`
+			Changes []struct {
+				Field         string `json:"field"`
+				Before        int64  `json:"before"`
+				After         int64  `json:"after"`
+				BeforeDisplay string `json:"before_display"`
+				AfterDisplay  string `json:"after_display"`
+			} `json:"changes"`
+		} `json:"effect"`
+		EffectDigest string `json:"effect_digest"`
+	}
+	if code := mandateCall(t, c, http.MethodGet, "/api/v1/proposals/"+p.ProposalID, nil, &api); code != http.StatusOK {
+		t.Fatalf("GET proposal: %d", code)
+	}
+	ch := api.Effect.Changes
+	if api.EffectDigest != stored.EffectDigest || len(ch) != 2 || ch[1].Before != 19900 || ch[1].After != 14900 ||
+		ch[1].AfterDisplay != "¥149.00 CNY" {
+		t.Fatalf("API effect %+v %q", api.Effect, api.EffectDigest)
+	}
+}
+
+// withEffect adds the effect digest a page showed to a step-up answer, as
+// the console's script does.
+func withEffect(t *testing.T, assertion, effect string) string {
+	t.Helper()
+	var body map[string]any
+	if err := json.Unmarshal([]byte(assertion), &body); err != nil {
+		t.Fatal(err)
+	}
+	body["effect"] = effect
+	out, _ := json.Marshal(body)
+	return string(out)
+}
+
+// A security-key approval carries the effect digest the page showed: a
+// stale one is refused with effect_changed and records nothing; the one
+// shown is recorded with the decision.
+func TestStepUpCarriesTheEffectShown(t *testing.T) {
+	c := stepUpConsole(t)
+	b := c.alice()
+	k := newKey(t, b)
+	k.register("")
+	p := c.propose("ord_2001", 50000)
+	if p.EffectDigest == "" || p.Tier.Confirmation != models.ConfirmWebAuthn {
+		t.Fatalf("effect %q tier %+v", p.EffectDigest, p.Tier)
+	}
+	status, out := b.postJSON(stepUpPath(p, "finish"), withEffect(t, k.assertionFor(p), "sha256:"+strings.Repeat("0", 64)))
+	wantRefusal(t, "a stale effect", status, out, http.StatusConflict, models.EEffectChanged, "Nothing was approved")
+	if n := len(c.reloadProposal(p.ID).Decisions); n != 0 {
+		t.Fatalf("a refused step-up recorded %d decisions", n)
+	}
+	status, out = b.postJSON(stepUpPath(p, "finish"), withEffect(t, k.assertionFor(p), p.EffectDigest))
+	if status != http.StatusOK {
+		t.Fatalf("finish: %d %s", status, out)
+	}
+	got := c.reloadProposal(p.ID)
+	if got.Status != models.StatusConfirmed || len(got.Decisions) != 1 || got.Decisions[0].EffectSeen != p.EffectDigest {
+		t.Fatalf("status %s decisions %+v", got.Status, got.Decisions)
+	}
+}
