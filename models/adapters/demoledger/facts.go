@@ -1,4 +1,4 @@
-package store
+package demoledger
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
 )
 
-var _ models.FactsAdapter = (*DemoLedger)(nil)
+var _ models.FactsAdapter = (*Ledger)(nil)
 
 // Facts tells a reviewer what the demo ledger knows about a write's target
 // now: for a refund the order's paid, already refunded and refundable
 // amounts; for an email the customer; for a deletion how many of the
 // entries still exist. A target that does not exist is a fact too.
-func (l *DemoLedger) Facts(ctx context.Context, req models.FactsRequest) ([]models.Fact, error) {
-	db := l.s.db.WithContext(ctx)
+func (l *Ledger) Facts(ctx context.Context, req models.FactsRequest) ([]models.Fact, error) {
+	db := l.db.WithContext(ctx)
 	switch req.Tool {
 	case "refund_order":
 		var a refundArgs
@@ -31,7 +32,7 @@ func (l *DemoLedger) Facts(ctx context.Context, req models.FactsRequest) ([]mode
 			return []models.Fact{{Label: "Order", Value: fmt.Sprintf("%s does not exist", a.OrderID)}}, nil
 		}
 		if err != nil {
-			return nil, dbErr(err)
+			return nil, store.DBError(err)
 		}
 		money := func(minor int64) string {
 			s, err := registry.FormatMoney(minor, o.Currency)
@@ -56,7 +57,7 @@ func (l *DemoLedger) Facts(ctx context.Context, req models.FactsRequest) ([]mode
 			return []models.Fact{{Label: "Customer", Value: fmt.Sprintf("%s does not exist", a.CustomerID)}}, nil
 		}
 		if err != nil {
-			return nil, dbErr(err)
+			return nil, store.DBError(err)
 		}
 		return []models.Fact{{Label: "Customer", Value: c.Name}, {Label: "E-mail address", Value: c.Email}}, nil
 	case "delete_logs":
@@ -67,7 +68,7 @@ func (l *DemoLedger) Facts(ctx context.Context, req models.FactsRequest) ([]mode
 		var live int64
 		if err := db.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
 			Count(&live).Error; err != nil {
-			return nil, dbErr(err)
+			return nil, store.DBError(err)
 		}
 		return []models.Fact{
 			{Label: "Entries that exist", Value: fmt.Sprintf("%d of %d", live, len(a.LogIDs))},
