@@ -139,18 +139,29 @@ func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRo
 }
 
 // Redemption returns what a presented token is checked against before it
-// is consumed: the stored proposal's snapshot (without its decisions, token
-// or execution, and without the agent's name) and the token recorded under
-// jti, nil when there is none. Nothing is locked: these reads only choose
-// the answer, and ConsumeToken's conditional UPDATE decides. On SQLite they
-// run on the reader pool, so they never queue behind the writer.
+// is consumed, and what the execution's receipt names: the stored
+// proposal's snapshot with its decisions (and a mandate's grantors), without
+// its token, execution or agent name, and the token recorded under jti, nil
+// when there is none. The proposal and the token come from one statement;
+// the decisions are read after it, so that a token read as issued or
+// consumed guarantees they are final (a proposal's approvals are fixed once
+// its token is issued). Nothing is locked: these reads only choose the
+// answer, and ConsumeToken's conditional UPDATE decides. On SQLite they run
+// on the reader pool, so they never queue behind the writer.
 func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
 	db := s.read.WithContext(ctx)
-	var row proposalRow
-	if err := db.Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
-		return nil, nil, notFound(err, "no proposal %q", proposalID)
+	var rows []struct {
+		P   proposalRow `gorm:"embedded"`
+		Tok tokenRow    `gorm:"embedded;embeddedPrefix:tok_"`
 	}
-	p, err := row.model("")
+	err := db.Raw(redemptionSQL, jti, tenantID, proposalID).Scan(&rows).Error
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	if len(rows) == 0 {
+		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
+	}
+	p, err := rows[0].P.model("")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,17 +171,24 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 			return nil, nil, dbErr(err)
 		}
 	}
-	var tok tokenRow
-	err = db.Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&tok).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	if rows[0].Tok.JTI == "" {
 		return p, nil, nil
 	}
-	if err != nil {
+	if p.Decisions, err = loadDecisions(db, p.ID); err != nil {
 		return nil, nil, dbErr(err)
 	}
-	t := tok.model()
+	t := rows[0].Tok.model()
 	return p, &t, nil
 }
+
+// redemptionSQL reads a proposal and, beside it, the tenant's token with a
+// given jti (whichever proposal that token confirms; the caller checks).
+const redemptionSQL = `SELECT p.*, t.jti AS tok_jti, t.tenant_id AS tok_tenant_id, t.proposal_id AS tok_proposal_id,
+ t.agent_id AS tok_agent_id, t.kid AS tok_kid, t.status AS tok_status, t.compact AS tok_compact,
+ t.issued_at AS tok_issued_at, t.expires_at AS tok_expires_at, t.consumed_at AS tok_consumed_at,
+ t.execution_id AS tok_execution_id
+FROM proposals p LEFT JOIN tokens t ON t.tenant_id = p.tenant_id AND t.jti = ?
+WHERE p.tenant_id = ? AND p.id = ?`
 
 // RevokeToken withdraws a confirmation, in one transaction, while that can
 // still prevent a write:
