@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,22 +76,32 @@ func (s *Store) recordEvent(tx *gorm.DB, tenantID, proposalID string, typ models
 		payload = b
 	}
 	// The event takes the proposal's agent, status and revision as this
-	// transaction sees them, in the one statement that records it.
+	// transaction sees them, and names the webhook endpoints that see that
+	// agent, in the one statement that records it.
 	ev := eventRow{ID: models.NewID("evt")}
-	var agents []string
+	agg := "group_concat(id, ',')"
+	if s.dialect == Postgres {
+		agg = "string_agg(id, ',')"
+	}
+	var got []struct {
+		AgentID   string
+		Endpoints *string
+	}
 	if err := tx.Raw(`INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
 		SELECT ?, tenant_id, agent_id, id, ?, status, revision, ?, ? FROM proposals WHERE tenant_id = ? AND id = ?
-		RETURNING agent_id`, ev.ID, string(typ), string(payload), ms(now), tenantID, proposalID).Scan(&agents).Error; err != nil {
+		RETURNING agent_id, (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = ? AND w.disabled_at IS NULL
+		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = ? AND id = ?))) AS endpoints`,
+		ev.ID, string(typ), string(payload), ms(now), tenantID, proposalID, tenantID, tenantID, proposalID).
+		Scan(&got).Error; err != nil {
 		return err
 	}
-	if len(agents) != 1 {
+	if len(got) != 1 {
 		return gorm.ErrRecordNotFound
 	}
 	var endpoints []string
-	if err := tx.Model(&webhookEndpointRow{}).
-		Where("tenant_id = ? AND (agent_id IS NULL OR agent_id = ?) AND disabled_at IS NULL", tenantID, agents[0]).
-		Order("id").Pluck("id", &endpoints).Error; err != nil {
-		return err
+	if got[0].Endpoints != nil && *got[0].Endpoints != "" {
+		endpoints = strings.Split(*got[0].Endpoints, ",")
+		slices.Sort(endpoints)
 	}
 	var rows []deliveryRow
 	add := func(channel, target string) {
