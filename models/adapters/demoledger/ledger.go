@@ -201,7 +201,22 @@ func logSetVersion(live []string) string {
 // errConflict rolls back an execute transaction whose expected state moved.
 var errConflict = errors.New("demo ledger: state moved")
 
-// Execute performs the write once per idempotency key.
+// errDuplicate rolls back an execute transaction whose key another
+// execution recorded first.
+var errDuplicate = errors.New("demo ledger: key already recorded")
+
+// errAnswered rolls back an execute transaction that found the outcome
+// recorded for its key: nothing of it may stay.
+var errAnswered = errors.New("demo ledger: answered from the record")
+
+// Execute performs the write once per idempotency key. The change is made
+// first, guarded by the expected state version, and the key's record is
+// inserted after it with the outcome, in the same transaction (ON CONFLICT
+// DO NOTHING on the key): two statements for a refund instead of a claim, the
+// change and an update of the claim. When the guarded change matches
+// nothing, or the key was recorded first (by a concurrent execute with the
+// same key, which then committed), the transaction rolls back and the
+// recorded outcome is the answer.
 func (l *Ledger) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
 	if req.IdempotencyKey == "" {
 		return models.ExecuteResult{}, models.Errorf(models.EInvalidRequest, "missing idempotency key")
@@ -209,37 +224,43 @@ func (l *Ledger) Execute(ctx context.Context, req models.ExecuteRequest) (models
 	now := l.clock.Now().UnixMilli()
 	var out models.ExecuteResult
 	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		claim := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
-			Status: "pending", ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"), Result: "{}", CreatedAt: now}
-		ok, err := store.InsertOnce(tx, &claim)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// A write with this key arrived before: answer its outcome.
-			var prev demoLedgerExecRow
-			if err := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).Take(&prev).Error; err != nil {
-				return err
-			}
-			out = prev.result()
-			return nil
-		}
 		status, result, err := l.apply(tx, req, now)
-		if err != nil {
+		if err == nil {
+			rec := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
+				Status: string(status), ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"),
+				Result: string(result), CreatedAt: now}
+			ok, ierr := store.InsertOnce(tx, &rec)
+			if ierr != nil {
+				return ierr
+			}
+			if ok {
+				out = rec.result()
+				return nil
+			}
+			err = errDuplicate
+		}
+		if !errors.Is(err, errConflict) && !errors.Is(err, errDuplicate) {
 			return err
 		}
-		claim.Status, claim.Result = string(status), string(result)
-		if err := tx.Model(&claim).Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).
-			Updates(map[string]any{"status": claim.Status, "result": claim.Result}).Error; err != nil {
+		// A write with this key may have arrived before: its outcome is the
+		// answer, and this transaction's change (if any) is undone.
+		var prev demoLedgerExecRow
+		ferr := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).Take(&prev).Error
+		if errors.Is(ferr, gorm.ErrRecordNotFound) {
 			return err
 		}
-		out = claim.result()
-		return nil
+		if ferr != nil {
+			return ferr
+		}
+		out = prev.result()
+		return errAnswered
 	})
-	if errors.Is(err, errConflict) {
+	switch {
+	case errors.Is(err, errAnswered):
+		return out, nil
+	case errors.Is(err, errConflict):
 		return models.ExecuteResult{}, models.ErrStateConflict
-	}
-	if err != nil {
+	case err != nil:
 		return models.ExecuteResult{}, fmt.Errorf("demo ledger: %w: %w", models.ErrOutcomeUnknown, err)
 	}
 	return out, nil
@@ -250,8 +271,9 @@ func (r demoLedgerExecRow) result() models.ExecuteResult {
 }
 
 // apply makes the business change inside the execute transaction. A moved
-// state version returns errConflict (the whole transaction, claim included,
-// rolls back: nothing happened for that key).
+// state version returns errConflict (the whole transaction rolls back:
+// nothing happened for that key, unless an earlier execute with the key
+// recorded an outcome, which Execute then answers).
 func (l *Ledger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (models.Status, json.RawMessage, error) {
 	version, _ := strconv.ParseInt(req.ExpectedStateVersion, 10, 64)
 	switch req.Tool {
@@ -306,8 +328,14 @@ func (l *Ledger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (model
 			v := t.UnixMilli()
 			row.SendAt = &v
 		}
-		if err := tx.Create(&row).Error; err != nil {
+		// Keyed by the idempotency key: a second write with it queues
+		// nothing, and the key's record tells its outcome.
+		ok, err := store.InsertOnce(tx, &row)
+		if err != nil {
 			return "", nil, err
+		}
+		if !ok {
+			return "", nil, errDuplicate
 		}
 		r, _ := json.Marshal(map[string]any{"queued": true, "customer_id": a.CustomerID})
 		return models.StatusSucceeded, r, nil
