@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	litedriver "github.com/glebarez/go-sqlite"
 	"gorm.io/gorm"
+	litedriver "modernc.org/sqlite"
 
 	"github.com/countersign/countersign/models"
 )
