@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -70,10 +71,14 @@ func newEnvRegistry(t *testing.T, reg *registry.Registry) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ledger := demoledger.New(st)
+	if err := ledger.Seed(e.ctx, demo.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
 	e.agent, e.alice, e.admin = demo.Agent, demo.Reviewer, demo.Admin
 	adapters := map[string]models.Adapter{}
 	for _, tool := range reg.Tools() {
-		adapters[tool.Name] = st.DemoLedger()
+		adapters[tool.Name] = ledger
 	}
 	tokens := token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 	e.svc, err = protocol.New(e.ctx, protocol.Config{Store: st, Registry: reg, Tokens: tokens, Adapters: adapters,

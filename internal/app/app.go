@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/adapters/httpadapter"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/events"
@@ -334,7 +335,7 @@ func (a *App) cookieKeys(ctx context.Context) (hashKey, blockKey []byte, err err
 // an HTTP adapter with its HMAC secret read from the named variable.
 func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) string) (map[string]models.Adapter, error) {
 	out := map[string]models.Adapter{}
-	ledger := st.DemoLedger()
+	ledger := demoledger.New(st)
 	for _, t := range reg.Tools() {
 		switch t.Adapter.Kind {
 		case registry.AdapterDemoLedger:
@@ -429,12 +430,12 @@ func (a *App) SeedDemo(ctx context.Context) (DemoCredentials, error) {
 		return c, err
 	}
 	c.AgentKey = key
-	_, err = a.Store.SeedDemo(ctx, store.DemoSeed{ReviewerName: c.Reviewer, ReviewerPasswordHash: rh,
+	d, err := a.Store.SeedDemo(ctx, store.DemoSeed{ReviewerName: c.Reviewer, ReviewerPasswordHash: rh,
 		AdminName: c.Admin, AdminPasswordHash: ah, AgentName: c.Agent, AgentKeyHash: kh})
 	if err != nil {
 		return c, err
 	}
-	return c, nil
+	return c, demoledger.New(a.Store).Seed(ctx, d.Tenant.ID)
 }
 
 // Serve serves HTTP on ln and runs the sweeper and reconciler every

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	_ "github.com/glebarez/sqlite" // registers the "sqlite" driver
+	_ "github.com/libtnb/sqlite" // registers the "sqlite" driver (modernc.org/sqlite)
 
 	"github.com/countersign/countersign/internal/dbfault"
 )

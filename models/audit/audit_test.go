@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/audit"
 	"github.com/countersign/countersign/models/checkpoint"
 	"github.com/countersign/countersign/models/protocol"
@@ -66,12 +67,16 @@ func newWorld(t *testing.T, kind string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ledger := demoledger.New(st)
+	if err := ledger.Seed(w.ctx, demo.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
 	w.st, w.tenant, w.agent, w.reviewer = st, demo.Tenant, demo.Agent, demo.Reviewer
 	w.tokens = token.New(st, token.Config{Issuer: "countersign", Audience: "countersign:execute", Clock: w.clock})
 	reg := registry.Demo()
 	adapters := map[string]models.Adapter{}
 	for _, tool := range reg.Tools() {
-		adapters[tool.Name] = st.DemoLedger()
+		adapters[tool.Name] = ledger
 	}
 	w.svc, err = protocol.New(w.ctx, protocol.Config{Store: st, Registry: reg, Tokens: w.tokens, Adapters: adapters, Clock: w.clock})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/events"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
@@ -67,11 +68,15 @@ func newEnv(t *testing.T, url string, clock models.Clock, notify ...string) *env
 	if err != nil {
 		t.Fatal(err)
 	}
+	ledger := demoledger.New(st)
+	if err := ledger.Seed(e.ctx, e.demo.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
 	e.tenant, e.agent = e.demo.Tenant.ID, e.demo.Agent
 	reg := registry.Demo()
 	adapters := map[string]models.Adapter{}
 	for _, tool := range reg.Tools() {
-		adapters[tool.Name] = st.DemoLedger()
+		adapters[tool.Name] = ledger
 	}
 	tokens := token.New(st, token.Config{Issuer: "t", Audience: "t", Clock: clock})
 	e.svc, err = protocol.New(e.ctx, protocol.Config{Store: st, Registry: reg, Tokens: tokens, Adapters: adapters, Clock: clock})

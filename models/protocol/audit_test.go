@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -29,7 +30,7 @@ func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
 			tokens := token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 			adapters := map[string]models.Adapter{}
 			for name := range e.adapter {
-				adapters[name] = st.DemoLedger()
+				adapters[name] = demoledger.New(st)
 			}
 			svc, err := protocol.New(e.ctx, protocol.Config{Store: st, Registry: registry.Demo(), Tokens: tokens,
 				Adapters: adapters, Clock: e.clock})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/internal/dbfault"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -24,7 +25,7 @@ func faultEnv(t *testing.T, kind string) (*env, *dbfault.Injector) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e.store, e.ledger = st, st.DemoLedger()
+	e.store, e.ledger = st, demoledger.New(st)
 	e.tokens = token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 	reg := registry.Demo()
 	for _, tool := range reg.Tools() {
@@ -197,7 +198,7 @@ func proxyEnv(t *testing.T) (*env, *dbfault.PGProxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e.store, e.ledger = st, st.DemoLedger()
+	e.store, e.ledger = st, demoledger.New(st)
 	e.tokens = token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 	reg := registry.Demo()
 	for _, tool := range reg.Tools() {

@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -26,7 +27,7 @@ type env struct {
 	ctx     context.Context
 	clock   *models.FixedClock
 	store   *store.Store
-	ledger  *store.DemoLedger
+	ledger  *demoledger.Ledger
 	tokens  *token.Service
 	svc     *protocol.Service
 	demo    store.DemoResult
@@ -73,6 +74,9 @@ func newEnv(t testing.TB, kind string, configure func(e *env) *registry.Registry
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := e.ledger.Seed(e.ctx, demo.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
 	e.demo, e.tenant, e.agent, e.alice, e.admin = demo, demo.Tenant.ID, demo.Agent, demo.Reviewer, demo.Admin
 	reg := registry.Demo()
 	e.adapter = map[string]models.Adapter{}
@@ -92,7 +96,7 @@ func (e *env) openStore() {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { st.Close() })
-	e.store, e.ledger = st, st.DemoLedger()
+	e.store, e.ledger = st, demoledger.New(st)
 	e.tokens = token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 }
 
@@ -150,9 +154,9 @@ func (e *env) confirm(p *models.Proposal) *models.Proposal {
 	return out
 }
 
-func (e *env) order(id string) store.DemoOrder {
+func (e *env) order(id string) demoledger.Order {
 	e.t.Helper()
-	o, err := e.ledger.DemoOrder(e.ctx, e.tenant, id)
+	o, err := e.ledger.Order(e.ctx, e.tenant, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -14,13 +14,9 @@ import (
 
 // signReceipt signs the receipt of execution e of proposal p.
 func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.Execution) (string, error) {
-	// The receipt names the approvers and the token: read the proposal
-	// whole, whatever the caller loaded (execute reads only what redeeming
-	// needs).
-	p, err := s.store.GetProposal(ctx, p.TenantID, p.ID)
-	if err != nil {
-		return "", err
-	}
+	// p carries its decisions, which name the approvers: GetProposal and
+	// Redemption (execute's read) both load them, so nothing is read again
+	// on the execute's path.
 	digestOnly := false
 	if t, ok := s.reg.Tool(p.Tool); ok {
 		digestOnly = t.ReceiptDigestOnly

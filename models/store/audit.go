@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
+	litedriver "modernc.org/sqlite"
 
 	"github.com/countersign/countersign/models"
 )
@@ -63,12 +65,12 @@ const maxAppendTries = 1000
 // inserts nothing and tries again on the new head. No fork, no gap, and no
 // read-then-write race.
 //
-// On PostgreSQL that is one statement per event: INSERT … SELECT reads the
-// head and the database computes the entry's hash (sha256) over the body it
-// assembles from the entry's canonical template, so the bytes are those Go
-// would produce. On SQLite, which has no SHA-256 in SQL, the head is read
-// first (a second, in-process statement); every SQLite transaction is BEGIN
-// IMMEDIATE, so the head cannot move in between.
+// That is one statement per event: INSERT … SELECT reads the head and the
+// database computes the entry's hash over the body it assembles from the
+// entry's canonical template, so the bytes are those Go would produce — on
+// PostgreSQL with its sha256, on SQLite with countersign_audit_hash, a
+// function of this package registered with the SQLite driver
+// (models.AuditHash).
 func appendAudit(tx *gorm.DB, tenantID string, at time.Time, evs ...models.AuditEvent) error {
 	for _, ev := range evs {
 		data := []byte("{}")
@@ -102,27 +104,38 @@ FROM (SELECT seq, hash FROM (
       ) AS c ORDER BY seq DESC LIMIT 1) AS h
 ON CONFLICT DO NOTHING`
 
+// liteAppend is pgAppend for SQLite: the same head, link and body, hashed
+// by countersign_audit_hash. (WHERE true keeps ON CONFLICT from being read
+// as a join's ON.)
+const liteAppend = `INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
+SELECT @tenant, b.seq, b.prev, countersign_audit_hash(b.body), @kind, @proposal, b.body, @at
+FROM (SELECT h.seq + 1 AS seq, h.hash AS prev, @prefix || h.hash || @middle || (h.seq + 1) || @suffix AS body
+      FROM (SELECT seq, hash FROM (SELECT seq, hash FROM audit_entries WHERE tenant_id = @tenant ORDER BY seq DESC LIMIT 1)
+            UNION ALL SELECT 0, '' ORDER BY 1 DESC LIMIT 1) AS h) AS b
+WHERE true
+ON CONFLICT DO NOTHING`
+
+func init() {
+	litedriver.MustRegisterDeterministicScalarFunction("countersign_audit_hash", 1,
+		func(_ *litedriver.FunctionContext, args []driver.Value) (driver.Value, error) {
+			switch v := args[0].(type) {
+			case string:
+				return models.AuditHash([]byte(v)), nil
+			case []byte:
+				return models.AuditHash(v), nil
+			}
+			return nil, fmt.Errorf("countersign_audit_hash: want text, got %T", args[0])
+		})
+}
+
 func appendOne(tx *gorm.DB, tenantID string, at time.Time, ev models.AuditEvent, tpl models.AuditTemplate) error {
-	postgres := tx.Dialector.Name() == "postgres"
+	q := liteAppend
+	if tx.Dialector.Name() == "postgres" {
+		q = pgAppend
+	}
 	for range maxAppendTries {
-		var res *gorm.DB
-		if postgres {
-			res = tx.Exec(pgAppend, map[string]any{"tenant": tenantID, "prefix": tpl.Prefix, "middle": tpl.Middle,
-				"suffix": tpl.Suffix, "kind": ev.Kind, "proposal": ev.ProposalID, "at": ms(at)})
-		} else {
-			var head struct {
-				Seq  int64
-				Hash string
-			}
-			if err := tx.Raw("SELECT seq, hash FROM audit_entries WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1", tenantID).
-				Scan(&head).Error; err != nil {
-				return err
-			}
-			body := tpl.Body(head.Hash, head.Seq+1)
-			res = tx.Exec("INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at) "+
-				"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-				tenantID, head.Seq+1, head.Hash, models.AuditHash([]byte(body)), ev.Kind, ev.ProposalID, body, ms(at))
-		}
+		res := tx.Exec(q, map[string]any{"tenant": tenantID, "prefix": tpl.Prefix, "middle": tpl.Middle,
+			"suffix": tpl.Suffix, "kind": ev.Kind, "proposal": ev.ProposalID, "at": ms(at)})
 		if res.Error != nil {
 			return res.Error
 		}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"gorm.io/gorm"
 
@@ -30,10 +29,9 @@ type DemoResult struct {
 	Agent    models.Agent
 }
 
-// SeedDemo creates the demo tenant with its orders (ord_1001…ord_1020 each
-// payable 19900 CNY, ord_2001…ord_2010 each payable 500000 CNY), customers
-// and log entries, a reviewer, an admin and an agent. It is idempotent:
-// existing business rows are left as they are, and the reviewer's and
+// SeedDemo creates the demo tenant with a reviewer, an admin and an agent
+// (the demo business data is the demo ledger's, see
+// models/adapters/demoledger.Seed). It is idempotent: the reviewer's and
 // admin's passwords and the agent's key are replaced by the given hashes, so
 // every demo start can print working credentials.
 func (s *Store) SeedDemo(ctx context.Context, seed DemoSeed) (DemoResult, error) {
@@ -86,45 +84,7 @@ func (s *Store) SeedDemo(ctx context.Context, seed DemoSeed) (DemoResult, error)
 			return err
 		}
 		out.Agent = a.model()
-		return seedDemoBusiness(tx, t.ID)
+		return nil
 	})
 	return out, err
-}
-
-var demoStreets = []string{"Yunqi Rd 88, Hangzhou", "Nanjing Rd 1200, Shanghai", "Zhongguancun St 27, Beijing",
-	"Tianfu Ave 999, Chengdu", "Shennan Blvd 6008, Shenzhen"}
-
-func seedDemoBusiness(tx *gorm.DB, tenantID string) error {
-	for i := 1; i <= 20; i++ {
-		id := fmt.Sprintf("ord_%d", 1000+i)
-		row := demoOrderRow{TenantID: tenantID, ID: id, Currency: "CNY", PayableMinor: 19900, Version: 1,
-			Label: fmt.Sprintf("Order …%d · %s", 1000+i, demoStreets[i%len(demoStreets)])}
-		if _, err := insertOnce(tx, &row); err != nil {
-			return err
-		}
-	}
-	for i := 1; i <= 10; i++ {
-		id := fmt.Sprintf("ord_%d", 2000+i)
-		row := demoOrderRow{TenantID: tenantID, ID: id, Currency: "CNY", PayableMinor: 500000, Version: 1,
-			Label: fmt.Sprintf("Order …%d · bulk purchase · %s", 2000+i, demoStreets[i%len(demoStreets)])}
-		if _, err := insertOnce(tx, &row); err != nil {
-			return err
-		}
-	}
-	names := []string{"Li Wei", "Wang Fang", "Zhang Min", "Chen Jing", "Liu Yang"}
-	for i := 1; i <= 5; i++ {
-		row := demoCustomerRow{TenantID: tenantID, ID: fmt.Sprintf("cus_%03d", i), Name: names[i-1],
-			Email: fmt.Sprintf("customer%d@example.com", i), Version: 1}
-		if _, err := insertOnce(tx, &row); err != nil {
-			return err
-		}
-	}
-	for i := 1; i <= 200; i++ {
-		row := demoLogRow{TenantID: tenantID, ID: fmt.Sprintf("log_%04d", i),
-			Message: fmt.Sprintf("debug trace %d of the checkout service", i)}
-		if _, err := insertOnce(tx, &row); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,44 +67,77 @@ func (r deliveryRow) model(ev models.Event) models.Delivery {
 // them. Every state change calls it right after its conditional UPDATE
 // matched, so the event commits if and only if the change does.
 func (s *Store) recordEvent(tx *gorm.DB, tenantID, proposalID string, typ models.EventType, now time.Time, data map[string]any) error {
-	payload := []byte("{}")
-	if len(data) > 0 {
-		b, err := json.Marshal(data)
-		if err != nil {
-			return models.Wrap(models.EInternal, err, "cannot encode event")
+	return s.recordEvents(tx, tenantID, proposalID, now, outboxEvent{typ, data})
+}
+
+// outboxEvent is one event recordEvents appends.
+type outboxEvent struct {
+	typ  models.EventType
+	data map[string]any
+}
+
+// recordEvents is recordEvent for several events of one change (a new
+// proposal is created and awaits a person), in one statement.
+func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.Time, evs ...outboxEvent) error {
+	// The events take the proposal's agent, status and revision as this
+	// transaction sees them, and name the webhook endpoints that see that
+	// agent, in the one statement that records them: an INSERT … SELECT of
+	// the proposal joined with the events' own values.
+	ids := make([]string, len(evs))
+	values := make([]string, len(evs))
+	args := []any{ms(now)} // in the order of the placeholders below
+	for i, ev := range evs {
+		payload := []byte("{}")
+		if len(ev.data) > 0 {
+			b, err := json.Marshal(ev.data)
+			if err != nil {
+				return models.Wrap(models.EInternal, err, "cannot encode event")
+			}
+			payload = b
 		}
-		payload = b
+		ids[i] = models.NewID("evt")
+		values[i] = "SELECT CAST(? AS TEXT) AS id, CAST(? AS TEXT) AS type, CAST(? AS TEXT) AS payload"
+		args = append(args, ids[i], string(ev.typ), string(payload))
 	}
-	// The event takes the proposal's agent, status and revision as this
-	// transaction sees them, in the one statement that records it.
-	ev := eventRow{ID: models.NewID("evt")}
-	var agents []string
+	agg := "group_concat(id, ',')"
+	if s.dialect == Postgres {
+		agg = "string_agg(id, ',')"
+	}
+	args = append(args, tenantID, proposalID, tenantID, tenantID, proposalID)
+	var got []struct {
+		AgentID   string
+		Endpoints *string
+	}
 	if err := tx.Raw(`INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
-		SELECT ?, tenant_id, agent_id, id, ?, status, revision, ?, ? FROM proposals WHERE tenant_id = ? AND id = ?
-		RETURNING agent_id`, ev.ID, string(typ), string(payload), ms(now), tenantID, proposalID).Scan(&agents).Error; err != nil {
+		SELECT v.id, p.tenant_id, p.agent_id, p.id, v.type, p.status, p.revision, v.payload, CAST(? AS BIGINT)
+		FROM proposals p CROSS JOIN (`+strings.Join(values, " UNION ALL ")+`) AS v WHERE p.tenant_id = ? AND p.id = ?
+		RETURNING agent_id, (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = ? AND w.disabled_at IS NULL
+		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = ? AND id = ?))) AS endpoints`,
+		args...).Scan(&got).Error; err != nil {
 		return err
 	}
-	if len(agents) != 1 {
+	if len(got) != len(evs) {
 		return gorm.ErrRecordNotFound
 	}
 	var endpoints []string
-	if err := tx.Model(&webhookEndpointRow{}).
-		Where("tenant_id = ? AND (agent_id IS NULL OR agent_id = ?) AND disabled_at IS NULL", tenantID, agents[0]).
-		Order("id").Pluck("id", &endpoints).Error; err != nil {
-		return err
+	if got[0].Endpoints != nil && *got[0].Endpoints != "" {
+		endpoints = strings.Split(*got[0].Endpoints, ",")
+		slices.Sort(endpoints)
 	}
 	var rows []deliveryRow
-	add := func(channel, target string) {
-		rows = append(rows, deliveryRow{ID: models.NewID("dlv"), TenantID: tenantID, EventID: ev.ID,
-			Channel: channel, Target: target, Status: string(models.DeliveryPending),
-			NextAttemptAt: ms(now), CreatedAt: ms(now), UpdatedAt: ms(now)})
-	}
-	for _, id := range endpoints {
-		add(models.ChannelWebhook, id)
-	}
-	if typ == models.StatusEvent(models.StatusAwaitingConfirmation) {
-		for _, ch := range s.notify {
-			add(ch, ch)
+	for i, ev := range evs {
+		add := func(channel, target string) {
+			rows = append(rows, deliveryRow{ID: models.NewID("dlv"), TenantID: tenantID, EventID: ids[i],
+				Channel: channel, Target: target, Status: string(models.DeliveryPending),
+				NextAttemptAt: ms(now), CreatedAt: ms(now), UpdatedAt: ms(now)})
+		}
+		for _, id := range endpoints {
+			add(models.ChannelWebhook, id)
+		}
+		if ev.typ == models.StatusEvent(models.StatusAwaitingConfirmation) {
+			for _, ch := range s.notify {
+				add(ch, ch)
+			}
 		}
 	}
 	if len(rows) == 0 {

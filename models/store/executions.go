@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -50,103 +49,6 @@ func (r executionRow) model() models.Execution {
 		e.Result = json.RawMessage(r.Result)
 	}
 	return e
-}
-
-// Consume is the one atomic step that turns a confirmation into an execution.
-type Consume struct {
-	TenantID   string
-	AgentID    string
-	ProposalID string
-	JTI        string
-	Execution  models.Execution // ID, RequestKey, DownstreamKey, Operation, ArgsDigest, LeaseUntil set by the caller
-	Now        time.Time
-}
-
-// ConsumeToken redeems a token exactly once. In one transaction it flips the
-// token from issued to consumed with a conditional UPDATE (bound to the
-// tenant, agent, proposal and an unexpired window), creates the execution
-// record for the request key and moves the proposal from confirmed to
-// executing. consumed=false (and nothing written) means another redemption,
-// a revocation or the expiry came first; the caller reads the token to tell
-// which. A downstream key that already has an execution for another digest
-// is EIdempotencyKeyReuse. An empty downstream key is EInternal: it would
-// reach the business system as no key at all.
-func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execution, consumed bool, err error) {
-	if c.Execution.DownstreamKey == "" {
-		return models.Execution{}, false, models.Errorf(models.EInternal, "execution without a downstream key")
-	}
-	now := ms(c.Now)
-	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
-		RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
-		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
-		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
-	err = s.tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&tokenRow{}).
-			Where("jti = ? AND tenant_id = ? AND agent_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
-				c.JTI, c.TenantID, c.AgentID, c.ProposalID, string(models.TokenIssued), now).
-			Updates(map[string]any{"status": string(models.TokenConsumed), "consumed_at": now, "execution_id": c.Execution.ID})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return nil
-		}
-		ok, err := insertOnce(tx, &row)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			var other executionRow
-			if err := tx.Where("tenant_id = ? AND downstream_key = ?", c.TenantID, c.Execution.DownstreamKey).Take(&other).Error; err != nil {
-				return err
-			}
-			if other.ArgsDigest != row.ArgsDigest {
-				return models.Errorf(models.EIdempotencyKeyReuse, "request key %q was used for other arguments", row.RequestKey)
-			}
-			return models.Errorf(models.EAlreadyConsumed, "request key %q already has an execution", row.RequestKey)
-		}
-		moved, err := transition(tx, c.TenantID, c.ProposalID, models.StatusExecuting, c.Now, "status = ?", string(models.StatusConfirmed))
-		if err != nil {
-			return err
-		}
-		if !moved {
-			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
-		}
-		if err := s.recordEvent(tx, c.TenantID, c.ProposalID, models.StatusEvent(models.StatusExecuting), c.Now,
-			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
-			return err
-		}
-		consumed = true
-		return appendAudit(tx, c.TenantID, c.Now, executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil))
-	})
-	if commitUncertain(err) {
-		return s.consumedAfterAll(ctx, c, row, err)
-	}
-	if err != nil || !consumed {
-		return models.Execution{}, false, err
-	}
-	return row.model(), true, nil
-}
-
-// consumedAfterAll settles a consumption whose commit failed by reading the
-// token back: consumed for this execution means the commit went through;
-// consumed for another, revoked or expired means someone else's change
-// stands (consumed=false). A token still issued, or one that cannot be
-// read, is EOutcomeUncertain: the commit may yet land, and presenting the
-// same token again is safe.
-func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRow, cause error) (models.Execution, bool, error) {
-	var tok tokenRow
-	rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND jti = ?", c.TenantID, c.JTI).Take(&tok).Error
-	switch {
-	case rerr != nil:
-		cause = errors.Join(cause, rerr)
-	case tok.Status == string(models.TokenConsumed) && tok.ExecutionID != nil && *tok.ExecutionID == row.ID:
-		return row.model(), true, nil
-	case tok.Status != string(models.TokenIssued):
-		return models.Execution{}, false, nil
-	}
-	return models.Execution{}, false, models.Wrap(models.EOutcomeUncertain, cause,
-		"the database failed while redeeming the token, which may or may not have been redeemed; retry with the same token")
 }
 
 // ClaimExecution takes an execution for one more attempt, atomically: it
@@ -361,38 +263,4 @@ func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]
 		out[i] = r.model()
 	}
 	return out, nil
-}
-
-// Redemption returns what a presented token is checked against before it
-// is consumed: the stored proposal's snapshot (without its decisions, token
-// or execution, and without the agent's name) and the token recorded under
-// jti, nil when there is none. Nothing is locked: these reads only choose
-// the answer, and ConsumeToken's conditional UPDATE decides. On SQLite they
-// run on the reader pool, so they never queue behind the writer.
-func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
-	db := s.read.WithContext(ctx)
-	var row proposalRow
-	if err := db.Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
-		return nil, nil, notFound(err, "no proposal %q", proposalID)
-	}
-	p, err := row.model("")
-	if err != nil {
-		return nil, nil, err
-	}
-	if p.MandateID != "" && p.Kind == "" {
-		// The execution's receipt names the mandate's grantors.
-		if err := loadGrantors(db, p); err != nil {
-			return nil, nil, dbErr(err)
-		}
-	}
-	var tok tokenRow
-	err = db.Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&tok).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return p, nil, nil
-	}
-	if err != nil {
-		return nil, nil, dbErr(err)
-	}
-	t := tok.model()
-	return p, &t, nil
 }

@@ -213,10 +213,11 @@ func (s *Store) CreateAgent(ctx context.Context, tenantID, name, ownerUserID, ke
 }
 
 // AgentByKeyHash returns the active agent whose key hashes to keyHash, or
-// EUnauthenticated.
+// EUnauthenticated. Every agent request starts with it, so it reads on the
+// reader pool: on SQLite it never waits for the one writer connection.
 func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agent, error) {
 	var row agentRow
-	err := s.db.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
+	err := s.read.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.Agent{}, models.Errorf(models.EUnauthenticated, "unknown or revoked API key")
 	}

@@ -41,10 +41,12 @@ type agentWaitRow struct {
 func (agentWaitRow) TableName() string { return "agent_waits" }
 
 // LimitOverrides returns what is set for the tenant and for one of its agents
-// (agentID "" reads only the tenant's).
+// (agentID "" reads only the tenant's). Every create reads them first, so
+// they are read on the reader pool: on SQLite they never wait for the one
+// writer connection.
 func (s *Store) LimitOverrides(ctx context.Context, tenantID, agentID string) (tenant, agent models.LimitOverride, err error) {
 	var rows []limitOverrideRow
-	err = s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id IN ?", tenantID, []string{"", agentID}).Find(&rows).Error
+	err = s.read.WithContext(ctx).Where("tenant_id = ? AND agent_id IN ?", tenantID, []string{"", agentID}).Find(&rows).Error
 	if err != nil {
 		return tenant, agent, dbErr(err)
 	}

@@ -170,10 +170,8 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 			return err
 		}
 		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
-		if err := s.recordEvent(tx, p.TenantID, p.ID, models.EventCreated, p.CreatedAt, data); err != nil {
-			return err
-		}
-		if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(p.Status), p.CreatedAt, data); err != nil {
+		if err := s.recordEvents(tx, p.TenantID, p.ID, p.CreatedAt,
+			outboxEvent{models.EventCreated, data}, outboxEvent{models.StatusEvent(p.Status), data}); err != nil {
 			return err
 		}
 		if capped {

@@ -20,8 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/libtnb/sqlite"
 	"github.com/pressly/goose/v3"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -126,14 +126,16 @@ func Open(url string, opts Options) (*Store, error) {
 		if err := createPrivate(path); err != nil {
 			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
 		}
-		dial, dialect = sqlite.Open(sqliteDSN(path)), SQLite
+		// Every connection keeps its statements compiled (stmtcache.go).
+		wrap := func(d driver.Driver) driver.Driver { return stmtCache{d: d} }
 		if opts.WrapDriver != nil {
-			conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.WrapDriver)
-			if err != nil {
-				return nil, err
-			}
-			dial = &sqlite.Dialector{DriverName: sqlite.DriverName, DSN: sqliteDSN(path), Conn: conn}
+			wrap = func(d driver.Driver) driver.Driver { return opts.WrapDriver(stmtCache{d: d}) }
 		}
+		conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), wrap)
+		if err != nil {
+			return nil, err
+		}
+		dial, dialect = &sqlite.Dialector{DriverName: sqlite.DriverName, DSN: sqliteDSN(path), Conn: conn}, SQLite
 	default:
 		return nil, models.Errorf(models.EInvalidRequest, "database URL must start with sqlite:// or postgres://")
 	}
@@ -179,10 +181,10 @@ func Open(url string, opts Options) (*Store, error) {
 // gormConfig is the GORM configuration of one connection pool (each pool
 // needs its own: GORM keeps the pool in it).
 //
-// GORM's prepared-statement cache is not used: the SQLite driver compiles
-// a statement's SQL again at every execution even when it was prepared,
-// so the cache would only add bookkeeping, and on PostgreSQL pgx already
-// keeps prepared statements per connection.
+// GORM's prepared-statement mode is not used: it re-prepares every
+// statement first seen inside a transaction. On SQLite each connection keeps
+// its statements compiled below database/sql instead (stmtcache.go); on
+// PostgreSQL pgx keeps prepared statements per connection.
 func gormConfig(opts Options) *gorm.Config {
 	cfg := &gorm.Config{
 		TranslateError:         true,
@@ -223,7 +225,11 @@ const readerConns = 4
 // opened (and put in WAL mode).
 func openSQLiteReader(path string, cfg *gorm.Config) (*gorm.DB, *sql.DB, error) {
 	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
-	db, err := gorm.Open(sqlite.Open(dsn), cfg)
+	conn, err := wrappedDB(sqlite.DriverName, dsn, func(d driver.Driver) driver.Driver { return stmtCache{d: d} })
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := gorm.Open(&sqlite.Dialector{DriverName: sqlite.DriverName, DSN: dsn, Conn: conn}, cfg)
 	if err != nil {
 		return nil, nil, models.Wrap(models.EUnavailable, err, "cannot open the database for reading")
 	}

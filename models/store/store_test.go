@@ -2,10 +2,7 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,10 +63,6 @@ func TestSeedDemoRefreshesCredentialsOnly(t *testing.T) {
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		first := seed(t, st)
-		l := st.DemoLedger()
-		if err := l.BumpOrder(ctx, first.Tenant.ID, "ord_1001"); err != nil {
-			t.Fatal(err)
-		}
 		second, err := st.SeedDemo(ctx, store.DemoSeed{ReviewerName: "alice", ReviewerPasswordHash: "h3",
 			AdminName: "admin", AdminPasswordHash: "h4", AgentName: "bot", AgentKeyHash: "sha256:k2"})
 		if err != nil {
@@ -84,63 +77,6 @@ func TestSeedDemoRefreshesCredentialsOnly(t *testing.T) {
 		if _, err := st.AgentByKeyHash(ctx, "sha256:k2"); err != nil {
 			t.Errorf("new demo key: %v", err)
 		}
-		o, _ := l.DemoOrder(ctx, first.Tenant.ID, "ord_1001")
-		if o.Version != 2 {
-			t.Errorf("reseeding reset business data: version %d", o.Version)
-		}
-	})
-}
-
-func TestDemoLedgerIsIdempotentPerKey(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *store.Store) {
-		ctx := context.Background()
-		d := seed(t, st)
-		l := st.DemoLedger()
-		args := json.RawMessage(`{"amount_minor":5000,"currency":"CNY","order_id":"ord_1002","reason":"x"}`)
-		req := models.ExecuteRequest{Tool: "refund_order", Arguments: args, Tenant: d.Tenant.ID, IdempotencyKey: "k-1", ExpectedStateVersion: "1"}
-		var wg sync.WaitGroup
-		refs := make([]string, 20)
-		for i := range refs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := l.Execute(ctx, req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				refs[i] = res.ProviderRef
-			}()
-		}
-		wg.Wait()
-		for _, r := range refs {
-			if r != refs[0] {
-				t.Fatalf("same key answered different outcomes: %v", refs)
-			}
-		}
-		o, _ := l.DemoOrder(ctx, d.Tenant.ID, "ord_1002")
-		if o.RefundedMinor != 5000 || o.Version != 2 {
-			t.Fatalf("order after 20 executes with one key: refunded %d version %d", o.RefundedMinor, o.Version)
-		}
-		// Another key with the stale version: a conflict, and nothing recorded for it.
-		req.IdempotencyKey = "k-2"
-		if _, err := l.Execute(ctx, req); !errors.Is(err, models.ErrStateConflict) {
-			t.Fatalf("stale version: %v", err)
-		}
-		if _, err := l.Status(ctx, d.Tenant.ID, "k-2"); !errors.Is(err, models.ErrNeverArrived) {
-			t.Fatalf("a conflicting execute left a record: %v", err)
-		}
-		// The current version but more than is refundable: a terminal refusal, recorded.
-		req.ExpectedStateVersion = "2"
-		req.Arguments = json.RawMessage(`{"amount_minor":15000,"currency":"CNY","order_id":"ord_1002","reason":"x"}`)
-		res, err := l.Execute(ctx, req)
-		if err != nil || res.Status != models.StatusFailedTerminal {
-			t.Fatalf("over the balance: %+v %v", res, err)
-		}
-		st2, err := l.Status(ctx, d.Tenant.ID, "k-2")
-		if err != nil || st2.Status != models.StatusFailedTerminal {
-			t.Fatalf("status of k-2: %+v %v", st2, err)
-		}
 	})
 }
 
@@ -149,6 +85,42 @@ func TestCursorPagination(t *testing.T) {
 		ctx := context.Background()
 		if _, _, err := st.ListProposals(ctx, store.ListFilter{TenantID: "x", Cursor: "%%%"}); !models.IsCode(err, models.EInvalidRequest) {
 			t.Errorf("bad cursor: %v", err)
+		}
+	})
+}
+
+func TestProposalsCarryTheAgentsOwner(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		d := seed(t, st)
+		bob, err := st.CreateUser(ctx, d.Tenant.ID, "bob", models.RoleReviewer, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned, err := st.CreateAgent(ctx, d.Tenant.ID, "bobs-bot", bob.ID, "sha256:owned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+		p := &models.Proposal{ID: "prop_owned", TenantID: d.Tenant.ID, AgentID: owned.ID,
+			Tool: "refund_order", Arguments: []byte(`{}`), ArgsDigest: "sha256:00", Resource: "ord_1001",
+			Tier:          models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Hour},
+			PolicyVersion: "1", RequestKey: "k-owned", Status: models.StatusAwaitingConfirmation,
+			Revision: 1, CreatedAt: at, ExpiresAt: at.Add(time.Hour), UpdatedAt: at}
+		if _, ok, err := st.CreateProposal(ctx, p); err != nil || !ok {
+			t.Fatal(err)
+		}
+		got, err := st.GetProposal(ctx, d.Tenant.ID, p.ID)
+		if err != nil || got.AgentOwnerID != bob.ID || got.AgentOwnerName != "bob" {
+			t.Fatalf("get: owner %q %q (%v)", got.AgentOwnerID, got.AgentOwnerName, err)
+		}
+		if !got.OwnedBy(bob.ID) || got.OwnedBy(d.Reviewer.ID) {
+			t.Error("OwnedBy does not name the owner alone")
+		}
+		list, _, err := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID,
+			Statuses: []models.Status{models.StatusAwaitingConfirmation, models.StatusDeclined}})
+		if err != nil || len(list) != 1 || list[0].AgentOwnerName != "bob" {
+			t.Fatalf("list: %v (%v)", list, err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package store_test
+package demoledger_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -16,7 +16,7 @@ func TestDemoLedgerDescribesRefundsBeforeAndAfter(t *testing.T) {
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)
-		l := st.DemoLedger()
+		l := demoledger.New(st)
 		args := json.RawMessage(`{"amount_minor":5000,"currency":"CNY","order_id":"ord_1003","reason":"x"}`)
 		describe := func() (models.Description, string) {
 			t.Helper()
@@ -76,42 +76,6 @@ func TestDemoLedgerDescribesRefundsBeforeAndAfter(t *testing.T) {
 		}
 		if _, err := l.Describe(ctx, models.DescribeRequest{Tool: "no_such_tool", Arguments: logs, Tenant: d.Tenant.ID}); !errors.Is(err, models.ErrNoDescription) {
 			t.Errorf("an unknown tool: %v, want ErrNoDescription", err)
-		}
-	})
-}
-
-func TestProposalsCarryTheAgentsOwner(t *testing.T) {
-	eachDB(t, func(t *testing.T, st *store.Store) {
-		ctx := context.Background()
-		d := seed(t, st)
-		bob, err := st.CreateUser(ctx, d.Tenant.ID, "bob", models.RoleReviewer, "x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		owned, err := st.CreateAgent(ctx, d.Tenant.ID, "bobs-bot", bob.ID, "sha256:owned")
-		if err != nil {
-			t.Fatal(err)
-		}
-		at := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
-		p := &models.Proposal{ID: "prop_owned", TenantID: d.Tenant.ID, AgentID: owned.ID,
-			Tool: "refund_order", Arguments: []byte(`{}`), ArgsDigest: "sha256:00", Resource: "ord_1001",
-			Tier:          models.Tier{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1, TTL: time.Hour},
-			PolicyVersion: "1", RequestKey: "k-owned", Status: models.StatusAwaitingConfirmation,
-			Revision: 1, CreatedAt: at, ExpiresAt: at.Add(time.Hour), UpdatedAt: at}
-		if _, ok, err := st.CreateProposal(ctx, p); err != nil || !ok {
-			t.Fatal(err)
-		}
-		got, err := st.GetProposal(ctx, d.Tenant.ID, p.ID)
-		if err != nil || got.AgentOwnerID != bob.ID || got.AgentOwnerName != "bob" {
-			t.Fatalf("get: owner %q %q (%v)", got.AgentOwnerID, got.AgentOwnerName, err)
-		}
-		if !got.OwnedBy(bob.ID) || got.OwnedBy(d.Reviewer.ID) {
-			t.Error("OwnedBy does not name the owner alone")
-		}
-		list, _, err := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID,
-			Statuses: []models.Status{models.StatusAwaitingConfirmation, models.StatusDeclined}})
-		if err != nil || len(list) != 1 || list[0].AgentOwnerName != "bob" {
-			t.Fatalf("list: %v (%v)", list, err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package store
+package demoledger
 
 import (
 	"context"
@@ -10,17 +10,18 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
 )
 
-var _ models.DescribeAdapter = (*DemoLedger)(nil)
+var _ models.DescribeAdapter = (*Ledger)(nil)
 
 // Describe tells a reviewer what a write would do in the demo ledger as it
 // stands now: for a refund the order's paid amount, and its refunded and
 // refundable amounts before → after; for an e-mail the customer; for a
 // deletion how many of the entries exist before → after. A target that
 // does not exist is a fact too.
-func (l *DemoLedger) Describe(ctx context.Context, req models.DescribeRequest) (models.Description, error) {
-	db := l.s.db.WithContext(ctx)
+func (l *Ledger) Describe(ctx context.Context, req models.DescribeRequest) (models.Description, error) {
+	db := l.db.WithContext(ctx)
 	switch req.Tool {
 	case "refund_order":
 		var a refundArgs
@@ -33,7 +34,7 @@ func (l *DemoLedger) Describe(ctx context.Context, req models.DescribeRequest) (
 			return describeFacts(models.Fact{Label: "Order", Value: fmt.Sprintf("%s does not exist", a.OrderID)}), nil
 		}
 		if err != nil {
-			return models.Description{}, dbErr(err)
+			return models.Description{}, store.DBError(err)
 		}
 		money := func(minor int64) string {
 			s, err := registry.FormatMoney(minor, o.Currency)
@@ -66,7 +67,7 @@ func (l *DemoLedger) Describe(ctx context.Context, req models.DescribeRequest) (
 			return describeFacts(models.Fact{Label: "Customer", Value: fmt.Sprintf("%s does not exist", a.CustomerID)}), nil
 		}
 		if err != nil {
-			return models.Description{}, dbErr(err)
+			return models.Description{}, store.DBError(err)
 		}
 		return describeFacts(models.Fact{Label: "Customer", Value: c.Name}, models.Fact{Label: "E-mail address", Value: c.Email}), nil
 	case "delete_logs":
@@ -77,7 +78,7 @@ func (l *DemoLedger) Describe(ctx context.Context, req models.DescribeRequest) (
 		var live int64
 		if err := db.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
 			Count(&live).Error; err != nil {
-			return models.Description{}, dbErr(err)
+			return models.Description{}, store.DBError(err)
 		}
 		return models.Description{
 			Facts: []models.Fact{{Label: "Missing or already deleted", Value: fmt.Sprintf("%d of %d", int64(len(a.LogIDs))-live, len(a.LogIDs))}},

@@ -1,4 +1,7 @@
-package store
+// Package demoledger is the built-in demo business system, kept in the same
+// database as countersign's store (tables demo_*): refunds over demo orders,
+// customer emails into an outbox and deletion of demo log entries.
+package demoledger
 
 import (
 	"context"
@@ -14,21 +17,32 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 )
 
-// DemoLedger is the built-in demo business system: refunds over demo orders,
+// Ledger is the built-in demo business system: refunds over demo orders,
 // customer emails into an outbox and deletion of demo log entries. It keeps
 // the HTTP adapter contract in-process: validation answers a state version,
 // execution is idempotent on the idempotency key, the execution's downstream
 // key (its own record, whose request_key column holds that key, is written in
 // the same transaction as the change) and guarded by optimistic concurrency
 // on that version.
-type DemoLedger struct{ s *Store }
+type Ledger struct {
+	db    *gorm.DB
+	clock models.Clock
+}
 
-// DemoLedger returns the demo business system over this store's database.
-func (s *Store) DemoLedger() *DemoLedger { return &DemoLedger{s: s} }
+// Handle is what the ledger needs of the store: its database handle and
+// clock (*store.Store has both).
+type Handle interface {
+	Gorm() *gorm.DB
+	Clock() models.Clock
+}
 
-var _ models.Adapter = (*DemoLedger)(nil)
+// New returns the demo business system over the store's database.
+func New(h Handle) *Ledger { return &Ledger{db: h.Gorm(), clock: h.Clock()} }
+
+var _ models.Adapter = (*Ledger)(nil)
 
 type demoOrderRow struct {
 	TenantID      string `gorm:"primaryKey"`
@@ -115,8 +129,8 @@ func decodeArgs(raw json.RawMessage, v any) error {
 
 // Validate answers the resource's state version and label, or the business
 // problems that forbid the write.
-func (l *DemoLedger) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
-	db := l.s.db.WithContext(ctx)
+func (l *Ledger) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
+	db := l.db.WithContext(ctx)
 	switch req.Tool {
 	case "refund_order":
 		var a refundArgs
@@ -129,7 +143,7 @@ func (l *DemoLedger) Validate(ctx context.Context, req models.ValidateRequest) (
 			return models.ValidateResult{Problems: []string{fmt.Sprintf("order %s does not exist", a.OrderID)}}, nil
 		}
 		if err != nil {
-			return models.ValidateResult{}, dbErr(err)
+			return models.ValidateResult{}, store.DBError(err)
 		}
 		res := models.ValidateResult{OK: true, StateVersion: strconv.FormatInt(o.Version, 10), ResourceLabel: o.Label}
 		if a.Currency != o.Currency {
@@ -152,7 +166,7 @@ func (l *DemoLedger) Validate(ctx context.Context, req models.ValidateRequest) (
 			return models.ValidateResult{Problems: []string{fmt.Sprintf("customer %s does not exist", a.CustomerID)}}, nil
 		}
 		if err != nil {
-			return models.ValidateResult{}, dbErr(err)
+			return models.ValidateResult{}, store.DBError(err)
 		}
 		return models.ValidateResult{OK: true, StateVersion: strconv.FormatInt(c.Version, 10),
 			ResourceLabel: fmt.Sprintf("%s <%s>", c.Name, c.Email)}, nil
@@ -165,7 +179,7 @@ func (l *DemoLedger) Validate(ctx context.Context, req models.ValidateRequest) (
 		err := db.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
 			Order("id").Pluck("id", &live).Error
 		if err != nil {
-			return models.ValidateResult{}, dbErr(err)
+			return models.ValidateResult{}, store.DBError(err)
 		}
 		if len(live) != len(a.LogIDs) {
 			return models.ValidateResult{Problems: []string{fmt.Sprintf("%d of the %d log entries do not exist or are already deleted",
@@ -187,45 +201,66 @@ func logSetVersion(live []string) string {
 // errConflict rolls back an execute transaction whose expected state moved.
 var errConflict = errors.New("demo ledger: state moved")
 
-// Execute performs the write once per idempotency key.
-func (l *DemoLedger) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
+// errDuplicate rolls back an execute transaction whose key another
+// execution recorded first.
+var errDuplicate = errors.New("demo ledger: key already recorded")
+
+// errAnswered rolls back an execute transaction that found the outcome
+// recorded for its key: nothing of it may stay.
+var errAnswered = errors.New("demo ledger: answered from the record")
+
+// Execute performs the write once per idempotency key. The change is made
+// first, guarded by the expected state version, and the key's record is
+// inserted after it with the outcome, in the same transaction (ON CONFLICT
+// DO NOTHING on the key): two statements for a refund instead of a claim, the
+// change and an update of the claim. When the guarded change matches
+// nothing, or the key was recorded first (by a concurrent execute with the
+// same key, which then committed), the transaction rolls back and the
+// recorded outcome is the answer.
+func (l *Ledger) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
 	if req.IdempotencyKey == "" {
 		return models.ExecuteResult{}, models.Errorf(models.EInvalidRequest, "missing idempotency key")
 	}
-	now := ms(l.s.clock.Now())
+	now := l.clock.Now().UnixMilli()
 	var out models.ExecuteResult
-	err := l.s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		claim := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
-			Status: "pending", ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"), Result: "{}", CreatedAt: now}
-		ok, err := insertOnce(tx, &claim)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// A write with this key arrived before: answer its outcome.
-			var prev demoLedgerExecRow
-			if err := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).Take(&prev).Error; err != nil {
-				return err
-			}
-			out = prev.result()
-			return nil
-		}
+	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		status, result, err := l.apply(tx, req, now)
-		if err != nil {
+		if err == nil {
+			rec := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
+				Status: string(status), ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"),
+				Result: string(result), CreatedAt: now}
+			ok, ierr := store.InsertOnce(tx, &rec)
+			if ierr != nil {
+				return ierr
+			}
+			if ok {
+				out = rec.result()
+				return nil
+			}
+			err = errDuplicate
+		}
+		if !errors.Is(err, errConflict) && !errors.Is(err, errDuplicate) {
 			return err
 		}
-		claim.Status, claim.Result = string(status), string(result)
-		if err := tx.Model(&claim).Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).
-			Updates(map[string]any{"status": claim.Status, "result": claim.Result}).Error; err != nil {
+		// A write with this key may have arrived before: its outcome is the
+		// answer, and this transaction's change (if any) is undone.
+		var prev demoLedgerExecRow
+		ferr := tx.Where("tenant_id = ? AND request_key = ?", req.Tenant, req.IdempotencyKey).Take(&prev).Error
+		if errors.Is(ferr, gorm.ErrRecordNotFound) {
 			return err
 		}
-		out = claim.result()
-		return nil
+		if ferr != nil {
+			return ferr
+		}
+		out = prev.result()
+		return errAnswered
 	})
-	if errors.Is(err, errConflict) {
+	switch {
+	case errors.Is(err, errAnswered):
+		return out, nil
+	case errors.Is(err, errConflict):
 		return models.ExecuteResult{}, models.ErrStateConflict
-	}
-	if err != nil {
+	case err != nil:
 		return models.ExecuteResult{}, fmt.Errorf("demo ledger: %w: %w", models.ErrOutcomeUnknown, err)
 	}
 	return out, nil
@@ -236,9 +271,10 @@ func (r demoLedgerExecRow) result() models.ExecuteResult {
 }
 
 // apply makes the business change inside the execute transaction. A moved
-// state version returns errConflict (the whole transaction, claim included,
-// rolls back: nothing happened for that key).
-func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (models.Status, json.RawMessage, error) {
+// state version returns errConflict (the whole transaction rolls back:
+// nothing happened for that key, unless an earlier execute with the key
+// recorded an outcome, which Execute then answers).
+func (l *Ledger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (models.Status, json.RawMessage, error) {
 	version, _ := strconv.ParseInt(req.ExpectedStateVersion, 10, 64)
 	switch req.Tool {
 	case "refund_order":
@@ -289,11 +325,17 @@ func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (m
 			if err != nil {
 				return "", nil, models.Wrap(models.EInvalidRequest, err, "send_at is not RFC 3339")
 			}
-			v := ms(t)
+			v := t.UnixMilli()
 			row.SendAt = &v
 		}
-		if err := tx.Create(&row).Error; err != nil {
+		// Keyed by the idempotency key: a second write with it queues
+		// nothing, and the key's record tells its outcome.
+		ok, err := store.InsertOnce(tx, &row)
+		if err != nil {
 			return "", nil, err
+		}
+		if !ok {
+			return "", nil, errDuplicate
 		}
 		r, _ := json.Marshal(map[string]any{"queued": true, "customer_id": a.CustomerID})
 		return models.StatusSucceeded, r, nil
@@ -326,20 +368,20 @@ func (l *DemoLedger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (m
 
 // Status reports the outcome recorded for an idempotency key, or
 // models.ErrNeverArrived.
-func (l *DemoLedger) Status(ctx context.Context, tenant, idempotencyKey string) (models.ExecuteResult, error) {
+func (l *Ledger) Status(ctx context.Context, tenant, idempotencyKey string) (models.ExecuteResult, error) {
 	var row demoLedgerExecRow
-	err := l.s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", tenant, idempotencyKey).Take(&row).Error
+	err := l.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", tenant, idempotencyKey).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.ExecuteResult{}, models.ErrNeverArrived
 	}
 	if err != nil {
-		return models.ExecuteResult{}, dbErr(err)
+		return models.ExecuteResult{}, store.DBError(err)
 	}
 	return row.result(), nil
 }
 
-// DemoOrder is a demo order's current state, for tests and the demo.
-type DemoOrder struct {
+// Order is a demo order's current state, for tests and the demo.
+type Order struct {
 	ID            string
 	Label         string
 	Currency      string
@@ -348,23 +390,26 @@ type DemoOrder struct {
 	Version       int64
 }
 
-// DemoOrder returns a demo order of the tenant, or ENotFound.
-func (l *DemoLedger) DemoOrder(ctx context.Context, tenantID, id string) (DemoOrder, error) {
+// Order returns a demo order of the tenant, or ENotFound.
+func (l *Ledger) Order(ctx context.Context, tenantID, id string) (Order, error) {
 	var o demoOrderRow
-	if err := l.s.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&o).Error; err != nil {
-		return DemoOrder{}, notFound(err, "no order %q", id)
+	if err := l.db.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&o).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return Order{}, models.Errorf(models.ENotFound, "no order %q", id)
+		}
+		return Order{}, store.DBError(err)
 	}
-	return DemoOrder{ID: o.ID, Label: o.Label, Currency: o.Currency, PayableMinor: o.PayableMinor,
+	return Order{ID: o.ID, Label: o.Label, Currency: o.Currency, PayableMinor: o.PayableMinor,
 		RefundedMinor: o.RefundedMinor, Version: o.Version}, nil
 }
 
 // BumpOrder changes a demo order out of band (another channel touched it):
 // its version grows, so pending previews become stale.
-func (l *DemoLedger) BumpOrder(ctx context.Context, tenantID, id string) error {
-	res := l.s.db.WithContext(ctx).Model(&demoOrderRow{}).Where("tenant_id = ? AND id = ?", tenantID, id).
+func (l *Ledger) BumpOrder(ctx context.Context, tenantID, id string) error {
+	res := l.db.WithContext(ctx).Model(&demoOrderRow{}).Where("tenant_id = ? AND id = ?", tenantID, id).
 		Update("version", gorm.Expr("version + 1"))
 	if res.Error != nil {
-		return dbErr(res.Error)
+		return store.DBError(res.Error)
 	}
 	if res.RowsAffected == 0 {
 		return models.Errorf(models.ENotFound, "no order %q", id)
@@ -375,9 +420,9 @@ func (l *DemoLedger) BumpOrder(ctx context.Context, tenantID, id string) error {
 // ExecutionsFor counts the demo ledger's applied writes for an idempotency
 // key (an execution's DownstreamKey): the business-side proof of
 // exactly-once.
-func (l *DemoLedger) ExecutionsFor(ctx context.Context, tenantID, idempotencyKey string) (int, error) {
+func (l *Ledger) ExecutionsFor(ctx context.Context, tenantID, idempotencyKey string) (int, error) {
 	var n int64
-	err := l.s.db.WithContext(ctx).Model(&demoLedgerExecRow{}).
+	err := l.db.WithContext(ctx).Model(&demoLedgerExecRow{}).
 		Where("tenant_id = ? AND request_key = ? AND status = ?", tenantID, idempotencyKey, string(models.StatusSucceeded)).Count(&n).Error
-	return int(n), dbErr(err)
+	return int(n), store.DBError(err)
 }

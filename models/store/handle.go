@@ -1,0 +1,22 @@
+package store
+
+import (
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+// Gorm is the store's write handle, for a business system that keeps its
+// tables in the same database (the demo ledger): its statements go through
+// the same connection, pragmas and statement hook as the store's own.
+func (s *Store) Gorm() *gorm.DB { return s.db }
+
+// Clock is the clock the store stamps creation times with.
+func (s *Store) Clock() models.Clock { return s.clock }
+
+// InsertOnce inserts row unless its key exists and reports whether it did.
+func InsertOnce(tx *gorm.DB, row any) (bool, error) { return insertOnce(tx, row) }
+
+// DBError maps a database error to a models error code (not found,
+// unavailable, internal), as the store's own methods answer.
+func DBError(err error) error { return dbErr(err) }

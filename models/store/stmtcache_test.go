@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+// The statement cache must answer exactly as the driver does: a statement
+// run again while its own rows are still being read (a nested query of the
+// same SQL) goes around the cache, and a connection whose cache is full
+// starts over without losing a statement in use.
+func TestStatementCacheKeepsAnswersRight(t *testing.T) {
+	st, err := Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	db := st.db.WithContext(ctx)
+	if err := db.Exec("CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT)").Error; err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		if err := db.Exec("INSERT INTO t (n, v) VALUES (?, ?)", i, fmt.Sprint("v", i)).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	const q = "SELECT n, v FROM t WHERE n >= ? ORDER BY n"
+	// The one writer connection: the outer rows hold it, the inner query
+	// runs on it too (inside a transaction), with the same SQL.
+	err = db.Transaction(func(tx *gorm.DB) error {
+		outer, err := tx.Raw(q, 1).Rows()
+		if err != nil {
+			return err
+		}
+		defer outer.Close()
+		seen := 0
+		for outer.Next() {
+			var n int
+			var v string
+			if err := outer.Scan(&n, &v); err != nil {
+				return err
+			}
+			seen++
+			if n != seen || v != fmt.Sprint("v", n) {
+				return fmt.Errorf("outer row %d: %d %q", seen, n, v)
+			}
+			var inner []struct {
+				N int
+				V string
+			}
+			if err := tx.Raw(q, n).Scan(&inner).Error; err != nil {
+				return err
+			}
+			if len(inner) != 5-n+1 || inner[0].N != n {
+				return fmt.Errorf("inner query from %d: %v", n, inner)
+			}
+		}
+		if seen != 5 {
+			return fmt.Errorf("outer query saw %d rows", seen)
+		}
+		return outer.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More distinct statements than one connection keeps: each still
+	// answers its own question.
+	for i := range maxCachedStmts + 50 {
+		var got []struct{ N int }
+		sql := fmt.Sprintf("SELECT n FROM t WHERE n <= ? /* %d */ ORDER BY n", i)
+		if err := db.Raw(sql, 1+i%5).Scan(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1+i%5 {
+			t.Fatalf("statement %d answered %v", i, got)
+		}
+	}
+	var got []struct {
+		N int
+		V string
+	}
+	if err := db.Raw(q, 4).Scan(&got).Error; err != nil || len(got) != 2 || got[0].N != 4 || got[1].V != "v5" {
+		t.Fatalf("after the cache started over: %v %v", got, err)
+	}
+}

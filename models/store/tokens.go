@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+// The confirmation token's records: the row, its redemption (read, then
+// consumed once), its revocation and its lookup. Tokens are issued inside
+// the decision that confirms a proposal (confirm.go, mandates.go) and
+// expired by the sweep (proposals.go).
+
+type tokenRow struct {
+	JTI         string `gorm:"column:jti;primaryKey"`
+	TenantID    string
+	ProposalID  string
+	AgentID     string
+	KID         string `gorm:"column:kid"`
+	Status      string
+	Compact     string
+	IssuedAt    int64
+	ExpiresAt   int64
+	ConsumedAt  *int64
+	ExecutionID *string
+}
+
+func (tokenRow) TableName() string { return "tokens" }
+
+func (r tokenRow) model() models.Token {
+	t := models.Token{JTI: r.JTI, TenantID: r.TenantID, ProposalID: r.ProposalID, AgentID: r.AgentID,
+		KeyID: r.KID, Status: models.TokenStatus(r.Status), Compact: r.Compact,
+		IssuedAt: fromMS(r.IssuedAt), ExpiresAt: fromMS(r.ExpiresAt), ConsumedAt: fromMSPtr(r.ConsumedAt)}
+	if r.ExecutionID != nil {
+		t.ExecutionID = *r.ExecutionID
+	}
+	return t
+}
+
+// Consume is the one atomic step that turns a confirmation into an execution.
+type Consume struct {
+	TenantID   string
+	AgentID    string
+	ProposalID string
+	JTI        string
+	Execution  models.Execution // ID, RequestKey, DownstreamKey, Operation, ArgsDigest, LeaseUntil set by the caller
+	Now        time.Time
+}
+
+// ConsumeToken redeems a token exactly once. In one transaction it flips the
+// token from issued to consumed with a conditional UPDATE (bound to the
+// tenant, agent, proposal and an unexpired window), creates the execution
+// record for the request key and moves the proposal from confirmed to
+// executing. consumed=false (and nothing written) means another redemption,
+// a revocation or the expiry came first; the caller reads the token to tell
+// which. A downstream key that already has an execution for another digest
+// is EIdempotencyKeyReuse. An empty downstream key is EInternal: it would
+// reach the business system as no key at all.
+func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execution, consumed bool, err error) {
+	if c.Execution.DownstreamKey == "" {
+		return models.Execution{}, false, models.Errorf(models.EInternal, "execution without a downstream key")
+	}
+	now := ms(c.Now)
+	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
+		RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
+		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
+		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&tokenRow{}).
+			Where("jti = ? AND tenant_id = ? AND agent_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
+				c.JTI, c.TenantID, c.AgentID, c.ProposalID, string(models.TokenIssued), now).
+			Updates(map[string]any{"status": string(models.TokenConsumed), "consumed_at": now, "execution_id": c.Execution.ID})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return nil
+		}
+		ok, err := insertOnce(tx, &row)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			var other executionRow
+			if err := tx.Where("tenant_id = ? AND downstream_key = ?", c.TenantID, c.Execution.DownstreamKey).Take(&other).Error; err != nil {
+				return err
+			}
+			if other.ArgsDigest != row.ArgsDigest {
+				return models.Errorf(models.EIdempotencyKeyReuse, "request key %q was used for other arguments", row.RequestKey)
+			}
+			return models.Errorf(models.EAlreadyConsumed, "request key %q already has an execution", row.RequestKey)
+		}
+		moved, err := transition(tx, c.TenantID, c.ProposalID, models.StatusExecuting, c.Now, "status = ?", string(models.StatusConfirmed))
+		if err != nil {
+			return err
+		}
+		if !moved {
+			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
+		}
+		if err := s.recordEvent(tx, c.TenantID, c.ProposalID, models.StatusEvent(models.StatusExecuting), c.Now,
+			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
+			return err
+		}
+		consumed = true
+		return appendAudit(tx, c.TenantID, c.Now, executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil))
+	})
+	if commitUncertain(err) {
+		return s.consumedAfterAll(ctx, c, row, err)
+	}
+	if err != nil || !consumed {
+		return models.Execution{}, false, err
+	}
+	return row.model(), true, nil
+}
+
+// consumedAfterAll settles a consumption whose commit failed by reading the
+// token back: consumed for this execution means the commit went through;
+// consumed for another, revoked or expired means someone else's change
+// stands (consumed=false). A token still issued, or one that cannot be
+// read, is EOutcomeUncertain: the commit may yet land, and presenting the
+// same token again is safe.
+func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRow, cause error) (models.Execution, bool, error) {
+	var tok tokenRow
+	rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND jti = ?", c.TenantID, c.JTI).Take(&tok).Error
+	switch {
+	case rerr != nil:
+		cause = errors.Join(cause, rerr)
+	case tok.Status == string(models.TokenConsumed) && tok.ExecutionID != nil && *tok.ExecutionID == row.ID:
+		return row.model(), true, nil
+	case tok.Status != string(models.TokenIssued):
+		return models.Execution{}, false, nil
+	}
+	return models.Execution{}, false, models.Wrap(models.EOutcomeUncertain, cause,
+		"the database failed while redeeming the token, which may or may not have been redeemed; retry with the same token")
+}
+
+// Redemption returns what a presented token is checked against before it
+// is consumed, and what the execution's receipt names: the stored
+// proposal's snapshot with its decisions (and a mandate's grantors), without
+// its token, execution or agent name, and the token recorded under jti, nil
+// when there is none. The proposal and the token come from one statement;
+// the decisions are read after it, so that a token read as issued or
+// consumed guarantees they are final (a proposal's approvals are fixed once
+// its token is issued). Nothing is locked: these reads only choose the
+// answer, and ConsumeToken's conditional UPDATE decides. On SQLite they run
+// on the reader pool, so they never queue behind the writer.
+func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
+	db := s.read.WithContext(ctx)
+	var rows []struct {
+		P   proposalRow `gorm:"embedded"`
+		Tok tokenRow    `gorm:"embedded;embeddedPrefix:tok_"`
+	}
+	err := db.Raw(redemptionSQL, jti, tenantID, proposalID).Scan(&rows).Error
+	if err != nil {
+		return nil, nil, dbErr(err)
+	}
+	if len(rows) == 0 {
+		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
+	}
+	p, err := rows[0].P.model("")
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.MandateID != "" && p.Kind == "" {
+		// The execution's receipt names the mandate's grantors.
+		if err := loadGrantors(db, p); err != nil {
+			return nil, nil, dbErr(err)
+		}
+	}
+	if rows[0].Tok.JTI == "" {
+		return p, nil, nil
+	}
+	if p.Decisions, err = loadDecisions(db, p.ID); err != nil {
+		return nil, nil, dbErr(err)
+	}
+	t := rows[0].Tok.model()
+	return p, &t, nil
+}
+
+// redemptionSQL reads a proposal and, beside it, the tenant's token with a
+// given jti (whichever proposal that token confirms; the caller checks).
+const redemptionSQL = `SELECT p.*, t.jti AS tok_jti, t.tenant_id AS tok_tenant_id, t.proposal_id AS tok_proposal_id,
+ t.agent_id AS tok_agent_id, t.kid AS tok_kid, t.status AS tok_status, t.compact AS tok_compact,
+ t.issued_at AS tok_issued_at, t.expires_at AS tok_expires_at, t.consumed_at AS tok_consumed_at,
+ t.execution_id AS tok_execution_id
+FROM proposals p LEFT JOIN tokens t ON t.tenant_id = p.tenant_id AND t.jti = ?
+WHERE p.tenant_id = ? AND p.id = ?`
+
+// RevokeToken withdraws a confirmation, in one transaction, while that can
+// still prevent a write:
+//   - a confirmed proposal whose token is issued and unexpired at now: the
+//     token becomes revoked and the proposal revoked;
+//   - a failed_retryable proposal (the business system refused for now and
+//     wrote nothing): the execution leaves failed_retryable for
+//     failed_terminal (error "revoked") by a conditional UPDATE that races
+//     fairly with a retry's claim of the same row, the token becomes revoked
+//     and the proposal revoked.
+//
+// EInvalidState when the token was expired, revoked or consumed by an
+// execution that is running, unknown or settled; ENotFound for unknown or
+// foreign proposals.
+func (s *Store) RevokeToken(ctx context.Context, tenantID, proposalID string, now time.Time) error {
+	return s.RevokeTokenBy(ctx, tenantID, proposalID, "", now)
+}
+
+// RevokeTokenBy is RevokeToken naming the administrator who revoked, for
+// the audit log.
+func (s *Store) RevokeTokenBy(ctx context.Context, tenantID, proposalID, actorID string, now time.Time) error {
+	if actorID == "" {
+		actorID = models.ActorSystem
+	}
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&tokenRow{}).
+			Where("tenant_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
+				tenantID, proposalID, string(models.TokenIssued), ms(now)).
+			Update("status", string(models.TokenRevoked))
+		if res.Error != nil {
+			return res.Error
+		}
+		from := models.StatusConfirmed
+		if res.RowsAffected == 0 {
+			revoked, err := revokeRetry(tx, tenantID, proposalID, now)
+			if err != nil {
+				return err
+			}
+			if !revoked {
+				var row proposalRow
+				if err := tx.Select("status").Where("tenant_id = ? AND id = ?", tenantID, proposalID).Take(&row).Error; err != nil {
+					return notFound(err, "no proposal %q", proposalID)
+				}
+				return models.Errorf(models.EInvalidState,
+					"the proposal is %s: only a confirmed, unused token or a failed_retryable execution can be revoked", row.Status)
+			}
+			from = models.StatusFailedRetryable
+		}
+		ok, err := transition(tx, tenantID, proposalID, models.StatusRevoked, now, "status = ?", string(from))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return models.Errorf(models.EInvalidState, "the proposal is no longer %s", from)
+		}
+		if err := s.recordEvent(tx, tenantID, proposalID, models.StatusEvent(models.StatusRevoked), now, nil); err != nil {
+			return err
+		}
+		return appendAudit(tx, tenantID, now, proposalEvent(models.AuditTokenRevoked, actorID, proposalID, nil))
+	})
+}
+
+// revokeRetry ends a failed_retryable execution of the proposal that no
+// attempt holds, and revokes its consumed token.
+func revokeRetry(tx *gorm.DB, tenantID, proposalID string, now time.Time) (bool, error) {
+	res := tx.Model(&executionRow{}).
+		Where("tenant_id = ? AND proposal_id = ? AND status = ? AND lease_until <= ?",
+			tenantID, proposalID, string(models.StatusFailedRetryable), ms(now)).
+		Updates(map[string]any{"status": string(models.StatusFailedTerminal), "error_code": string(models.ERevoked),
+			"error_message": "an administrator revoked the confirmation before a retry; nothing was written",
+			"updated_at":    ms(now), "completed_at": ms(now)})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return false, res.Error
+	}
+	res = tx.Model(&tokenRow{}).
+		Where("tenant_id = ? AND proposal_id = ? AND status = ?", tenantID, proposalID, string(models.TokenConsumed)).
+		Update("status", string(models.TokenRevoked))
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return false, models.Errorf(models.EInvalidState, "the confirmation's token is not consumed")
+	}
+	return true, nil
+}
+
+// TokenByJTI returns a token record of the tenant, or EUnknownToken.
+func (s *Store) TokenByJTI(ctx context.Context, tenantID, jti string) (models.Token, error) {
+	var row tokenRow
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND jti = ?", tenantID, jti).Take(&row).Error
+	if err != nil {
+		if models.IsCode(notFound(err, ""), models.ENotFound) {
+			return models.Token{}, models.Errorf(models.EUnknownToken, "no such token")
+		}
+		return models.Token{}, dbErr(err)
+	}
+	return row.model(), nil
+}
