@@ -10,7 +10,10 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	waiterClientMain() // the child process of the waiter measurement
+	pgtest.Main(m)
+}
 
 // TestBenchReport runs the benchmark in a tiny configuration and checks
 // that the report has every row, each with a finite, positive ratio. It

@@ -37,6 +37,7 @@ type config struct {
 	ListN      int
 	Waiters    int
 	SkipSQLite bool
+	MemProfile string // heap profile while the waiters are parked
 	Log        io.Writer
 }
 
