@@ -349,7 +349,7 @@ func idle(n int) (idleFigures, error) {
 	return idleFigures{rss: float64(with-baseRSS) / float64(n), goroutines: float64(g-baseGoroutines) / float64(n),
 		heap:  (float64(mem.HeapInuse) - float64(baseMem.HeapInuse)) / float64(n),
 		stack: (float64(mem.StackInuse) - float64(baseMem.StackInuse)) / float64(n),
-		cpu: used.Seconds() / time.Since(t).Seconds()}, nil
+		cpu:   used.Seconds() / time.Since(t).Seconds()}, nil
 }
 
 // baseRSS and baseGoroutines are the process's RSS and goroutines just
