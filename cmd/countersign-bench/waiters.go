@@ -17,19 +17,27 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/protocol"
 )
 
-// benchWaiters parks cfg.Waiters long-polls (?wait=60) on a few proposals
-// awaiting confirmation, then measures the server's RSS growth per waiter,
-// its goroutines per waiter, its CPU use while nothing changes, and,
-// approving the proposals one after the other, the time from each approval
-// to each waiter's answer. The baseline is the same wake-up with a single
-// waiter. The waiting clients run in a child process (this binary again,
-// see waiterClient), so that memory and CPU are the server's alone.
+// benchWaiters measures what cfg.Waiters concurrent long-polls
+// (?wait=60) cost the server, the waiting clients running in a child
+// process (this binary again, see waiterClient) so that memory and CPU are
+// the server's alone.
+//
+// First each waiter waits on a proposal of its own, as agents do: with all
+// of them parked it measures the server's RSS growth, heap, stacks and
+// goroutines per waiter and its CPU use while nothing changes, then
+// approves a sample of the proposals one at a time and times each
+// approval's waiter from the approval to its answer, while the others stay
+// parked. The baseline is the same wake-up with a single waiter on the
+// server. Then the fan-out: all waiters spread over ten proposals that
+// are approved back to back, every one of them answered.
 func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) error {
 	n := cfg.Waiters
 	if lim := fdLimit(); n+256 > lim {
@@ -37,15 +45,19 @@ func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) err
 		rep.notes = append(rep.notes, fmt.Sprintf("waiters: %d requested, %d measured (open file limit %d)", cfg.Waiters, n, lim))
 	}
 	var single []time.Duration
-	for range 5 {
-		lat, err := wake(ctx, srv, 1, 1, nil)
+	for range 10 {
+		lat, err := wake(ctx, srv, 1, 1, []int{0}, nil)
 		if err != nil {
 			return err
 		}
 		single = append(single, lat...)
 	}
+	sample := make([]int, 0, 100)
+	for i := range min(n, 100) {
+		sample = append(sample, i*n/min(n, 100))
+	}
 	var m idleFigures
-	lat, err := wake(ctx, srv, n, min(n, 10), func() error {
+	lat, err := wake(ctx, srv, n, n, sample, func() error {
 		var err error
 		m, err = idle(n)
 		if err == nil && cfg.MemProfile != "" {
@@ -56,32 +68,48 @@ func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) err
 	if err != nil {
 		return err
 	}
+	k := min(n, 10)
+	fan, err := wake(ctx, srv, n, k, seq(k), nil)
+	if err != nil {
+		return err
+	}
 	slices.Sort(single)
 	slices.Sort(lat)
+	slices.Sort(fan)
 	rep.rows = append(rep.rows, row{Name: fmt.Sprintf("long-poll waiters, %s, %d at once", srv.kind, n),
-		Product: fmt.Sprintf("%.1f KiB server RSS per waiter (heap %.1f KiB, stacks %.1f KiB, %.1f goroutines), idle CPU %.1f%% of a core, approval→answer p50 %s, p99 %s",
-			m.rss/1024, m.heap/1024, m.stack/1024, m.goroutines, m.cpu*100, ms(pct(lat, 0.5)), ms(pct(lat, 0.99))),
-		Baseline: fmt.Sprintf("one waiter: approval→answer p50 %s, p99 %s", ms(pct(single, 0.5)), ms(pct(single, 0.99))),
-		Ratio:    float64(pct(lat, 0.99)) / float64(pct(single, 0.99)), RatioOf: "p99 wake-up vs one waiter"})
+		Product: fmt.Sprintf("%.1f KiB server RSS per waiter (heap %.1f KiB, stacks %.1f KiB, %.1f goroutines), idle CPU %.1f%% of a core; "+
+			"one approval among them: approval→answer p50 %s, p99 %s; all %d woken by %d approvals at once: p50 %s, p99 %s",
+			m.rss/1024, m.heap/1024, m.stack/1024, m.goroutines, m.cpu*100, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)),
+			n, k, ms(pct(fan, 0.5)), ms(pct(fan, 0.99))),
+		Baseline: fmt.Sprintf("one waiter alone: approval→answer p50 %s, p99 %s", ms(pct(single, 0.5)), ms(pct(single, 0.99))),
+		Ratio:    float64(pct(lat, 0.99)) / float64(pct(single, 0.99)), RatioOf: "p99 wake-up among them vs alone",
+		Ratio2: float64(pct(fan, 0.99)) / float64(pct(single, 0.99)), Ratio2Of: "all at once vs alone"})
 	return nil
 }
 
-// wake parks n long-polls spread over k fresh proposals, calls parked once
-// they all wait, approves the proposals one by one and returns each
-// waiter's time from its proposal's approval to its answer.
-func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]time.Duration, error) {
-	ids := make([]string, k)
-	digests := make([]string, k)
-	spec := waiterSpec{Addr: strings.TrimPrefix(srv.base, "http://"), Key: srv.key}
-	for i := range k {
-		p, err := srv.propose(ctx, i)
-		if err != nil {
-			return nil, err
-		}
-		ids[i], digests[i] = p.ID, p.ArgsDigest
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// wake parks n long-polls spread over k fresh proposals (waiter i on
+// proposal i % k), calls parked once they all wait, approves the proposals
+// numbered in approve (one at a time, a moment apart when there are more
+// than ten, so that each wake-up is measured on its own) and returns the
+// time from its proposal's approval to its answer of every waiter of
+// those proposals. The others are dropped.
+func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func() error) ([]time.Duration, error) {
+	props, err := proposeMany(ctx, srv, k)
+	if err != nil {
+		return nil, err
+	}
+	spec := waiterSpec{Addr: strings.TrimPrefix(srv.base, "http://"), Key: srv.key, N: n}
+	for _, p := range props {
 		spec.Paths = append(spec.Paths, fmt.Sprintf("/api/v1/proposals/%s?wait=60&since=%d", p.ID, p.Revision))
 	}
-	spec.N = n
 	if parked != nil {
 		runtime.GC()
 		debug.FreeOSMemory()
@@ -96,7 +124,13 @@ func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]ti
 	if err != nil {
 		return nil, err
 	}
-	defer cl.stop()
+	defer func() {
+		cl.stop()
+		// The server notices the closed connections and lets go.
+		for deadline := time.Now().Add(time.Minute); srv.app.Protocol.Waiting() > 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	if err := cl.parked(); err != nil {
 		return nil, err
 	}
@@ -108,23 +142,78 @@ func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]ti
 			return nil, err
 		}
 	}
-	approved := make([]time.Time, k)
-	for j := range k {
+	approved := make(map[int]time.Time, len(approve))
+	want := 0
+	for _, j := range approve {
+		want += n / k
+		if j < n%k {
+			want++
+		}
+	}
+	answers := make(chan answer, n)
+	go cl.read(answers)
+	for _, j := range approve {
+		if len(approve) > 10 {
+			time.Sleep(20 * time.Millisecond)
+		}
 		approved[j] = time.Now()
-		if _, err := srv.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: srv.reviewer, ProposalID: ids[j],
-			DigestSeen: digests[j], AMR: []string{"pwd"}}); err != nil {
+		if _, err := srv.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: srv.reviewer, ProposalID: props[j].ID,
+			DigestSeen: props[j].ArgsDigest, AMR: []string{"pwd"}}); err != nil {
 			return nil, err
 		}
 	}
-	answered, err := cl.answers()
-	if err != nil {
-		return nil, err
-	}
-	lat := make([]time.Duration, n)
-	for i := range n {
-		lat[i] = answered[i].Sub(approved[i%k])
+	var lat []time.Duration
+	timeout := time.After(2 * time.Minute)
+	for len(lat) < want {
+		select {
+		case a, ok := <-answers:
+			if !ok {
+				return nil, cl.fail(fmt.Errorf("waiter client: %d of %d answers", len(lat), want))
+			}
+			if a.err != nil {
+				return nil, cl.fail(a.err)
+			}
+			t0, ok := approved[a.waiter%k]
+			if !ok {
+				return nil, fmt.Errorf("waiter %d answered though its proposal was not approved", a.waiter)
+			}
+			lat = append(lat, a.at.Sub(t0))
+		case <-timeout:
+			return nil, fmt.Errorf("waiter client: %d of %d answers after two minutes", len(lat), want)
+		}
 	}
 	return lat, nil
+}
+
+// proposeMany creates k proposals awaiting confirmation, on a few workers.
+func proposeMany(ctx context.Context, srv *server, k int) ([]*models.Proposal, error) {
+	out := make([]*models.Proposal, k)
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		err1 error
+		wg   sync.WaitGroup
+	)
+	for range min(k, 8) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= k {
+					return
+				}
+				p, err := srv.propose(ctx, i)
+				if err != nil {
+					mu.Lock()
+					err1 = err
+					mu.Unlock()
+					return
+				}
+				out[i] = p
+			}
+		})
+	}
+	wg.Wait()
+	return out, err1
 }
 
 // waiterClientEnv, when set in its environment, makes this binary the
@@ -142,10 +231,11 @@ type waiterSpec struct {
 
 // waiterClient is the child process's side. It opens spec.N connections,
 // sends one long-poll on each, writes "parked" on stdout once every request
-// is sent, and, when every answer arrived, one line per waiter with the
-// wall-clock time of its answer's status line in Unix nanoseconds (the
-// parent reads the same clock). Any failure ends it with a message on
-// stderr and exit status 1.
+// is sent, and then, as each answer arrives, a line with the waiter's
+// number and the wall-clock time of its answer's status line in Unix
+// nanoseconds (the parent reads the same clock), or the waiter's number and
+// what went wrong. It runs until every waiter has its answer or it is
+// killed.
 func waiterClient(stdin io.Reader, stdout io.Writer) error {
 	var spec waiterSpec
 	if err := json.NewDecoder(stdin).Decode(&spec); err != nil {
@@ -154,19 +244,15 @@ func waiterClient(stdin io.Reader, stdout io.Writer) error {
 	if lim := fdLimit(); spec.N+64 > lim {
 		return fmt.Errorf("%d waiters need more open files than the limit of %d", spec.N, lim)
 	}
-	answered := make([]int64, spec.N)
 	var (
-		wg      sync.WaitGroup
-		ready   sync.WaitGroup
-		errMu   sync.Mutex
-		failure error
+		wg    sync.WaitGroup
+		ready sync.WaitGroup
+		outMu sync.Mutex
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		if failure == nil {
-			failure = err
-		}
-		errMu.Unlock()
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		fmt.Fprintf(stdout, format, args...)
+		outMu.Unlock()
 	}
 	ready.Add(spec.N)
 	for i := range spec.N {
@@ -174,7 +260,7 @@ func waiterClient(stdin io.Reader, stdout io.Writer) error {
 			conn, err := net.Dial("tcp", spec.Addr)
 			if err != nil {
 				ready.Done()
-				fail(err)
+				say("%d error %v\n", i, err)
 				return
 			}
 			defer conn.Close()
@@ -182,33 +268,27 @@ func waiterClient(stdin io.Reader, stdout io.Writer) error {
 				spec.Paths[i%len(spec.Paths)], spec.Addr, spec.Key)
 			ready.Done()
 			if err != nil {
-				fail(err)
+				say("%d error %v\n", i, err)
 				return
 			}
 			conn.SetReadDeadline(time.Now().Add(90 * time.Second))
 			br := bufio.NewReaderSize(conn, 64)
 			line, err := br.ReadString('\n')
-			answered[i] = time.Now().UnixNano()
-			if err != nil {
-				fail(err)
-				return
-			}
-			if !strings.HasPrefix(line, "HTTP/1.1 200") {
-				fail(fmt.Errorf("long-poll answered %q", strings.TrimSpace(line)))
+			at := time.Now().UnixNano()
+			switch {
+			case err != nil:
+				say("%d error %v\n", i, err)
+			case !strings.HasPrefix(line, "HTTP/1.1 200"):
+				say("%d error long-poll answered %q\n", i, strings.TrimSpace(line))
+			default:
+				say("%d %d\n", i, at)
 			}
 		})
 	}
 	ready.Wait()
-	fmt.Fprintln(stdout, "parked")
+	say("parked\n")
 	wg.Wait()
-	if failure != nil {
-		return failure
-	}
-	w := bufio.NewWriter(stdout)
-	for _, t := range answered {
-		fmt.Fprintln(w, t)
-	}
-	return w.Flush()
+	return nil
 }
 
 // waiterClientMain runs waiterClient when this process was started as the
@@ -229,7 +309,6 @@ type clientProc struct {
 	cmd    *exec.Cmd
 	out    *bufio.Reader
 	stderr *strings.Builder
-	n      int
 }
 
 func startWaiterClient(ctx context.Context, spec waiterSpec) (*clientProc, error) {
@@ -253,7 +332,7 @@ func startWaiterClient(ctx context.Context, spec waiterSpec) (*clientProc, error
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &clientProc{cmd: cmd, out: bufio.NewReader(out), stderr: &stderr, n: spec.N}, nil
+	return &clientProc{cmd: cmd, out: bufio.NewReader(out), stderr: &stderr}, nil
 }
 
 // fail is err with what the client said on stderr.
@@ -274,24 +353,39 @@ func (c *clientProc) parked() error {
 	return nil
 }
 
-// answers returns when each waiter had its answer.
-func (c *clientProc) answers() ([]time.Time, error) {
-	out := make([]time.Time, c.n)
-	for i := range c.n {
+// answer is one waiter's answer as the client reported it.
+type answer struct {
+	waiter int
+	at     time.Time
+	err    error
+}
+
+// read sends each answer the client reports to out, and closes out when
+// the client's output ends.
+func (c *clientProc) read(out chan<- answer) {
+	defer close(out)
+	for {
 		line, err := c.out.ReadString('\n')
 		if err != nil {
-			return nil, c.fail(fmt.Errorf("waiter client: %d of %d answers (%v)", i, c.n, err))
+			return
 		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+		f := strings.SplitN(strings.TrimSpace(line), " ", 2)
+		i, err := strconv.Atoi(f[0])
+		if err != nil || len(f) != 2 {
+			out <- answer{err: fmt.Errorf("waiter client said %q", line)}
+			return
+		}
+		if msg, bad := strings.CutPrefix(f[1], "error "); bad {
+			out <- answer{waiter: i, err: fmt.Errorf("waiter %d: %s", i, msg)}
+			continue
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
-			return nil, c.fail(fmt.Errorf("waiter client said %q", line))
+			out <- answer{err: fmt.Errorf("waiter client said %q", line)}
+			return
 		}
-		out[i] = time.Unix(0, ns)
+		out <- answer{waiter: i, at: time.Unix(0, ns)}
 	}
-	if err := c.cmd.Wait(); err != nil {
-		return nil, c.fail(err)
-	}
-	return out, nil
 }
 
 // stop ends the client if it still runs.
