@@ -173,7 +173,7 @@ func (s *Store) AuditEntries(ctx context.Context, tenantID string, after int64, 
 		limit = 1000
 	}
 	var rows []auditEntryRow
-	err := s.db.WithContext(ctx).Where("tenant_id = ? AND seq > ?", tenantID, after).
+	err := s.read.WithContext(ctx).Where("tenant_id = ? AND seq > ?", tenantID, after).
 		Order("seq").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -185,7 +185,7 @@ func (s *Store) AuditEntries(ctx context.Context, tenantID string, after int64, 
 // from the first such entry to the head, in chain order (at most limit).
 func (s *Store) AuditEntriesSince(ctx context.Context, tenantID string, since time.Time, limit int) ([]models.AuditEntry, error) {
 	var first auditEntryRow
-	err := s.db.WithContext(ctx).Select("seq").Where("tenant_id = ? AND created_at >= ?", tenantID, ms(since)).
+	err := s.read.WithContext(ctx).Select("seq").Where("tenant_id = ? AND created_at >= ?", tenantID, ms(since)).
 		Order("seq").Limit(1).Find(&first).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -194,7 +194,7 @@ func (s *Store) AuditEntriesSince(ctx context.Context, tenantID string, since ti
 		return nil, nil
 	}
 	var rows []auditEntryRow
-	err = s.db.WithContext(ctx).Where("tenant_id = ? AND seq >= ?", tenantID, first.Seq).
+	err = s.read.WithContext(ctx).Where("tenant_id = ? AND seq >= ?", tenantID, first.Seq).
 		Order("seq").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -206,7 +206,7 @@ func (s *Store) AuditEntriesSince(ctx context.Context, tenantID string, since ti
 // proposal, in chain order.
 func (s *Store) ProposalAudit(ctx context.Context, tenantID, proposalID string) ([]models.AuditEntry, error) {
 	var rows []auditEntryRow
-	err := s.db.WithContext(ctx).Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID).
+	err := s.read.WithContext(ctx).Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID).
 		Order("seq").Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -279,7 +279,7 @@ func (s *Store) Checkpoints(ctx context.Context, tenantID string, from int64) ([
 // LatestCheckpoint returns the tenant's newest checkpoint, or ok=false.
 func (s *Store) LatestCheckpoint(ctx context.Context, tenantID string) (models.Checkpoint, bool, error) {
 	var row auditCheckpointRow
-	err := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("seq DESC").Limit(1).Find(&row).Error
+	err := s.read.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("seq DESC").Limit(1).Find(&row).Error
 	if err != nil {
 		return models.Checkpoint{}, false, dbErr(err)
 	}
