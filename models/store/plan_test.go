@@ -38,7 +38,12 @@ func TestListPlansUseIndexes(t *testing.T) {
 			{"agent's settled", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled[:3]}, "proposals_tenant_agent_status_created"},
 			{"pending by time left (console)", store.ListFilter{TenantID: "t1", Statuses: pending, Order: store.ListExpiring}, "proposals_tenant_status_expires"},
 			{"pending by time left, next page", store.ListFilter{TenantID: "t1", Statuses: pending, Order: store.ListExpiring, Cursor: "eDE3ODgyMjcyMDAwMDB8cHJvcF8wMQ"}, "proposals_tenant_status_expires"},
-			{"history by target and reviewer", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001", ReviewerID: "u1"}, "proposals_tenant_status_created"},
+			{"history by target (console)", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001"}, "proposals_tenant_resource_status_created"},
+			{"history by target and reviewer", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001", ReviewerID: "u1"}, "proposals_tenant_resource_status_created"},
+			{"history by agent (console)", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled}, "proposals_tenant_agent_status_created"},
+			{"history by agent, up to a date", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled,
+				CreatedBefore: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}, "proposals_tenant_agent_status_created"},
+			{"history of one status (console)", store.ListFilter{TenantID: "t1", Statuses: settled[4:5]}, "proposals_tenant_status_created"},
 			{"history up to a date", store.ListFilter{TenantID: "t1", Statuses: settled,
 				CreatedBefore: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}, "proposals_tenant_status_created"},
 		}
