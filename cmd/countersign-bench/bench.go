@@ -196,6 +196,9 @@ func benchKind(ctx context.Context, cfg config, dir, kind string, rep *report) e
 	if err := benchList(ctx, cfg, lsrv, rep); err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
+	if err := benchReadStall(ctx, cfg, lsrv, rep); err != nil {
+		return fmt.Errorf("reads and writes: %w", err)
+	}
 	if cfg.Waiters > 0 {
 		if err := benchWaiters(ctx, cfg, lsrv, rep); err != nil {
 			return fmt.Errorf("waiters: %w", err)

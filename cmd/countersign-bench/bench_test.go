@@ -33,6 +33,12 @@ func TestBenchReport(t *testing.T) {
 				"execute, " + kind + ", c=1", "execute, " + kind + ", c=3",
 				"create, " + kind + ", c=1", "create, " + kind + ", c=3",
 				"status-filtered list (API), " + kind + ", 1k vs 1500 stored",
+				"console pending list, " + kind + ", 1k vs 1500 stored",
+				"console history, " + kind + ", 1k vs 1500 stored",
+				"console history by a rare target, " + kind + ", 1k vs 1500 stored",
+				"audit log page (console, API), " + kind + ", 1k vs 1500 stored",
+				"proposal audit trail (console), " + kind + ", 1k vs 1500 stored",
+				"execute while one agent re-lists, " + kind + ", 1500 stored",
 				"long-poll waiters, " + kind + ", 12 at once",
 			} {
 				line := ""
@@ -54,8 +60,8 @@ func TestBenchReport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.rows) != 4 {
-				t.Fatalf("report has %d rows, want 4: %+v", len(rep.rows), rep.rows)
+			if len(rep.rows) != 10 {
+				t.Fatalf("report has %d rows, want 10: %+v", len(rep.rows), rep.rows)
 			}
 			for _, r := range rep.rows {
 				for _, v := range []float64{r.Ratio, r.Ratio2} {
