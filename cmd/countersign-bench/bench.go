@@ -148,6 +148,11 @@ func bench(ctx context.Context, cfg config) (*report, error) {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 	}
+	if cfg.SignIns {
+		if err := benchSignIns(rep); err != nil {
+			return nil, fmt.Errorf("sign-ins: %w", err)
+		}
+	}
 	return rep, nil
 }
 

@@ -40,6 +40,7 @@ func TestBenchReport(t *testing.T) {
 				"proposal audit trail (console), " + kind + ", 1k vs 1500 stored",
 				"execute while one agent re-lists, " + kind + ", 1500 stored",
 				"long-poll waiters, " + kind + ", 12 at once",
+				"50 concurrent sign-ins (argon2id, 64 MiB each)",
 			} {
 				line := ""
 				for _, l := range strings.Split(out.String(), "\n") {

@@ -38,6 +38,7 @@ type config struct {
 	Waiters    int
 	SkipSQLite bool
 	MemProfile string // heap profile while the waiters are parked
+	SignIns    bool   // measure the memory of concurrent sign-ins
 	Log        io.Writer
 }
 

@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Waiters, "waiters", 1000, "concurrent ?wait=60 long-polls (0 skips)")
 	fs.BoolVar(&cfg.SkipSQLite, "skip-sqlite", false, "measure only PostgreSQL (needs --pg)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	fs.BoolVar(&cfg.SignIns, "sign-ins", true, "measure the peak memory of 50 concurrent sign-ins (default password costs)")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile to `file` while the waiters are parked")
 	if err := fs.Parse(args); err != nil {
 		return err
