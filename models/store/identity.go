@@ -216,7 +216,9 @@ func (s *Store) CreateAgent(ctx context.Context, tenantID, name, ownerUserID, ke
 // EUnauthenticated.
 func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agent, error) {
 	var row agentRow
-	err := s.db.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
+	// On the reader pool: every API request starts here, and on SQLite
+	// the writer's one connection would queue them behind every write.
+	err := s.read.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.Agent{}, models.Errorf(models.EUnauthenticated, "unknown or revoked API key")
 	}
