@@ -45,8 +45,8 @@ func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) err
 		rep.notes = append(rep.notes, fmt.Sprintf("waiters: %d requested, %d measured (open file limit %d)", cfg.Waiters, n, lim))
 	}
 	var single []time.Duration
-	for range 10 {
-		lat, err := wake(ctx, srv, 1, 1, []int{0}, nil)
+	for range 20 {
+		lat, _, err := wake(ctx, srv, 1, 1, []int{0}, nil)
 		if err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) err
 		sample = append(sample, i*n/min(n, 100))
 	}
 	var m idleFigures
-	lat, err := wake(ctx, srv, n, n, sample, func() error {
+	lat, calls, err := wake(ctx, srv, n, n, sample, func() error {
 		var err error
 		m, err = idle(n)
 		if err == nil && cfg.MemProfile != "" {
@@ -69,18 +69,19 @@ func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) err
 		return err
 	}
 	k := min(n, 10)
-	fan, err := wake(ctx, srv, n, k, seq(k), nil)
+	fan, _, err := wake(ctx, srv, n, k, seq(k), nil)
 	if err != nil {
 		return err
 	}
 	slices.Sort(single)
 	slices.Sort(lat)
 	slices.Sort(fan)
+	slices.Sort(calls)
 	rep.rows = append(rep.rows, row{Name: fmt.Sprintf("long-poll waiters, %s, %d at once", srv.kind, n),
 		Product: fmt.Sprintf("%.1f KiB server RSS per waiter (heap %.1f KiB, stacks %.1f KiB, %.1f goroutines), idle CPU %.1f%% of a core; "+
-			"one approval among them: approval→answer p50 %s, p99 %s; all %d woken by %d approvals at once: p50 %s, p99 %s",
+			"one approval among them: approval→answer p50 %s, p99 %s (the approval's own call p50 %s, p99 %s); all %d woken by %d approvals at once: p50 %s, p99 %s",
 			m.rss/1024, m.heap/1024, m.stack/1024, m.goroutines, m.cpu*100, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)),
-			n, k, ms(pct(fan, 0.5)), ms(pct(fan, 0.99))),
+			ms(pct(calls, 0.5)), ms(pct(calls, 0.99)), n, k, ms(pct(fan, 0.5)), ms(pct(fan, 0.99))),
 		Baseline: fmt.Sprintf("one waiter alone: approval→answer p50 %s, p99 %s", ms(pct(single, 0.5)), ms(pct(single, 0.99))),
 		Ratio:    float64(pct(lat, 0.99)) / float64(pct(single, 0.99)), RatioOf: "p99 wake-up among them vs alone",
 		Ratio2: float64(pct(fan, 0.99)) / float64(pct(single, 0.99)), Ratio2Of: "all at once vs alone"})
@@ -100,11 +101,12 @@ func seq(n int) []int {
 // numbered in approve (one at a time, a moment apart when there are more
 // than ten, so that each wake-up is measured on its own) and returns the
 // time from its proposal's approval to its answer of every waiter of
-// those proposals. The others are dropped.
-func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func() error) ([]time.Duration, error) {
+// those proposals, and how long each approval call took (its commit
+// included). The others are dropped.
+func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func() error) (lat, calls []time.Duration, err error) {
 	props, err := proposeMany(ctx, srv, k)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spec := waiterSpec{Addr: strings.TrimPrefix(srv.base, "http://"), Key: srv.key, N: n}
 	for _, p := range props {
@@ -115,14 +117,14 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 		debug.FreeOSMemory()
 		var err error
 		if baseRSS, err = rssBytes(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		baseGoroutines = runtime.NumGoroutine()
 		runtime.ReadMemStats(&baseMem)
 	}
 	cl, err := startWaiterClient(ctx, spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		cl.stop()
@@ -132,14 +134,14 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 		}
 	}()
 	if err := cl.parked(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := settle(ctx, srv, n); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if parked != nil {
 		if err := parked(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	approved := make(map[int]time.Time, len(approve))
@@ -159,30 +161,30 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 		approved[j] = time.Now()
 		if _, err := srv.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: srv.reviewer, ProposalID: props[j].ID,
 			DigestSeen: props[j].ArgsDigest, AMR: []string{"pwd"}}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		calls = append(calls, time.Since(approved[j]))
 	}
-	var lat []time.Duration
 	timeout := time.After(2 * time.Minute)
 	for len(lat) < want {
 		select {
 		case a, ok := <-answers:
 			if !ok {
-				return nil, cl.fail(fmt.Errorf("waiter client: %d of %d answers", len(lat), want))
+				return nil, nil, cl.fail(fmt.Errorf("waiter client: %d of %d answers", len(lat), want))
 			}
 			if a.err != nil {
-				return nil, cl.fail(a.err)
+				return nil, nil, cl.fail(a.err)
 			}
 			t0, ok := approved[a.waiter%k]
 			if !ok {
-				return nil, fmt.Errorf("waiter %d answered though its proposal was not approved", a.waiter)
+				return nil, nil, fmt.Errorf("waiter %d answered though its proposal was not approved", a.waiter)
 			}
 			lat = append(lat, a.at.Sub(t0))
 		case <-timeout:
-			return nil, fmt.Errorf("waiter client: %d of %d answers after two minutes", len(lat), want)
+			return nil, nil, fmt.Errorf("waiter client: %d of %d answers after two minutes", len(lat), want)
 		}
 	}
-	return lat, nil
+	return lat, calls, nil
 }
 
 // proposeMany creates k proposals awaiting confirmation, on a few workers.
