@@ -148,6 +148,11 @@ func bench(ctx context.Context, cfg config) (*report, error) {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 	}
+	if cfg.SignIns {
+		if err := benchSignIns(rep); err != nil {
+			return nil, fmt.Errorf("sign-ins: %w", err)
+		}
+	}
 	return rep, nil
 }
 
@@ -195,6 +200,9 @@ func benchKind(ctx context.Context, cfg config, dir, kind string, rep *report) e
 	defer lsrv.stop()
 	if err := benchList(ctx, cfg, lsrv, rep); err != nil {
 		return fmt.Errorf("list: %w", err)
+	}
+	if err := benchReadStall(ctx, cfg, lsrv, rep); err != nil {
+		return fmt.Errorf("reads and writes: %w", err)
 	}
 	if cfg.Waiters > 0 {
 		if err := benchWaiters(ctx, cfg, lsrv, rep); err != nil {

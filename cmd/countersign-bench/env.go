@@ -38,6 +38,8 @@ type config struct {
 	ListN      int
 	Waiters    int
 	SkipSQLite bool
+	MemProfile string // heap profile while the waiters are parked
+	SignIns    bool   // measure the memory of concurrent sign-ins
 	Log        io.Writer
 }
 

@@ -5,18 +5,27 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/protocol"
 )
 
 // pendingCount is how many proposals await confirmation while the history
 // grows: less than a page.
 const pendingCount = 20
 
-// benchList times the agent API's status-filtered list with 1,000 stored
-// proposals and again with cfg.ListN, the pending ones always the same
-// handful. History rows are copies of a real proposal inserted with SQL in
-// bulk (older than the pending ones, in settled states), which is what
-// months of use leave behind.
+// benchList times the reads whose cost must not grow with history, with
+// 1,000 stored proposals and again with cfg.ListN, the pending ones always
+// the same handful: the agent API's status-filtered list, the console's
+// pending list and history (also searched by a target with no settled
+// proposal), and the audit views (a page of the tenant's chain from its
+// middle, one proposal's trail). History rows are copies of a real
+// proposal inserted with SQL in bulk (older than the pending ones, in
+// settled states, each with an audit entry), which is what months of use
+// leave behind. The console's views are timed at the model the console
+// calls, without HTTP and page rendering.
 func benchList(ctx context.Context, cfg config, srv *server, rep *report) error {
 	var tmpl string
 	for i := range pendingCount {
@@ -29,21 +38,85 @@ func benchList(ctx context.Context, cfg config, srv *server, rep *report) error 
 	if err := grow(ctx, srv, tmpl, 1000-pendingCount, 0); err != nil {
 		return err
 	}
-	small, err := timeList(ctx, srv)
-	if err != nil {
-		return err
+	views := listViews(srv, tmpl)
+	small := make([]time.Duration, len(views))
+	for i, v := range views {
+		d, err := timeView(ctx, v.read)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		small[i] = d
 	}
 	if err := grow(ctx, srv, tmpl, cfg.ListN-1000, 1000); err != nil {
 		return err
 	}
-	large, err := timeList(ctx, srv)
-	if err != nil {
-		return err
+	for i, v := range views {
+		large, err := timeView(ctx, v.read)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		rep.rows = append(rep.rows, row{Name: fmt.Sprintf("%s, %s, 1k vs %s stored", v.name, srv.kind, count(cfg.ListN)),
+			Product: fmt.Sprintf("p50 %s at %s", ms(large), count(cfg.ListN)), Baseline: fmt.Sprintf("p50 %s at 1k", ms(small[i])),
+			Ratio: float64(large) / float64(small[i]), RatioOf: "time at N vs at 1k"})
 	}
-	rep.rows = append(rep.rows, row{Name: fmt.Sprintf("status-filtered list (API), %s, 1k vs %s stored", srv.kind, count(cfg.ListN)),
-		Product: fmt.Sprintf("p50 %s at %s", ms(large), count(cfg.ListN)), Baseline: fmt.Sprintf("p50 %s at 1k", ms(small)),
-		Ratio: float64(large) / float64(small), RatioOf: "time at N vs at 1k"})
 	return nil
+}
+
+// view is one read the list measurement times.
+type view struct {
+	name string
+	read func(ctx context.Context) error
+}
+
+// historyStatuses are the statuses the console's history shows.
+var historyStatuses = []models.Status{models.StatusDeclined, models.StatusCancelled, models.StatusExpired,
+	models.StatusConfirmed, models.StatusRevoked, models.StatusExecuting, models.StatusSucceeded,
+	models.StatusFailedRetryable, models.StatusFailedTerminal, models.StatusUnknown, models.StatusRejected,
+	models.StatusSuperseded}
+
+func listViews(srv *server, tmpl string) []view {
+	pr := srv.app.Protocol
+	tenant := srv.agent.TenantID
+	return []view{
+		{"status-filtered list (API)", func(ctx context.Context) error {
+			return srv.do(ctx, "GET", "/api/v1/proposals?status=awaiting_confirmation", nil, 200)
+		}},
+		{"console pending list", func(ctx context.Context) error {
+			// As the console's pending page: by time left, with decisions,
+			// and the count of all awaiting.
+			if _, err := pr.List(ctx, tenant, protocol.ListQuery{Statuses: []models.Status{models.StatusAwaitingConfirmation},
+				ByTimeLeft: true, WithDecisions: true, Limit: 25}); err != nil {
+				return err
+			}
+			_, err := pr.CountAwaiting(ctx, tenant)
+			return err
+		}},
+		{"console history", func(ctx context.Context) error {
+			// As the console's history page: a page, then each proposal.
+			page, err := pr.List(ctx, tenant, protocol.ListQuery{Statuses: historyStatuses, Limit: 20})
+			for _, p := range page.Items {
+				if err == nil {
+					_, err = pr.Get(ctx, tenant, p.ID)
+				}
+			}
+			return err
+		}},
+		{"console history by a rare target", func(ctx context.Context) error {
+			_, err := pr.List(ctx, tenant, protocol.ListQuery{Statuses: historyStatuses, Resource: "cus_none", Limit: 20})
+			return err
+		}},
+		{"audit log page (console, API)", func(ctx context.Context) error {
+			h, err := srv.app.Store.Head(ctx, tenant)
+			if err == nil {
+				_, _, _, err = pr.AuditEntries(ctx, tenant, h.Seq/2, 100)
+			}
+			return err
+		}},
+		{"proposal audit trail (console)", func(ctx context.Context) error {
+			_, err := pr.ProposalAudit(ctx, tenant, tmpl)
+			return err
+		}},
+	}
 }
 
 func count(n int) string {
@@ -56,13 +129,13 @@ func count(n int) string {
 	return fmt.Sprint(n)
 }
 
-// timeList is the median time of the list request, over several tries
-// after a warm-up.
-func timeList(ctx context.Context, srv *server) (time.Duration, error) {
+// timeView is the median time of a read, over several tries after a
+// warm-up.
+func timeView(ctx context.Context, read func(context.Context) error) (time.Duration, error) {
 	var d []time.Duration
 	for i := range 25 {
 		t := time.Now()
-		if err := srv.do(ctx, "GET", "/api/v1/proposals?status=awaiting_confirmation", nil, 200); err != nil {
+		if err := read(ctx); err != nil {
 			return 0, err
 		}
 		if i >= 5 {
@@ -74,7 +147,9 @@ func timeList(ctx context.Context, srv *server) (time.Duration, error) {
 }
 
 // grow inserts n settled copies of proposal tmpl, numbered from offset,
-// in batches, each older than the last.
+// in batches, each older than the last and with a target of its own among
+// a few thousand, and for each a copy of tmpl's first audit entry at the
+// head of the tenant's chain.
 func grow(ctx context.Context, srv *server, tmpl string, n, offset int) error {
 	db := srv.raw
 	rows, err := db.QueryContext(ctx, "SELECT * FROM proposals WHERE 1 = 0")
@@ -97,6 +172,8 @@ func grow(ctx context.Context, srv *server, tmpl string, n, offset int) error {
 			sel[i] = fmt.Sprintf("p.%s - n.i * 1000", c)
 		case "expires_at":
 			sel[i] = "p.created_at - n.i * 1000 + 300000"
+		case "resource":
+			sel[i] = "p.resource || '_' || CAST(n.i % 5000 AS TEXT)"
 		default:
 			sel[i] = "p." + c
 		}
@@ -122,12 +199,92 @@ func grow(ctx context.Context, srv *server, tmpl string, n, offset int) error {
 		if _, err := db.ExecContext(ctx, q, from, to, tmpl); err != nil {
 			return fmt.Errorf("bulk insert: %w", err)
 		}
-	}
-	if srv.kind == "postgres" {
-		// What autovacuum does soon after a bulk load.
-		if _, err := db.ExecContext(ctx, "ANALYZE proposals"); err != nil {
+		var head int64
+		if err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM audit_entries WHERE tenant_id = "+ph(1),
+			srv.agent.TenantID).Scan(&head); err != nil {
 			return err
 		}
+		a := fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT CAST(%s AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < %s)
+			INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
+			SELECT e.tenant_id, %s + n.i - %s + 1, e.prev_hash, e.hash, e.kind, e.proposal_id || '_h' || CAST(n.i AS TEXT), e.body, e.created_at
+			FROM n, (SELECT * FROM audit_entries WHERE proposal_id = %s ORDER BY seq LIMIT 1) e`,
+			ph(1), ph(2), ph(3), ph(4), ph(5))
+		if srv.kind == "postgres" {
+			a = fmt.Sprintf(`INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
+				WITH RECURSIVE n(i) AS (SELECT CAST(%s AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i < %s)
+				SELECT e.tenant_id, CAST(%s AS BIGINT) + n.i - CAST(%s AS BIGINT) + 1, e.prev_hash, e.hash, e.kind, e.proposal_id || '_h' || CAST(n.i AS TEXT), e.body, e.created_at
+				FROM n, (SELECT * FROM audit_entries WHERE proposal_id = %s ORDER BY seq LIMIT 1) e`,
+				ph(1), ph(2), ph(3), ph(4), ph(5))
+		}
+		if _, err := db.ExecContext(ctx, a, from, to, head, from, tmpl); err != nil {
+			return fmt.Errorf("bulk insert of audit entries: %w", err)
+		}
 	}
+	if srv.kind == "postgres" {
+		// What autovacuum does soon after a bulk load: statistics, and
+		// the visibility map that lets index-only scans skip the table.
+		for _, t := range []string{"proposals", "audit_entries"} {
+			if _, err := db.ExecContext(ctx, "VACUUM ANALYZE "+t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// benchReadStall times executes through the API with cfg.ListN proposals
+// stored, alone and while one agent re-lists without pause (the pending
+// list, the first page of everything, a page of one settled status, in
+// turn), the two interleaved batch by batch. Reads that queued behind or
+// ahead of the writes on one connection would show as a p99 many times
+// the baseline's.
+func benchReadStall(ctx context.Context, cfg config, srv *server, rep *report) error {
+	lists := []string{"/api/v1/proposals?status=awaiting_confirmation", "/api/v1/proposals", "/api/v1/proposals?status=succeeded"}
+	var alone, during []batch
+	var listed int64
+	for r := range 2 * cfg.Rounds {
+		work, err := srv.confirmed(ctx, cfg.Ops)
+		if err != nil {
+			return err
+		}
+		withLister := r%2 == 1
+		lctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		var lerr error
+		if withLister {
+			wg.Go(func() {
+				for i := 0; lctx.Err() == nil; i++ {
+					if err := srv.do(lctx, "GET", lists[i%len(lists)], nil, 200); err != nil && lctx.Err() == nil {
+						lerr = err
+						return
+					}
+					listed++
+				}
+			})
+		}
+		b, err := runBatch(ctx, cfg.Ops, 1, func(ctx context.Context, i int) error {
+			body := fmt.Appendf(nil, `{"proposal_id":%q,"token":%q}`, work[i][0], work[i][1])
+			return srv.do(ctx, "POST", "/api/v1/executions", body, 200)
+		})
+		stop()
+		wg.Wait()
+		if err != nil {
+			return err
+		}
+		if lerr != nil {
+			return fmt.Errorf("listing: %w", lerr)
+		}
+		if withLister {
+			during = append(during, b)
+		} else {
+			alone = append(alone, b)
+		}
+	}
+	d, a := summarize(during), summarize(alone)
+	rep.rows = append(rep.rows, row{Name: fmt.Sprintf("execute while one agent re-lists, %s, %s stored", srv.kind, count(cfg.ListN)),
+		Product:  fmt.Sprintf("p50 %s, p99 %s (%d lists meanwhile)", ms(d.p50), ms(d.p99), listed),
+		Baseline: fmt.Sprintf("execute alone: p50 %s, p99 %s", ms(a.p50), ms(a.p99)),
+		Ratio:    float64(d.p99) / float64(a.p99), RatioOf: "p99 with the lister vs alone",
+		Ratio2: float64(d.p50) / float64(a.p50), Ratio2Of: "p50 with the lister vs alone"})
 	return nil
 }

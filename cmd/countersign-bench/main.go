@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ import (
 )
 
 func main() {
+	waiterClientMain()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Waiters, "waiters", 1000, "concurrent ?wait=60 long-polls (0 skips)")
 	fs.BoolVar(&cfg.SkipSQLite, "skip-sqlite", false, "measure only PostgreSQL (needs --pg)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	fs.BoolVar(&cfg.SignIns, "sign-ins", true, "measure the peak memory of 50 concurrent sign-ins (default password costs)")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile to `file` while the waiters are parked")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,6 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if cfg.MemProfile != "" {
+		runtime.MemProfileRate = 512 // fine enough to attribute a few KiB per waiter
 	}
 	cfg.Log = stderr
 	rep, err := bench(ctx, cfg)

@@ -198,7 +198,15 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 				errs <- err
 			})
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Cancel once all three hold their place and wait; cancelling
+		// earlier would end one while it takes its place, an error.
+		e.eventually("three long-polls to wait", func() bool {
+			n := 0
+			for _, s := range svcs {
+				n += s.Waiting()
+			}
+			return n == 3
+		})
 		cancel()
 		wg.Wait()
 		close(errs)

@@ -1,6 +1,10 @@
 package protocol
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/countersign/countersign/models"
+)
 
 // notifier fans proposal changes out to the long-polls and live lists of
 // this process. Changes made by other instances reach it through the
@@ -18,18 +22,35 @@ type ref struct{ tenant, id string }
 
 // waiters share one channel per proposal, closed at its next change; n
 // counts them so that the entry goes when the last one leaves.
+//
+// Once ch is closed, the waiters it woke share one load of the proposal:
+// the first to ask loads it, the others wait for that load and get the
+// same result. The load starts after the close, which comes after the
+// change was committed, so it sees the change; a thousand waiters on one
+// proposal cost one read, not a thousand.
 type waiters struct {
-	ch chan struct{}
-	n  int
+	ch   chan struct{}
+	n    int
+	once sync.Once
+	p    *models.Proposal
+	err  error
+}
+
+// reload returns the proposal as load returns it, loading it once for all
+// the waiters of w. Call it only after w.ch was closed.
+func (w *waiters) reload(load func() (*models.Proposal, error)) (*models.Proposal, error) {
+	w.once.Do(func() { w.p, w.err = load() })
+	return w.p, w.err
 }
 
 func newNotifier() *notifier {
 	return &notifier{waits: map[ref]*waiters{}, tenants: map[string]chan struct{}{}}
 }
 
-// wait returns a channel closed at the next change of the tenant's proposal
-// id, and a release the caller must call when it stops waiting.
-func (n *notifier) wait(tenant, id string) (<-chan struct{}, func()) {
+// wait returns the waiters of the tenant's proposal id, whose channel is
+// closed at its next change, and a release the caller must call when it
+// stops waiting.
+func (n *notifier) wait(tenant, id string) (*waiters, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := ref{tenant, id}
@@ -39,7 +60,7 @@ func (n *notifier) wait(tenant, id string) (<-chan struct{}, func()) {
 		n.waits[k] = w
 	}
 	w.n++
-	return w.ch, func() {
+	return w, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		w.n--

@@ -4,9 +4,9 @@ import "testing"
 
 func TestNotifierForgetsProposalsNobodyWaitsFor(t *testing.T) {
 	n := newNotifier()
-	ch1, release1 := n.wait("t1", "p1")
-	ch2, release2 := n.wait("t1", "p1")
-	if ch1 != ch2 {
+	w1, release1 := n.wait("t1", "p1")
+	w2, release2 := n.wait("t1", "p1")
+	if w1.ch != w2.ch {
 		t.Fatal("two waiters of one proposal should share a channel")
 	}
 	release1()
@@ -17,10 +17,10 @@ func TestNotifierForgetsProposalsNobodyWaitsFor(t *testing.T) {
 	if got := n.pending(); got != 0 {
 		t.Fatalf("pending = %d after every waiter left: the map leaks", got)
 	}
-	ch, release := n.wait("t1", "p2")
+	w, release := n.wait("t1", "p2")
 	n.notify("t1", "p2")
 	select {
-	case <-ch:
+	case <-w.ch:
 	default:
 		t.Fatal("notify did not wake the waiter")
 	}
@@ -42,7 +42,7 @@ func TestNotifierKeepsTenantsApart(t *testing.T) {
 	select {
 	case <-a:
 		t.Fatal("a change of tenant B woke tenant A's listeners")
-	case <-pa:
+	case <-pa.ch:
 		t.Fatal("a change of tenant B woke a waiter of tenant A")
 	default:
 	}
@@ -52,7 +52,7 @@ func TestNotifierKeepsTenantsApart(t *testing.T) {
 		t.Fatal("tenant B's listener was not woken")
 	}
 	n.notify("ten_a", "prop_1")
-	for name, ch := range map[string]<-chan struct{}{"listener": a, "waiter": pa} {
+	for name, ch := range map[string]<-chan struct{}{"listener": a, "waiter": pa.ch} {
 		select {
 		case <-ch:
 		default:

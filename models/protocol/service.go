@@ -474,16 +474,18 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 // sinceRevision, or when max (capped at MaxWait) elapsed, or when ctx ends.
 // It loads the proposal once, and then again only when it was told of a
 // change (or the proposal's own expiry came): it never polls the database.
+// The proposal returned after a change may be shared with the other
+// waiters it woke: callers must not modify it.
 func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error) {
 	// Subscribe before looking, so that a change between the look and the
 	// wait still wakes us.
-	changed, release := s.changes.wait(tenantID, id)
+	w, release := s.changes.wait(tenantID, id)
 	p, err := s.Get(ctx, tenantID, id)
 	if err != nil || p.Revision != sinceRevision {
 		release()
 		return p, err
 	}
-	return s.sleep(ctx, p, changed, release, max)
+	return s.sleep(ctx, p, w, release, max)
 }
 
 // WaitChange is Wait for a caller that has just loaded p (e.g. to answer a
@@ -491,7 +493,7 @@ func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision i
 // one, or p when max (capped at MaxWait) elapsed or ctx ended. It reads only
 // p's revision before it waits, to see a change made since p was loaded.
 func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
-	changed, release := s.changes.wait(p.TenantID, p.ID)
+	w, release := s.changes.wait(p.TenantID, p.ID)
 	rev, _, err := s.store.ProposalRevision(ctx, p.TenantID, p.ID)
 	if err != nil || rev != p.Revision {
 		release()
@@ -500,7 +502,7 @@ func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.D
 		}
 		return s.Get(ctx, p.TenantID, p.ID)
 	}
-	return s.sleep(ctx, p, changed, release, max)
+	return s.sleep(ctx, p, w, release, max)
 }
 
 // AgentWait is WaitChange on behalf of an agent, within the agent's limit of
@@ -535,41 +537,64 @@ func (s *Service) AgentLimits(ctx context.Context, agent models.Agent) (models.L
 	return s.store.EffectiveLimits(ctx, agent.TenantID, agent.ID, s.limits)
 }
 
-// sleep holds a long-poll on p until changed is closed and the proposal has
-// a new revision, p falls due for expiry, max elapses or ctx ends. release
-// ends the subscription behind changed.
-func (s *Service) sleep(ctx context.Context, p *models.Proposal, changed <-chan struct{}, release func(),
+// sleep holds a long-poll on p until w's channel is closed and the
+// proposal has a new revision, p falls due for expiry, max elapses or ctx
+// ends. release ends the subscription w. One timer serves both the
+// deadline and the expiry re-check.
+func (s *Service) sleep(ctx context.Context, p *models.Proposal, w *waiters, release func(),
 	max time.Duration) (*models.Proposal, error) {
 	defer func() { release() }()
 	if max > MaxWait {
 		max = MaxWait
 	}
-	deadline := time.NewTimer(max)
-	defer deadline.Stop()
+	end := time.Now().Add(max)
+	timer := time.NewTimer(min(max, s.recheckAfter(p)))
+	defer timer.Stop()
 	for {
-		recheck := time.NewTimer(s.recheckAfter(p))
+		woken := false
 		select {
-		case <-changed:
-		case <-recheck.C:
-			if !s.due(p, s.clock.Now()) {
-				continue // no database read: nothing can have changed unseen
+		case <-w.ch:
+			woken = true
+		case <-timer.C:
+			left := time.Until(end)
+			if left <= 0 {
+				return p, nil
 			}
-		case <-deadline.C:
-			recheck.Stop()
-			return p, nil
+			if !s.due(p, s.clock.Now()) {
+				// No database read: nothing can have changed unseen.
+				timer.Reset(min(left, s.recheckAfter(p)))
+				continue
+			}
 		case <-ctx.Done():
-			recheck.Stop()
 			return p, nil
 		}
-		recheck.Stop()
 		// Subscribe again before loading, for the same reason as in Wait.
+		prev := w
 		release()
-		changed, release = s.changes.wait(p.TenantID, p.ID)
+		w, release = s.changes.wait(p.TenantID, p.ID)
+		if woken {
+			// The waiters woken with us share one load that began after
+			// the change was committed.
+			q, err := prev.reload(func() (*models.Proposal, error) {
+				return s.Get(context.WithoutCancel(ctx), p.TenantID, p.ID)
+			})
+			if err != nil || q.Revision != p.Revision {
+				return q, err
+			}
+			// Woken without a new revision (all waiters are woken after
+			// a lost notification connection): the shared load may have
+			// begun before our new subscription, so look once more.
+		}
 		q, err := s.Get(ctx, p.TenantID, p.ID)
 		if err != nil || q.Revision != p.Revision {
 			return q, err
 		}
 		p = q
+		left := time.Until(end)
+		if left <= 0 {
+			return p, nil
+		}
+		timer.Reset(min(left, s.recheckAfter(p)))
 	}
 }
 

@@ -247,3 +247,43 @@ func TestWaitWakesAcrossInstances(t *testing.T) {
 	e.confirm(r)
 	e.woken(ch, models.StatusConfirmed)
 }
+
+// TestWaitersOfOneProposalShareOneLoad: the long-polls of one proposal
+// woken by one change read it once between them, not once each. The change
+// comes from another instance, as on PostgreSQL by NOTIFY and on SQLite by
+// the foreign-write watcher, which wakes every waiter of the process.
+func TestWaitersOfOneProposalShareOneLoad(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		a := e.instance(time.Hour)
+		e.listen(a)
+		wake := func(n int) int64 {
+			p := e.propose("ord_1001", 100)
+			got := make([]<-chan *models.Proposal, n)
+			for i := range got {
+				got[i] = e.waitAsync(a, p)
+			}
+			e.eventually("the long-polls to park and fall silent", func() bool {
+				s := a.statements.Load()
+				time.Sleep(store.ForeignWriteInterval + 100*time.Millisecond)
+				return a.svc.Waiting() == n && a.statements.Load() == s
+			})
+			base := a.statements.Load()
+			e.confirm(p)
+			for _, ch := range got {
+				e.woken(ch, models.StatusConfirmed)
+			}
+			return a.statements.Load() - base
+		}
+		one := wake(1)
+		many := wake(50)
+		if one == 0 {
+			t.Fatal("waking one long-poll read nothing")
+		}
+		// Fifty separate loads would cost fifty times one; sharing costs
+		// one load (a second may start when the change arrives in two
+		// notifications).
+		if many > 2*one {
+			t.Fatalf("waking 50 long-polls of one proposal ran %d statements, one alone %d: each loads it", many, one)
+		}
+	})
+}

@@ -186,7 +186,7 @@ func (s *Store) AuditEntries(ctx context.Context, tenantID string, after int64, 
 		limit = 1000
 	}
 	var rows []auditEntryRow
-	err := s.db.WithContext(ctx).Where("tenant_id = ? AND seq > ?", tenantID, after).
+	err := s.read.WithContext(ctx).Where("tenant_id = ? AND seq > ?", tenantID, after).
 		Order("seq").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -198,7 +198,7 @@ func (s *Store) AuditEntries(ctx context.Context, tenantID string, after int64, 
 // from the first such entry to the head, in chain order (at most limit).
 func (s *Store) AuditEntriesSince(ctx context.Context, tenantID string, since time.Time, limit int) ([]models.AuditEntry, error) {
 	var first auditEntryRow
-	err := s.db.WithContext(ctx).Select("seq").Where("tenant_id = ? AND created_at >= ?", tenantID, ms(since)).
+	err := s.read.WithContext(ctx).Select("seq").Where("tenant_id = ? AND created_at >= ?", tenantID, ms(since)).
 		Order("seq").Limit(1).Find(&first).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -207,7 +207,7 @@ func (s *Store) AuditEntriesSince(ctx context.Context, tenantID string, since ti
 		return nil, nil
 	}
 	var rows []auditEntryRow
-	err = s.db.WithContext(ctx).Where("tenant_id = ? AND seq >= ?", tenantID, first.Seq).
+	err = s.read.WithContext(ctx).Where("tenant_id = ? AND seq >= ?", tenantID, first.Seq).
 		Order("seq").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -219,7 +219,7 @@ func (s *Store) AuditEntriesSince(ctx context.Context, tenantID string, since ti
 // proposal, in chain order.
 func (s *Store) ProposalAudit(ctx context.Context, tenantID, proposalID string) ([]models.AuditEntry, error) {
 	var rows []auditEntryRow
-	err := s.db.WithContext(ctx).Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID).
+	err := s.read.WithContext(ctx).Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID).
 		Order("seq").Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -243,17 +243,32 @@ type AuditHead struct {
 }
 
 // UncheckpointedHeads returns, for every tenant whose chain grew since its
-// last checkpoint, the current head.
+// last checkpoint, the current head. It starts from the tenants and finds
+// each head through the chain's key: its cost does not grow with the
+// chains' length (this runs every minute, and a scan of every entry would
+// hold up the writes behind it).
 func (s *Store) UncheckpointedHeads(ctx context.Context) ([]AuditHead, error) {
-	var rows []AuditHead
-	err := s.db.WithContext(ctx).Raw(`SELECT e.tenant_id, e.seq, e.hash FROM audit_entries e
-WHERE e.seq = (SELECT MAX(seq) FROM audit_entries m WHERE m.tenant_id = e.tenant_id)
-  AND e.seq > COALESCE((SELECT MAX(seq) FROM audit_checkpoints c WHERE c.tenant_id = e.tenant_id), 0)`).
-		Scan(&rows).Error
+	var rows []struct {
+		TenantID string
+		Seq      *int64
+		Hash     *string
+		Signed   *int64
+	}
+	err := s.read.WithContext(ctx).Raw(`SELECT t.id AS tenant_id,
+  (SELECT e.seq FROM audit_entries e WHERE e.tenant_id = t.id ORDER BY e.seq DESC LIMIT 1) AS seq,
+  (SELECT e.hash FROM audit_entries e WHERE e.tenant_id = t.id ORDER BY e.seq DESC LIMIT 1) AS hash,
+  (SELECT c.seq FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed
+FROM tenants t ORDER BY t.id`).Scan(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	return rows, nil
+	var out []AuditHead
+	for _, r := range rows {
+		if r.Seq != nil && r.Hash != nil && (r.Signed == nil || *r.Seq > *r.Signed) {
+			out = append(out, AuditHead{TenantID: r.TenantID, Seq: *r.Seq, Hash: *r.Hash})
+		}
+	}
+	return out, nil
 }
 
 // Head returns the tenant's current head (Seq 0 for an empty chain).
@@ -292,7 +307,7 @@ func (s *Store) Checkpoints(ctx context.Context, tenantID string, from int64) ([
 // LatestCheckpoint returns the tenant's newest checkpoint, or ok=false.
 func (s *Store) LatestCheckpoint(ctx context.Context, tenantID string) (models.Checkpoint, bool, error) {
 	var row auditCheckpointRow
-	err := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("seq DESC").Limit(1).Find(&row).Error
+	err := s.read.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("seq DESC").Limit(1).Find(&row).Error
 	if err != nil {
 		return models.Checkpoint{}, false, dbErr(err)
 	}
@@ -342,7 +357,7 @@ func (s *Store) CreateAuditReader(ctx context.Context, tenantID, name, keyHash s
 // hash, or EUnauthenticated.
 func (s *Store) AuditReaderByKeyHash(ctx context.Context, keyHash string) (models.AuditReader, error) {
 	var row auditReaderRow
-	err := s.db.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
+	err := s.read.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
 	if err != nil {
 		if models.IsCode(notFound(err, ""), models.ENotFound) {
 			return models.AuditReader{}, models.Errorf(models.EUnauthenticated, "unknown or revoked audit key")

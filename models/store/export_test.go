@@ -24,34 +24,54 @@ func (s *Store) ExplainList(ctx context.Context, f ListFilter) ([]string, error)
 			var rows []map[string]any
 			return q.Scan(&rows)
 		})
-		prefix := "EXPLAIN QUERY PLAN "
-		if s.dialect == Postgres {
-			prefix = "EXPLAIN "
-			if err := tx.Exec("SET LOCAL enable_seqscan = off").Error; err != nil {
-				return err
-			}
-		}
-		rows, err := tx.Raw(prefix + stmt).Rows()
-		if err != nil {
-			return fmt.Errorf("explain %s: %w", stmt, err)
-		}
-		defer rows.Close()
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return err
-			}
-			// SQLite: id, parent, notused, detail; PostgreSQL: one text column.
-			plan = append(plan, strings.TrimSpace(fmt.Sprint(vals[len(vals)-1])))
-		}
-		return rows.Err()
+		var err error
+		plan, err = explain(tx, s.dialect, stmt)
+		return err
 	})
 	return plan, err
+}
+
+// Explain returns the database's plan for the statement sql (its values
+// inlined, as OnStatement reports it), one line per plan node, with
+// sequential scans disabled on PostgreSQL as in ExplainList.
+func (s *Store) Explain(ctx context.Context, sql string) ([]string, error) {
+	var plan []string
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		plan, err = explain(tx, s.dialect, sql)
+		return err
+	})
+	return plan, err
+}
+
+func explain(tx *gorm.DB, dialect Dialect, stmt string) ([]string, error) {
+	var plan []string
+	prefix := "EXPLAIN QUERY PLAN "
+	if dialect == Postgres {
+		prefix = "EXPLAIN "
+		if err := tx.Exec("SET LOCAL enable_seqscan = off").Error; err != nil {
+			return nil, err
+		}
+	}
+	rows, err := tx.Raw(prefix + stmt).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("explain %s: %w", stmt, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		// SQLite: id, parent, notused, detail; PostgreSQL: one text column.
+		plan = append(plan, strings.TrimSpace(fmt.Sprint(vals[len(vals)-1])))
+	}
+	return plan, rows.Err()
 }
 
 // HoldRead starts a read transaction on the reader pool, reads from it, and

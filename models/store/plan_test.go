@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +38,12 @@ func TestListPlansUseIndexes(t *testing.T) {
 			{"agent's settled", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled[:3]}, "proposals_tenant_agent_status_created"},
 			{"pending by time left (console)", store.ListFilter{TenantID: "t1", Statuses: pending, Order: store.ListExpiring}, "proposals_tenant_status_expires"},
 			{"pending by time left, next page", store.ListFilter{TenantID: "t1", Statuses: pending, Order: store.ListExpiring, Cursor: "eDE3ODgyMjcyMDAwMDB8cHJvcF8wMQ"}, "proposals_tenant_status_expires"},
-			{"history by target and reviewer", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001", ReviewerID: "u1"}, "proposals_tenant_status_created"},
+			{"history by target (console)", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001"}, "proposals_tenant_resource_status_created"},
+			{"history by target and reviewer", store.ListFilter{TenantID: "t1", Statuses: settled, Resource: "ord_1001", ReviewerID: "u1"}, "proposals_tenant_resource_status_created"},
+			{"history by agent (console)", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled}, "proposals_tenant_agent_status_created"},
+			{"history by agent, up to a date", store.ListFilter{TenantID: "t1", AgentID: "a1", Statuses: settled,
+				CreatedBefore: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}, "proposals_tenant_agent_status_created"},
+			{"history of one status (console)", store.ListFilter{TenantID: "t1", Statuses: settled[4:5]}, "proposals_tenant_status_created"},
 			{"history up to a date", store.ListFilter{TenantID: "t1", Statuses: settled,
 				CreatedBefore: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)}, "proposals_tenant_status_created"},
 		}
@@ -166,6 +172,124 @@ func TestReadsDoNotStallWrites(t *testing.T) {
 			if err := st.ReaderExec(ctx, "DELETE FROM proposals"); err == nil {
 				t.Error("the reader pool accepted a write")
 			}
+		}
+	})
+}
+
+// TestAuditPlansUseIndexes checks, on both databases, that the audit views
+// (the tenant's chain a page at a time, one proposal's trail, the newest
+// signed checkpoint shown with each) read through an index in chain order:
+// no full scan, no sort, no row read only to be filtered out. The plans are
+// those of the statements the store really runs, as OnStatement sees them.
+func TestAuditPlansUseIndexes(t *testing.T) {
+	eachDBURL(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		var (
+			mu    sync.Mutex
+			stmts []string
+		)
+		st, err := store.Open(url, store.Options{Clock: models.NewFixedClock(time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)),
+			OnStatement: func(q string) { mu.Lock(); stmts = append(stmts, q); mu.Unlock() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if _, err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d := seed(t, st)
+		pk := func(table string) string {
+			if st.Dialect() == store.Postgres {
+				return table + "_pkey"
+			}
+			return "sqlite_autoindex_" + table + "_1"
+		}
+		cases := []struct {
+			name   string
+			call   func() error
+			table  string
+			index  string
+			sqlite string // the SQLite search must use these columns of the index
+		}{
+			{"chain, a page after a position", func() error {
+				_, err := st.AuditEntries(ctx, d.Tenant.ID, 1000, 50)
+				return err
+			}, "audit_entries", pk("audit_entries"), "(tenant_id=? AND seq>?)"},
+			{"one proposal's trail", func() error {
+				_, err := st.ProposalAudit(ctx, d.Tenant.ID, "prop_01")
+				return err
+			}, "audit_entries", "audit_entries_proposal", "(tenant_id=? AND proposal_id=?)"},
+			{"newest checkpoint", func() error {
+				_, _, err := st.LatestCheckpoint(ctx, d.Tenant.ID)
+				return err
+			}, "audit_checkpoints", pk("audit_checkpoints"), "(tenant_id=?)"},
+		}
+		// The checkpointer's look for grown chains, every minute: a
+		// search per tenant, never a pass over the entries.
+		mu.Lock()
+		stmts = nil
+		mu.Unlock()
+		if _, err := st.UncheckpointedHeads(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		ran := slices.Clone(stmts)
+		mu.Unlock()
+		for _, q := range ran {
+			plan, err := st.Explain(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Join(plan, "\n")
+			for _, line := range plan {
+				l := strings.TrimLeft(line, "-> ")
+				if strings.HasPrefix(l, "SCAN ") && !strings.HasPrefix(l, "SCAN t") || strings.HasPrefix(l, "Seq Scan on audit") ||
+					strings.HasPrefix(l, "Filter:") && strings.Contains(l, "SubPlan") || strings.Contains(l, "TEMP B-TREE") {
+					t.Errorf("uncheckpointed heads: the entries are walked instead of searched:\n%s", text)
+				}
+			}
+			t.Logf("uncheckpointed heads: %s\n%s", q, text)
+		}
+		for _, tc := range cases {
+			mu.Lock()
+			stmts = nil
+			mu.Unlock()
+			if err := tc.call(); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			mu.Lock()
+			ran := slices.Clone(stmts)
+			mu.Unlock()
+			if len(ran) != 1 {
+				t.Fatalf("%s: %d statements, want one: %q", tc.name, len(ran), ran)
+			}
+			plan, err := st.Explain(ctx, ran[0])
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			text := strings.Join(plan, "\n")
+			reads := 0
+			for _, line := range plan {
+				l := strings.TrimLeft(line, "-> ")
+				switch {
+				case strings.HasPrefix(l, "SEARCH "+tc.table+" ") || strings.HasPrefix(l, "SCAN "+tc.table):
+					reads++
+					if !strings.Contains(l, "INDEX "+tc.index+" "+tc.sqlite) {
+						t.Errorf("%s: %s read without searching %s %s:\n%s", tc.name, tc.table, tc.index, tc.sqlite, text)
+					}
+				case strings.Contains(l, " on "+tc.table+" "):
+					reads++
+					if !strings.Contains(l, "using "+tc.index+" ") {
+						t.Errorf("%s: %s read without %s:\n%s", tc.name, tc.table, tc.index, text)
+					}
+				case strings.HasPrefix(l, "Filter:"), strings.Contains(l, "TEMP B-TREE"), strings.HasPrefix(l, "Sort  ("):
+					t.Errorf("%s: rows filtered or sorted instead of found in index order:\n%s", tc.name, text)
+				}
+			}
+			if reads != 1 {
+				t.Errorf("%s: %d reads of %s, want 1:\n%s", tc.name, reads, tc.table, text)
+			}
+			t.Logf("%s: %s\n%s", tc.name, ran[0], text)
 		}
 	})
 }
