@@ -11,7 +11,6 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
-	"github.com/countersign/countersign/models/token"
 )
 
 // TestUpgradeKeepsExecutionsAndTheirKeys: migration 00004 rebuilds the
@@ -126,7 +125,7 @@ func TestDatabaseErrorsAreClassified(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := token.Key{ID: "k_same", Private: priv, Public: pub, CreatedAt: time.Now(), Active: true}
+		k := models.SigningKey{ID: "k_same", Private: priv, Public: pub, CreatedAt: time.Now(), Active: true}
 		if err := st.AddKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}

@@ -60,30 +60,14 @@ const (
 	msgClaims     = "confirmation token claims are malformed"
 )
 
-// Key is one Ed25519 signing key. Private is nil when only the public half is
-// known.
-type Key struct {
-	// ID is the key id (JWS "kid"): "k_" followed by 32 lower-case hex
-	// digits for keys made by this package; URL-safe and unique.
-	ID string
-	// Private is the signing half; nil when only the public key is known.
-	Private ed25519.PrivateKey
-	// Public is the verifying half; always set.
-	Public ed25519.PublicKey
-	// CreatedAt is when the key was made, from Config.Clock.
-	CreatedAt time.Time
-	// Active marks the one key that signs new tokens.
-	Active bool
-}
-
 // KeyStore persists keys. Implementations must make AddKey atomic: the new key
 // becomes the only active one.
 type KeyStore interface {
 	// SigningKeys returns all keys, newest first, including retired ones.
-	SigningKeys(ctx context.Context) ([]Key, error)
+	SigningKeys(ctx context.Context) ([]models.SigningKey, error)
 	// AddKey inserts k and makes it the only active key, retiring the
 	// previous active key, in one transaction.
-	AddKey(ctx context.Context, k Key) error
+	AddKey(ctx context.Context, k models.SigningKey) error
 }
 
 // Config configures a Service.
@@ -111,11 +95,11 @@ type Service struct {
 	ensureSem chan struct{}
 
 	mu      sync.RWMutex
-	keys    map[string]Key // by kid
-	order   []string       // kids, newest first, as the store lists them
-	active  string         // kid of the signing key; "" if none
-	started uint64         // store reads started
-	loaded  uint64         // number (per started) of the last successful read; 0 = never
+	keys    map[string]models.SigningKey // by kid
+	order   []string                     // kids, newest first, as the store lists them
+	active  string                       // kid of the signing key; "" if none
+	started uint64                       // store reads started
+	loaded  uint64                       // number (per started) of the last successful read; 0 = never
 }
 
 // New returns a Service over store. It does not touch the store: call
@@ -270,7 +254,7 @@ func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, er
 	return c, nil
 }
 
-// JWKS returns the public keys as a JSON Web Key Set, {"keys":[…]}, newest
+// JWKS returns the public keys as a JSON Web models.SigningKey Set, {"keys":[…]}, newest
 // first: each key is OKP/Ed25519 with kid, "alg":"EdDSA" and "use":"sig".
 // Private material is never included. It re-reads the store so that keys made
 // by other instances are published; a store error is EUnavailable.
@@ -319,16 +303,16 @@ func (s *Service) addKey(ctx context.Context) (string, error) {
 }
 
 // newKey makes a fresh active Ed25519 key with a random id.
-func newKey(now time.Time) (Key, error) {
+func newKey(now time.Time) (models.SigningKey, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return Key{}, models.Wrap(models.EInternal, err, "signing key cannot be generated")
+		return models.SigningKey{}, models.Wrap(models.EInternal, err, "signing key cannot be generated")
 	}
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
-		return Key{}, models.Wrap(models.EInternal, err, "key id cannot be generated")
+		return models.SigningKey{}, models.Wrap(models.EInternal, err, "key id cannot be generated")
 	}
-	return Key{
+	return models.SigningKey{
 		ID:        keyIDPrefix + hex.EncodeToString(id[:]),
 		Private:   priv,
 		Public:    pub,
@@ -414,8 +398,8 @@ func (s *Service) reload(ctx context.Context) error {
 // active key is the first (newest) one marked active. Malformed key material
 // is EInternal: the store is corrupt and nothing should be signed or verified
 // with a guess.
-func index(stored []Key) (map[string]Key, []string, string, error) {
-	keys := make(map[string]Key, len(stored))
+func index(stored []models.SigningKey) (map[string]models.SigningKey, []string, string, error) {
+	keys := make(map[string]models.SigningKey, len(stored))
 	order := make([]string, 0, len(stored))
 	active := ""
 	for _, k := range stored {
@@ -428,7 +412,7 @@ func index(stored []Key) (map[string]Key, []string, string, error) {
 		if len(k.Public) != ed25519.PublicKeySize {
 			return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has a public key of %d bytes", k.ID, len(k.Public))
 		}
-		c := Key{ID: k.ID, Public: bytes.Clone(k.Public), CreatedAt: k.CreatedAt, Active: k.Active}
+		c := models.SigningKey{ID: k.ID, Public: bytes.Clone(k.Public), CreatedAt: k.CreatedAt, Active: k.Active}
 		if k.Private != nil {
 			if len(k.Private) != ed25519.PrivateKeySize {
 				return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has a private key of %d bytes", k.ID, len(k.Private))
