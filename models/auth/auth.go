@@ -25,6 +25,7 @@ import (
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 )
 
 // Defaults for Config's zero values.
@@ -138,58 +139,9 @@ type LoginAttempt struct {
 	Device Device
 }
 
-// Store is the persistence the service needs (*store.Store implements it).
-type Store interface {
-	// TenantByName and UserCredentials return ENotFound for unknown names.
-	TenantByName(ctx context.Context, name string) (models.Tenant, error)
-	UserCredentials(ctx context.Context, tenantID, name string) (models.User, string, error)
-
-	// ReserveLoginAttempt counts one attempt against every limit at once,
-	// or against none when any limit is reached; then ok is false and
-	// retryAt is when the last blocking window ends.
-	ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []models.LoginLimit) (retryAt time.Time, ok bool, err error)
-	// ReleaseLoginAttempt takes one reserved attempt back.
-	ReleaseLoginAttempt(ctx context.Context, key string) error
-	// ClearLoginAttempts forgets every attempt for key.
-	ClearLoginAttempts(ctx context.Context, key string) error
-
-	// CreateConsoleSession stores a new session under its Handle.
-	CreateConsoleSession(ctx context.Context, s models.Session) error
-	// TouchConsoleSession returns the session (without ID) if it is
-	// neither revoked, idle for idle, past ExpiresAt, nor its user
-	// disabled; otherwise EUnauthenticated. When active it slides LastSeen
-	// to now, writing at most once per slideEvery.
-	TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (models.Session, error)
-	// RevokeConsoleSession ends one session; ending an ended one is no error.
-	RevokeConsoleSession(ctx context.Context, handle string, now time.Time) error
-	// RevokeUserConsoleSessions ends every session of a user of the tenant.
-	RevokeUserConsoleSessions(ctx context.Context, tenantID, userID string, now time.Time) error
-
-	// PruneConsole deletes sessions that ended, and attempt windows that
-	// started, before before.
-	PruneConsole(ctx context.Context, before time.Time) (int64, error)
-
-	// ConsoleCookieKeys stores the given keys unless keys are stored
-	// already, and returns the stored ones.
-	ConsoleCookieKeys(ctx context.Context, hashKey, blockKey []byte, now time.Time) ([]byte, []byte, error)
-
-	// The admin operations re-check, inside their transaction, that actor
-	// is an active admin of its tenant (EForbidden) and act only on that
-	// tenant's rows (ENotFound for others).
-	AdminListUsers(ctx context.Context, actor models.User) ([]models.User, error)
-	SetUserTimeZone(ctx context.Context, tenantID, userID, zone string, onlyIfUnset bool) error
-	AdminSecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error)
-	AdminCreateUser(ctx context.Context, actor models.User, name string, role models.Role, passwordHash string) (models.User, error)
-	AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error)
-	AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error)
-	AdminListAgents(ctx context.Context, actor models.User) ([]models.Agent, error)
-	AdminCreateAgent(ctx context.Context, actor models.User, name, ownerUserID, keyHash string) (models.Agent, error)
-	AdminRevokeAgent(ctx context.Context, actor models.User, agentID string, now time.Time) (models.Agent, error)
-}
-
 // Config configures a Service. Zero durations and limits take the defaults.
 type Config struct {
-	Store Store
+	Store *store.Store
 	// Clock is the only source of "now"; models.SystemClock when nil.
 	Clock models.Clock
 	// IdleTimeout ends a session that saw no request for that long.
@@ -215,7 +167,7 @@ type Config struct {
 // It holds no per-process state that matters across instances: sessions,
 // rate limits and cookie keys all live in the database.
 type Service struct {
-	store    Store
+	store    *store.Store
 	clock    models.Clock
 	idle     time.Duration
 	absolute time.Duration

@@ -20,6 +20,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	cprotocol "github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/store"
 )
 
 // Defaults for Config's zero values.
@@ -35,36 +36,6 @@ const (
 
 // MaxKeyName bounds a key's name, in characters.
 const MaxKeyName = 64
-
-// Store is the persistence the step-up needs; *store.Store implements it.
-// Every method scopes by tenant (and user where it takes one).
-type Store interface {
-	CreateCeremony(ctx context.Context, c models.Ceremony) (models.Ceremony, error)
-	CeremonyByChallenge(ctx context.Context, tenantID, challenge string) (models.Ceremony, error)
-	// ConsumeCeremony uses a ceremony up, once (EAlreadyConsumed,
-	// ECeremonyExpired).
-	ConsumeCeremony(ctx context.Context, tenantID, id string, now time.Time) error
-
-	CreateSecurityKeyIfNoneSince(ctx context.Context, k models.SecurityKey, since time.Time) (models.SecurityKey, error)
-	SecurityKeys(ctx context.Context, tenantID, userID string) ([]models.SecurityKey, error)
-	SecurityKey(ctx context.Context, tenantID, userID, keyID string) (models.SecurityKey, error)
-	RenameSecurityKey(ctx context.Context, tenantID, userID, keyID, name string) (models.SecurityKey, error)
-	RemoveSecurityKey(ctx context.Context, tenantID, userID, keyID string, now time.Time) error
-	// RecordKeyUse advances the signature counter, refusing (and flagging
-	// the key) when it does not move forward.
-	RecordKeyUse(ctx context.Context, tenantID, userID, keyID string, use models.KeyUse, now time.Time) (models.SecurityKey, error)
-	// SecurityKeyByCredentialID returns the tenant's key with that
-	// credential id, removed or not (ENotFound otherwise): an approval's
-	// evidence is checked against the key registered when it was made.
-	SecurityKeyByCredentialID(ctx context.Context, tenantID string, credentialID []byte) (models.SecurityKey, error)
-
-	// For passkey sign-in.
-	TenantByName(ctx context.Context, name string) (models.Tenant, error)
-	UserByID(ctx context.Context, tenantID, id string) (models.User, error)
-
-	// Audit records a failed security-key approval in the audit log.
-	Audit(ctx context.Context, tenantID string, at time.Time, ev models.AuditEvent) error
-}
 
 // Protocol is what the step-up needs from the protocol;
 // *protocol.Service implements it.
@@ -87,7 +58,7 @@ type Config struct {
 	// "https://countersign.example.com". At least one.
 	Origins []string
 
-	Store    Store
+	Store    *store.Store
 	Protocol Protocol
 	Clock    models.Clock // models.SystemClock when nil
 
@@ -104,7 +75,7 @@ type Service struct {
 	wa       *webauthn.WebAuthn
 	rpID     string
 	origins  []string
-	store    Store
+	store    *store.Store
 	proto    Protocol
 	clock    models.Clock
 	approval time.Duration

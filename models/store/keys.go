@@ -21,7 +21,7 @@ type signingKeyRow struct {
 
 func (signingKeyRow) TableName() string { return "signing_keys" }
 
-// SigningKeys returns every token signing key, newest first (token.KeyStore).
+// SigningKeys returns every token signing key, newest first (for models/token).
 func (s *Store) SigningKeys(ctx context.Context) ([]models.SigningKey, error) {
 	var rows []signingKeyRow
 	if err := s.db.WithContext(ctx).Order("created_at DESC, kid DESC").Find(&rows).Error; err != nil {
@@ -44,7 +44,7 @@ func (s *Store) SigningKeys(ctx context.Context) ([]models.SigningKey, error) {
 }
 
 // AddKey stores a new signing key and makes it the only active one, in one
-// transaction (token.KeyStore). A partial unique index allows one active key
+// transaction (for models/token). A partial unique index allows one active key
 // at most, so two instances rotating at once cannot both win.
 func (s *Store) AddKey(ctx context.Context, k models.SigningKey) error {
 	if len(k.Private) != ed25519.PrivateKeySize {

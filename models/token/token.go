@@ -2,7 +2,7 @@
 // section 5): compact JWS objects signed with Ed25519 (alg EdDSA) whose
 // payload is a models.Claims.
 //
-// Signing keys live in a KeyStore (the database), are created on first start
+// Signing keys live in the database (models/store), are created on first start
 // by EnsureKey and replaced by Rotate; retired keys keep verifying, and every
 // public key is published as a JWKS. A Service caches the keys and re-reads
 // the store when a token names a key it does not know, so that instances see
@@ -33,6 +33,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 )
 
 const (
@@ -60,9 +61,11 @@ const (
 	msgClaims     = "confirmation token claims are malformed"
 )
 
-// KeyStore persists keys. Implementations must make AddKey atomic: the new key
-// becomes the only active one.
-type KeyStore interface {
+// keyStore is what the service reads and writes of *store.Store. It is an
+// interface only so that this package's tests can fail and hold key reads
+// (reload coalescing, store errors); everything else passes the store.
+// AddKey must be atomic: the new key becomes the only active one.
+type keyStore interface {
 	// SigningKeys returns all keys, newest first, including retired ones.
 	SigningKeys(ctx context.Context) ([]models.SigningKey, error)
 	// AddKey inserts k and makes it the only active key, retiring the
@@ -81,10 +84,10 @@ type Config struct {
 	Clock models.Clock
 }
 
-// Service signs and verifies confirmation tokens with the keys of a KeyStore.
+// Service signs and verifies confirmation tokens with the keys in the store.
 // It is safe for concurrent use.
 type Service struct {
-	store KeyStore
+	store keyStore
 	cfg   Config
 
 	// reloadSem admits one store read at a time (a buffered channel so that
@@ -104,7 +107,9 @@ type Service struct {
 
 // New returns a Service over store. It does not touch the store: call
 // EnsureKey at start so that there is a key to sign with.
-func New(store KeyStore, cfg Config) *Service {
+func New(st *store.Store, cfg Config) *Service { return newService(st, cfg) }
+
+func newService(store keyStore, cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = models.SystemClock{}
 	}

@@ -115,7 +115,7 @@ func (m *memStore) set(f func(m *memStore)) {
 var clock = models.NewFixedClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
 
 func newService(store token.KeyStore) *token.Service {
-	return token.New(store, token.Config{Issuer: "https://countersign.test", Audience: "countersign-execute", Clock: clock})
+	return token.NewOver(store, token.Config{Issuer: "https://countersign.test", Audience: "countersign-execute", Clock: clock})
 }
 
 func setup(t *testing.T) (*token.Service, *memStore) {
