@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -146,7 +147,7 @@ func wake(ctx context.Context, srv *server, n, k int, parked func() error) ([]ti
 	for j := range k {
 		approved[j] = time.Now()
 		if _, err := srv.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: srv.reviewer, ProposalID: ids[j],
-			DigestSeen: digests[j], AMR: []string{"pwd"}}); err != nil {
+			DigestSeen: digests[j], Evidence: auth.ApprovalEvidence(srv.reviewer, nil)}); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
@@ -68,7 +69,7 @@ func TestBackupUnderLoad(t *testing.T) {
 					errs <- err
 					return
 				}
-				c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+				c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 				if models.IsCode(err, models.EStateChanged) {
 					continue // another writer refunded the same order in between
 				}

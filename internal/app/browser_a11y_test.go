@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -287,7 +288,7 @@ func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
 	logs := agent.propose(`{"tool":"delete_logs","arguments":{"log_ids":["log_0009","log_0011","log_0012","log_0013","log_0014","log_0015"],"reason":"Old traces"}}`)
 	admin := terminalUser(t, term, d.creds.Admin)
 	if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: ids[0],
-		DigestSeen: mustDigest(t, term, admin, ids[0])}); err != nil {
+		DigestSeen: mustDigest(t, term, admin, ids[0]), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)

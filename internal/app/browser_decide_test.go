@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -260,7 +261,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest}); err != nil {
+		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(live, s.name+": approval from the terminal shows", statusIs("Confirmed"))
@@ -283,7 +284,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 			chromedp.Navigate(d.base+"/proposals/"+b.ID),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
 		)
-		pb, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID)})
+		pb, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID), Evidence: auth.ApprovalEvidence(admin, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +332,7 @@ func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
 		j.step("list at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/"))
 		j.within(5*time.Second, s.name+": the proposal is listed", row)
 		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: p.ID,
-			DigestSeen: mustDigest(t, term, admin, p.ID)}); err != nil {
+			DigestSeen: mustDigest(t, term, admin, p.ID), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(2*time.Second, s.name+": the terminal's approval leaves the list", "!"+row)
@@ -464,7 +465,7 @@ func TestBrowserPendingTriage(t *testing.T) {
 		j.step("focus a row", chromedp.Focus(chromedp.CSS(row(keep)+`a[data-testid=tool-title]`)))
 		gone := ids[12-decided]
 		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: gone,
-			DigestSeen: mustDigest(t, term, admin, gone)}); err != nil {
+			DigestSeen: mustDigest(t, term, admin, gone), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		decided++
@@ -499,7 +500,7 @@ func TestBrowserHistoryAnswersQuestions(t *testing.T) {
 	ctx := context.Background()
 	approve := func(u models.User, id, comment string) *models.Proposal {
 		t.Helper()
-		p, err := term.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Comment: comment})
+		p, err := term.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Evidence: auth.ApprovalEvidence(u, nil), Comment: comment})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -86,7 +87,7 @@ func TestShutdownAnswersUnavailable(t *testing.T) {
 		return p
 	}
 	p := propose("ord_1001")
-	confirmed, err := s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+	confirmed, err := s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

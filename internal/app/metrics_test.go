@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -162,7 +163,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		p1 := propose("ord_1001")
 		propose("ord_1001") // the same request key again: a replay, not a new proposal
 		clock.Advance(90 * time.Second)
-		c1, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, AMR: []string{"pwd"}})
+		c1, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

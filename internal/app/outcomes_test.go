@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/adaptertest"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -95,7 +96,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string)})
+	p, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string), Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 )
@@ -21,7 +22,7 @@ func TestConsoleRevokesAFailedRetryableWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	p, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

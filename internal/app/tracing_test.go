@@ -22,6 +22,7 @@ import (
 	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/adaptertest"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -147,7 +148,7 @@ func TestTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+		c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

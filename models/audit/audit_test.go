@@ -16,7 +16,9 @@ import (
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/audit"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/checkpoint"
+	"github.com/countersign/countersign/models/internal/verified"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
@@ -103,7 +105,7 @@ func newWorld(t *testing.T, kind string) *world {
 
 	// A click approval.
 	p := refund("ord_1001", 1000)
-	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(demo.Reviewer, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func newWorld(t *testing.T, kind string) *world {
 	}
 	ev := assertion(t, w, demo.Reviewer, p)
 	c, err = w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: ev})
+		Evidence: verified.StepUp(auth.ApprovalEvidence(demo.Reviewer, nil), p.ID, p.ArgsDigest, ev)})
 	if err != nil {
 		t.Fatal(err)
 	}

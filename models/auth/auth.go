@@ -25,6 +25,7 @@ import (
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/internal/verified"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -68,6 +69,15 @@ const AMRWebAuthn = models.AMRPasskey
 // badLoginMessage is the one answer to every failed sign-in, whatever failed:
 // the organization, the user, the password or a disabled account.
 const badLoginMessage = "wrong organization, username or password"
+
+// ApprovalEvidence is the evidence protocol.Service.Confirm needs of a
+// signed-in reviewer's approval: the user and the session's sign-in
+// methods (models.Session.AMR; none means a password). It never says that
+// the write was confirmed with a security key: only models/stepup, having
+// verified an assertion, makes that evidence.
+func ApprovalEvidence(u models.User, signIn []string) verified.Evidence {
+	return verified.SignIn(u.ID, signIn)
+}
 
 // Device is a browser that signed in successfully before, as its
 // remembered-device cookie (signed and encrypted with the session cookie's

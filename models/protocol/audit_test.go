@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -59,7 +60,7 @@ func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
 				if i%2 == 0 {
 					_, err = svc.Cancel(e.ctx, e.agent, p.ID)
 				} else {
-					_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+					_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 				}
 				errs <- err
 			}(i)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/internal/dbfault"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -290,7 +291,7 @@ func TestConfirmWhenTheCommitFails(t *testing.T) {
 		}
 		p = e.propose("ord_1002", 100)
 		faults.Arm(dbfault.BeforeCommit, "insert into decisions")
-		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EOutcomeUncertain)
 		if got := e.confirm(p); got.Status != models.StatusConfirmed || len(got.Decisions) != 1 {
 			t.Fatalf("approve again: %s with %d decisions", got.Status, len(got.Decisions))

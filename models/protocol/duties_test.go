@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
 func (e *env) stepUpConfirm(u models.User, p *models.Proposal) (*models.Proposal, error) {
 	return e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
+		Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 }
 
 // Disabling a reviewer voids their approvals of proposals still awaiting
@@ -144,7 +145,7 @@ func TestSeparationOfDuties(t *testing.T) {
 			return p
 		}
 		approve := func(u models.User, p *models.Proposal) error {
-			_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+			_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)})
 			return err
 		}
 		p := propose("ord_1014")

@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -136,9 +137,9 @@ func (e *env) propose(order string, amount int64) *models.Proposal {
 // returns the confirmed proposal.
 func (e *env) confirm(p *models.Proposal) *models.Proposal {
 	e.t.Helper()
-	in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
+	in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
-		in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+		in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 	}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {

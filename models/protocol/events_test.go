@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 )
@@ -112,7 +113,7 @@ func TestQuorumAndRejectionEvents(t *testing.T) {
 		p := e.propose("ord_2002", 300000)
 		for _, u := range []models.User{e.alice, bob} {
 			in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-				AMR: []string{"pwd", "webauthn"}, Evidence: []byte(`{"test":"assertion"}`)}
+				Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, []byte(`{"test":"assertion"}`))}
 			if _, err := e.svc.Confirm(e.ctx, in); err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +185,7 @@ func TestRacesRecordOneEventPerChange(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
-				_, _ = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+				_, _ = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			})
 		}
 		wg.Wait()

@@ -198,7 +198,7 @@ func TestGroupFactorsRace(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						_, errs[j] = svcs[j].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u[name], ProposalID: p.ID,
-							DigestSeen: p.ArgsDigest, AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
+							DigestSeen: p.ArgsDigest, Evidence: steppedUp(u[name], p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 					}()
 				}
 				wg.Wait()

@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
 // confirmAs approves p as reviewer (with a step-up for webauthn tiers).
 func (e *env) confirmAs(reviewer models.User, p *models.Proposal) *models.Proposal {
 	e.t.Helper()
-	in := protocol.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
+	in := protocol.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(reviewer, nil)}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
-		in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+		in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 	}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {
@@ -207,7 +208,7 @@ func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
 				t.Fatalf("tier %s", p.Tier.Confirmation)
 			}
 			out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID,
-				DigestSeen: p.ArgsDigest, AMR: signIn})
+				DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, signIn)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,11 +225,10 @@ func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
 			t.Fatalf("tier %s", big.Tier.Confirmation)
 		}
 		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
-			DigestSeen: big.ArgsDigest, AMR: []string{"webauthn"}})
+			DigestSeen: big.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, []string{"webauthn"})})
 		wantCode(t, err, models.EStepUpRequired)
 		out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
-			DigestSeen: big.ArgsDigest, AMR: []string{models.AMRPasskey, models.AMRStepUp},
-			Evidence: json.RawMessage(`{"test":"assertion"}`)})
+			DigestSeen: big.ArgsDigest, Evidence: steppedUp(e.alice, big.ID, big.ArgsDigest, []string{models.AMRPasskey, models.AMRStepUp}, json.RawMessage(`{"test":"assertion"}`))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -174,7 +175,7 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 			t.Fatalf("an 18th long-poll returned before the decision: %+v, %v", r.p, r.err)
 		case <-time.After(200 * time.Millisecond):
 		}
-		if _, err := svcs[0].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
+		if _, err := svcs[0].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -35,9 +36,9 @@ func (e *env) grant(terms models.MandateTerms, approvers ...models.User) models.
 		e.t.Fatalf("mandate proposal: kind %q status %s", p.Kind, p.Status)
 	}
 	for _, u := range approvers {
-		in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
+		in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
 		if p.Tier.Confirmation == models.ConfirmWebAuthn {
-			in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+			in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 		}
 		if p, err = e.svc.Confirm(e.ctx, in); err != nil {
 			e.t.Fatalf("grant: %v", err)
@@ -83,16 +84,16 @@ func TestMandateGrantFollowsStrictestTier(t *testing.T) {
 		if d, _ := models.Digest(p.Arguments); d != p.ArgsDigest {
 			t.Fatalf("digest %s of %s, stored %s", d, p.Arguments, p.ArgsDigest)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 		bob := e.user("bob", models.RoleReviewer)
 		key := []string{"pwd", "webauthn"}
 		ev := json.RawMessage(`{"test":"assertion"}`)
-		one, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: key, Evidence: ev})
+		one, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, key, ev)})
 		if err != nil || one.Status != models.StatusAwaitingConfirmation || one.MandateID != "" {
 			t.Fatalf("after one of two approvals: %v %v", one.Status, err)
 		}
-		two, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: key, Evidence: ev})
+		two, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: steppedUp(bob, p.ID, p.ArgsDigest, key, ev)})
 		if err != nil || two.Status != models.StatusConfirmed {
 			t.Fatalf("after two approvals: %v", err)
 		}
@@ -420,11 +421,11 @@ func TestMandateGrantPeopleRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
 	wantCode(t, err, models.ESelfApproval)
-	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:other"})
+	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:other", Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	wantCode(t, err, models.EArgsMismatch)
-	got, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	got, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	if err != nil || got.MandateID == "" {
 		t.Fatalf("alice grants bob's bot: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -81,7 +82,7 @@ func TestToolRemovedFromRegistry(t *testing.T) {
 		t.Errorf("token %s after refusal, want issued", got.Token.Status)
 	}
 
-	_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: pending.ID, DigestSeen: pending.ArgsDigest})
+	_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: pending.ID, DigestSeen: pending.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	wantCode(t, err, models.EUnavailable)
 
 	e.clock.Advance(time.Hour)

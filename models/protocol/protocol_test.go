@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -218,7 +219,7 @@ func TestProposalExpiresAtExactlyExpiresAt(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1007", 1000)
 		e.clock.Set(p.ExpiresAt)
-		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EProposalExpired)
 		got, _ := e.svc.Get(e.ctx, e.tenant, p.ID)
 		if got.Status != models.StatusExpired {
@@ -259,24 +260,24 @@ func TestRequestKeyIdempotency(t *testing.T) {
 func TestConfirmChecks(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1010", 1000)
-		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:00"})
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:00", Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EArgsMismatch)
 
 		disabled := e.alice
 		disabled.Disabled = true
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: disabled, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: disabled, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(disabled, nil)})
 		wantCode(t, err, models.EForbidden)
 
 		// Another channel refunds part of the order: the preview is stale.
 		if err := e.ledger.BumpOrder(e.ctx, e.tenant, "ord_1010"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStateChanged)
 
 		// A double submit records one decision.
 		q := e.propose("ord_1011", 1000)
-		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest}
+		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
 		if _, err := e.svc.Confirm(e.ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +293,7 @@ func TestConfirmChecks(t *testing.T) {
 		if h.Tier.Confirmation != models.ConfirmWebAuthn || h.Tier.Quorum != 1 {
 			t.Fatalf("tier for 50000 = %+v", h.Tier)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: h.ID, DigestSeen: h.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: h.ID, DigestSeen: h.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 	})
 }
@@ -306,7 +307,7 @@ func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+				_, errs[i] = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			}()
 		}
 		wg.Wait()
@@ -334,7 +335,7 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 		}
 		stepUp := func(u models.User) error {
 			_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-				AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
+				Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 			return err
 		}
 		if err := stepUp(e.alice); err != nil {
@@ -369,9 +370,9 @@ func TestRequesterMayNotApprove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.ESelfApproval)
-		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
+		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)}); err != nil {
 			t.Errorf("another reviewer: %v", err)
 		}
 	})
@@ -399,7 +400,7 @@ func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
 			t.Fatalf("tier %+v", p.Tier)
 		}
 		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-			AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"test":"assertion"}`)}
+			Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`))}
 		_, err = e.svc.Confirm(e.ctx, in)
 		wantCode(t, err, models.ESelfApproval)
 		_, err = e.svc.CheckApprove(e.ctx, e.alice, p.ID, p.ArgsDigest)
@@ -419,7 +420,7 @@ func TestDeclineAndCancel(t *testing.T) {
 		if err != nil || d.Status != models.StatusDeclined {
 			t.Fatalf("decline: %v %v", d, err)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)})
 		wantCode(t, err, models.EInvalidState)
 
 		q := e.propose("ord_1015", 100)
@@ -510,7 +511,7 @@ func TestTenantIsolation(t *testing.T) {
 		}
 		_, err = e.svc.Get(e.ctx, other.ID, p.ID)
 		wantCode(t, err, models.ENotFound)
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: mallory, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: mallory, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(mallory, nil)})
 		wantCode(t, err, models.ENotFound)
 		_, err = e.svc.Revoke(e.ctx, mallory, p.ID)
 		wantCode(t, err, models.ENotFound)

@@ -11,6 +11,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to watch the listener
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -200,7 +201,7 @@ func (e *env) idleWaitWokenBy(a *instance, decider *protocol.Service) {
 	if n := a.statements.Load() - idle; n != 0 {
 		t.Fatalf("an idle long-poll ran %d statements in 400 ms", n)
 	}
-	if _, err := decider.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
+	if _, err := decider.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	e.woken(got, models.StatusConfirmed)

@@ -19,6 +19,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/internal/verified"
 	cprotocol "github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 )
@@ -471,11 +472,13 @@ func (s *Service) BeginApproval(ctx context.Context, reviewer models.User, propo
 
 // ApprovalInput is the browser's answer to BeginApproval.
 type ApprovalInput struct {
-	Reviewer   models.User
-	AMR        []string // how the reviewer signed in; "webauthn" is added
-	ProposalID string   // the proposal the answer is posted to
-	Response   []byte   // credential.toJSON() of the assertion
-	Comment    string   // the reviewer's optional comment (ConfirmInput.Comment)
+	Reviewer models.User
+	// SignedIn is how the reviewer's session began (auth.ApprovalEvidence);
+	// the verified assertion is added to it.
+	SignedIn   cprotocol.Evidence
+	ProposalID string // the proposal the answer is posted to
+	Response   []byte // credential.toJSON() of the assertion
+	Comment    string // the reviewer's optional comment (ConfirmInput.Comment)
 }
 
 // FinishApproval verifies the browser's answer to BeginApproval and, when it
@@ -493,13 +496,17 @@ type ApprovalInput struct {
 //  5. the key's signature counter must move forward; a regression flags the
 //     key and refuses (EStepUpFailed);
 //  6. protocol.Service.Confirm decides the rest (quorum, self-approval,
-//     expiry, business state) with AMR ["pwd","webauthn"].
+//     expiry, business state) with the sign-in plus the verified assertion
+//     as evidence (AMR: the sign-in's methods and "webauthn").
 //
 // Errors: the above, EInvalidRequest (not an assertion), and those of
 // Confirm.
 func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models.Proposal, error) {
 	const nothing = "Nothing was approved."
 	u := in.Reviewer
+	if in.SignedIn.IsZero() || in.SignedIn.UserID() != u.ID {
+		return nil, models.Errorf(models.EUnauthenticated, "a security-key approval needs the reviewer's own sign-in. %s", nothing)
+	}
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(in.Response)
 	if err != nil {
 		return nil, models.Wrap(models.EInvalidRequest, err, "this is not a security-key response")
@@ -548,15 +555,10 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 	if err != nil {
 		return nil, err
 	}
-	amr := slices.Clone(in.AMR)
-	if len(amr) == 0 {
-		amr = []string{"pwd"}
-	}
-	if !slices.Contains(amr, "webauthn") {
-		amr = append(amr, "webauthn")
-	}
+	// The one place that makes step-up evidence: the assertion above
+	// verified over this proposal's challenge.
 	return s.proto.Confirm(ctx, cprotocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
-		AMR: amr, Evidence: raw, Comment: in.Comment})
+		Evidence: verified.StepUp(in.SignedIn, p.ID, c.ArgsDigest, raw), Comment: in.Comment})
 }
 
 // CheckEvidence re-verifies one approval of p and says whose key signed
