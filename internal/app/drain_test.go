@@ -33,7 +33,7 @@ func serveApp(t *testing.T, db string) *served {
 	}
 	base := "http://" + ln.Addr().String()
 	a, err := app.Open(ctx, app.Config{DB: db, Addr: ln.Addr().String(), BaseURL: base,
-		Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond})
+		Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond, PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}

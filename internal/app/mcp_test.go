@@ -41,7 +41,8 @@ func openMCP(t *testing.T, server ...func(*http.Server)) *console {
 	}
 	c := &console{t: t, db: "sqlite://" + filepath.Join(t.TempDir(), "mcp.db"), clock: models.NewFixedClock(consoleStart)}
 	c.cfg = app.Config{DB: c.db, Clock: c.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DefaultTenant: "demo", BaseURL: "http://" + ln.Addr().String(), PollInterval: 50 * time.Millisecond}
+		DefaultTenant: "demo", BaseURL: "http://" + ln.Addr().String(), PollInterval: 50 * time.Millisecond,
+		PasswordHash: cheapPasswordHash}
 	a, err := app.Open(context.Background(), c.cfg)
 	if err != nil {
 		t.Fatal(err)

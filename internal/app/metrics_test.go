@@ -115,7 +115,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		start := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
 		clock := models.NewFixedClock(start)
 		a, err := app.Open(ctx, app.Config{DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
-			MetricsToken: "metrics-secret", PollInterval: 20 * time.Millisecond})
+			MetricsToken: "metrics-secret", PollInterval: 20 * time.Millisecond, PasswordHash: cheapPasswordHash})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(dir, "c.db"), ToolsFile: tools,
+	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(dir, "c.db"), ToolsFile: tools, PasswordHash: cheapPasswordHash,
 		Addr: ln.Addr().String(), BaseURL: "http://" + ln.Addr().String(), LeaseMargin: 500 * time.Millisecond,
 		Getenv: func(k string) string {
 			if k == "BIZ_SECRET" {

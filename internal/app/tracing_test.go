@@ -105,7 +105,7 @@ func TestTraces(t *testing.T) {
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	logs := &syncWriter{}
 	clock := models.NewFixedClock(time.Now().UTC().Truncate(time.Millisecond))
-	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), ToolsFile: tools,
+	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), ToolsFile: tools, PasswordHash: cheapPasswordHash,
 		Getenv: func(k string) string {
 			if k == "BIZ_SECRET" {
 				return string(secret)
