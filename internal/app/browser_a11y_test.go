@@ -45,6 +45,7 @@ func contrast(t *testing.T, fg, bg string) float64 {
 // and Decline buttons in every state — as drawn, hovered, busy (a submit
 // under way), busy and hovered, disabled and hovered — at both sizes.
 func TestBrowserBusyButtonsAreReadable(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -96,6 +97,7 @@ func TestBrowserBusyButtonsAreReadable(t *testing.T) {
 // nothing happens when it is refused; the reviewers page shows who has a
 // security key.
 func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)
@@ -173,6 +175,7 @@ func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 // can be chosen and is stored per user; every time is shown in it with UTC
 // on hover.
 func TestBrowserReviewerTimeZone(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -236,6 +239,7 @@ func TestBrowserReviewerTimeZone(t *testing.T) {
 // TestBrowserEmailPreviewKeepsLineBreaks: an e-mail's body reads as the
 // customer will read it, paragraph by paragraph.
 func TestBrowserEmailPreviewKeepsLineBreaks(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -278,6 +282,7 @@ const brokenTokens = `(() => {
 // TestBrowserNoTokenBrokenMidWord checks the pending list, a proposal and
 // the history at both sizes for words split across lines.
 func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)

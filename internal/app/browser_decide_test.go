@@ -152,6 +152,7 @@ func (j *journey) within(d time.Duration, what, cond string) {
 // table of machine and display values, and the agent's context last,
 // folded and marked as not verified.
 func TestBrowserTheWriteComesFirst(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -201,6 +202,7 @@ func TestBrowserTheWriteComesFirst(t *testing.T) {
 // TestBrowserTheConsequenceIsNamed: the Approve button says what will
 // happen, an approval carries its optional comment, and the agent reads it.
 func TestBrowserTheConsequenceIsNamed(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -237,6 +239,7 @@ func TestBrowserTheConsequenceIsNamed(t *testing.T) {
 // database), a revocation, an execution, the window running out — shows
 // within two seconds, and the forms go away when no decision is possible.
 func TestBrowserLiveProposalPage(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -320,6 +323,7 @@ func mustDigest(t *testing.T, a *app.App, u models.User, id string) string {
 // `countersign review approve` (another process writing the database file)
 // leaves the open pending list within two seconds.
 func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -390,6 +394,7 @@ func fifteen(t *testing.T, agent, owned *agentClient) []string {
 // live refreshes and tells the owner of an agent that another reviewer
 // must decide.
 func TestBrowserPendingTriage(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)
@@ -490,6 +495,7 @@ func atoi(s string) int {
 // history filters by target, agent, reviewer, tool, status and date, pages
 // by keyset, and a proposal's page shows its whole timeline.
 func TestBrowserHistoryAnswersQuestions(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)

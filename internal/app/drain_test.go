@@ -59,6 +59,7 @@ func serveApp(t *testing.T, db string) *served {
 // unavailable (not a closed connection) and leaves the token unused, while
 // a long-poll that was in flight still gets its answer.
 func TestShutdownAnswersUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
 	s := serveApp(t, db)

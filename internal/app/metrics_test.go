@@ -110,6 +110,7 @@ func (s scrape) want(t *testing.T, want float64, name string, labels ...string) 
 // approve, execute, a refused replay, a decline, a pending proposal with a
 // long-poll on it — and checks that each number moved as it should.
 func TestMetricsAfterAFlow(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		start := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)

@@ -30,6 +30,7 @@ import (
 // attempt is in flight, and the reconciler later learns the outcome by
 // asking.
 func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
+	t.Parallel()
 	secret := "0123456789abcdef0123456789abcdef"
 	biz := adaptertest.New([]byte(secret))
 	biz.AddResource("ord_1001", "Order 1001", 19900)

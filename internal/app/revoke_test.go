@@ -15,6 +15,7 @@ import (
 // write for now; the administrator is offered the revoke button and pressing
 // it ends the execution, so the agent's retry is refused.
 func TestConsoleRevokesAFailedRetryableWrite(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	p := c.propose("ord_1001", 100)

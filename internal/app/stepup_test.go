@@ -226,6 +226,7 @@ func claimsOf(t *testing.T, p *models.Proposal) models.Claims {
 }
 
 func TestRegisterAKeyAndApproveWithIt(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	p := c.propose("ord_2001", 50000) // tier high: webauthn
@@ -398,6 +399,7 @@ func mustUser(t *testing.T, c *console, name string) models.User {
 }
 
 func TestStepUpRefusals(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -502,6 +504,7 @@ func TestStepUpRefusals(t *testing.T) {
 }
 
 func TestConcurrentFinishesOfOneAssertion(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -529,6 +532,7 @@ func TestConcurrentFinishesOfOneAssertion(t *testing.T) {
 }
 
 func TestSignCounterRegressionFlagsTheKey(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -572,6 +576,7 @@ func TestSignCounterRegressionFlagsTheKey(t *testing.T) {
 }
 
 func TestQuorumNeedsDistinctReviewersEachWithAKey(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	c.user("demo", "bob", models.RoleReviewer, "bob-password-123")
 	alice := c.reviewerWithKey("alice", c.creds.ReviewerPassword, "Alice's key")
@@ -616,6 +621,7 @@ func TestQuorumNeedsDistinctReviewersEachWithAKey(t *testing.T) {
 }
 
 func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	ctx := context.Background()
 	carol := c.user("demo", "carol", models.RoleReviewer, "carol-password-1")
@@ -650,6 +656,7 @@ func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
 }
 
 func TestCeremoniesSurviveARestart(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -672,6 +679,7 @@ func TestCeremoniesSurviveARestart(t *testing.T) {
 }
 
 func TestRemovingAKeyNeedsAFreshStepUp(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k1 := newKey(t, b)
@@ -735,6 +743,7 @@ func (k *key) signAny(o *virtualwebauthn.AssertionOptions) string {
 // A password session alone cannot add a key to a reviewer who has one: a
 // stolen session could otherwise enroll its own key and approve with it.
 func TestASecondKeyNeedsTheFirst(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	first := newKey(t, b)
@@ -811,6 +820,7 @@ func intruderAttestation(t *testing.T, k *key) string {
 }
 
 func TestPasskeySignIn(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	alice := mustUser(t, c, "alice")
 	owner := c.alice()
@@ -930,6 +940,7 @@ func TestPasskeySignIn(t *testing.T) {
 // this very proposal's challenge, signed by carol's registered key. The
 // history must not certify it as bob's approval.
 func TestHistoryChecksWhoseKeySignedTheEvidence(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	ctx := context.Background()
 	c.user("demo", "carol", models.RoleReviewer, "carol-password-1")

@@ -87,6 +87,7 @@ func (w *syncWriter) lines() []map[string]any {
 // the reference server refuses unsigned requests) and the trace and
 // request ids on the log lines.
 func TestTraces(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	biz := &recordingBiz{Server: adaptertest.New(secret), parent: map[string][]string{}}
