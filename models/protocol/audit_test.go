@@ -19,6 +19,7 @@ import (
 // change appears exactly once in the tenant's chain, with no fork and no
 // gap.
 func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		services := []*protocol.Service{e.svc}
 		for i := 0; i < 2; i++ {

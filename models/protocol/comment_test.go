@@ -12,6 +12,7 @@ import (
 // An approval may carry a comment; it is kept with the decision (the agent
 // and the history read it) and bounded like a decline's reason.
 func TestApprovalComment(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1004", 1000)
 		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil),

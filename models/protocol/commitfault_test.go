@@ -57,6 +57,7 @@ func (e *env) proposalCount() int {
 // answers outcome_uncertain with the request key to retry with, and the
 // retry creates exactly one proposal. With or without a key of the agent's.
 func TestProposeWhenTheCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		for _, key := range []string{"refund-1001-a", ""} {
@@ -115,6 +116,7 @@ func TestProposeWhenTheCommitFails(t *testing.T) {
 // commit the execute goes on and writes once; before it, the answer is
 // outcome_uncertain and presenting the same token again writes once.
 func TestExecuteWhenTheConsumeCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		refunded := e.order("ord_1001").RefundedMinor
@@ -150,6 +152,7 @@ func TestExecuteWhenTheConsumeCommitFails(t *testing.T) {
 // error; the reconciler settles it from the business system's record
 // without a second write.
 func TestExecuteWhenRecordingTheOutcomeFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		refunded := e.order("ord_1001").RefundedMinor
@@ -212,6 +215,7 @@ func proxyEnv(t *testing.T) (*env, *dbfault.PGProxy) {
 // COMMIT and cuts the connection before its answer, or cuts it before the
 // COMMIT reaches the server.
 func TestPostgresConnectionCutAtCommit(t *testing.T) {
+	t.Parallel()
 	e, proxy := proxyEnv(t)
 	refunded := e.order("ord_1001").RefundedMinor
 
@@ -259,6 +263,7 @@ func TestPostgresConnectionCutAtCommit(t *testing.T) {
 // answer is the cancelled proposal; before it, outcome_uncertain, and
 // cancelling again cancels.
 func TestCancelWhenTheCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		p := e.propose("ord_1001", 100)
@@ -281,6 +286,7 @@ func TestCancelWhenTheCommitFails(t *testing.T) {
 // commit the answer is the confirmed proposal with its token; before it,
 // outcome_uncertain, and approving again confirms it once.
 func TestConfirmWhenTheCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		p := e.propose("ord_1001", 100)

@@ -19,6 +19,7 @@ func (e *env) counter(by models.User, p *models.Proposal, args json.RawMessage, 
 // version in the security-key tier: it cannot be confirmed with a click,
 // and the original ends superseded without a token.
 func TestCounterRaisesTierToSecurityKey(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_2001", 10000)
@@ -93,6 +94,7 @@ func TestCounterRaisesTierToSecurityKey(t *testing.T) {
 // The editor is the requester of their edit: they may not approve it, even
 // alone in a click tier; another reviewer may.
 func TestCounterEditorIsNotSoleApprover(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_1001", 5000)
@@ -142,6 +144,7 @@ func TestCounterEditorIsNotSoleApprover(t *testing.T) {
 // and the original, which never had a token, cannot be executed with the
 // new version's token.
 func TestCounterAgentRedeemsEditedVersion(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_1003", 9000)
@@ -178,6 +181,7 @@ func TestCounterAgentRedeemsEditedVersion(t *testing.T) {
 
 // Edits that cannot be made leave the original awaiting, untouched.
 func TestCounterRefusals(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_1004", 9000)
@@ -212,6 +216,7 @@ func TestCounterRefusals(t *testing.T) {
 // edit wins the original is superseded and has no token. The edit runs on
 // a second server instance over the same database.
 func TestCounterRacesApproval(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		other := secondInstance(t, e)

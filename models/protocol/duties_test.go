@@ -19,6 +19,7 @@ func (e *env) stepUpConfirm(u models.User, p *models.Proposal) (*models.Proposal
 // Disabling a reviewer voids their approvals of proposals still awaiting
 // confirmation: a quorum of two needs two approvals by enabled reviewers.
 func TestDisablingVoidsPendingApprovals(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob, carol := e.user("bob", models.RoleReviewer), e.user("carol", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
@@ -78,6 +79,7 @@ func TestDisablingVoidsPendingApprovals(t *testing.T) {
 // An approval racing the disabling of its reviewer is either refused or
 // voided: it never counts once the disable has committed.
 func TestDisableRacesApproval(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		const n = 8
 		users := make([]models.User, n)
@@ -120,6 +122,7 @@ func TestDisableRacesApproval(t *testing.T) {
 // or owns the agent cannot approve its proposals; the store re-checks
 // inside the deciding transaction, whatever the caller passes.
 func TestSeparationOfDuties(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		admin2 := e.user("admin2", models.RoleAdmin)
 		agent, err := e.store.AdminCreateAgent(e.ctx, e.admin, "admins-bot", "", "sha256:admins-bot")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
@@ -17,7 +18,13 @@ import (
 	"github.com/countersign/countersign/models/token"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Every test builds its own service over its own database and clock, so
+// they run in parallel; most of their time is spent waiting on the
+// database, more at once than there are cores.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	pgtest.Main(m)
+}
 
 // start is 2026-09-01 06:20:00 UTC, the clock every test begins at.
 var start = time.Date(2026, 9, 1, 6, 20, 0, 0, time.UTC)
@@ -45,6 +52,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			fn(t, newEnv(t, kind, nil))
 		})
 	}

@@ -50,6 +50,7 @@ func wantEvents(t *testing.T, got []string, want ...string) {
 
 // Every state change leaves exactly one event, written with the change.
 func TestEveryStateChangeLeavesAnEvent(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1001", 19900)
 		c := e.confirm(p)
@@ -108,6 +109,7 @@ func TestEveryStateChangeLeavesAnEvent(t *testing.T) {
 // A quorum proposal records one decision event per approver and one
 // confirmation; a rejected proposal records its rejection.
 func TestQuorumAndRejectionEvents(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
@@ -135,6 +137,7 @@ func TestQuorumAndRejectionEvents(t *testing.T) {
 // Deliveries are created with the event, for the endpoints that may see it
 // and, while a proposal awaits a person, for each notification channel.
 func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		other, err := e.store.CreateAgent(e.ctx, e.tenant, "other-agent", "", "sha256:other")
 		if err != nil {
@@ -180,6 +183,7 @@ func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
 // Racing deciders and sweepers record each change once: the event is
 // written only by the conditional UPDATE that won.
 func TestRacesRecordOneEventPerChange(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1001", 100)
 		var wg sync.WaitGroup

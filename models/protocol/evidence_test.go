@@ -15,6 +15,7 @@ import (
 // this very proposal and digest. Every refusal leaves the proposal as it
 // was.
 func TestConfirmAcceptsOnlyEvidenceMadeForThisApproval(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		small := e.propose("ord_1001", 19900)
@@ -69,6 +70,7 @@ func TestConfirmAcceptsOnlyEvidenceMadeForThisApproval(t *testing.T) {
 // models/auth and models/stepup make it (TestEvidenceCannotBeForged in
 // handlers/console compiles the attempts).
 func TestEvidenceHasNoExportedField(t *testing.T) {
+	t.Parallel()
 	typ := reflect.TypeFor[protocol.Evidence]()
 	if typ.NumField() == 0 {
 		t.Fatal("Evidence has no fields at all")

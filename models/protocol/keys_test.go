@@ -31,6 +31,7 @@ func (e *env) confirmAs(reviewer models.User, p *models.Proposal) *models.Propos
 // Idempotency-Key alone. Each write happens once, for its own order, and
 // each tenant's receipt names its own outcome.
 func TestTenantsShareARequestKey(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		biz.AddResource("ord_1002", "Order …1002", 19900)
@@ -98,6 +99,7 @@ func TestTenantsShareARequestKey(t *testing.T) {
 }
 
 func TestDownstreamKey(t *testing.T) {
+	t.Parallel()
 	base := models.DownstreamKey("ins_1", "ten_1", "agt_1", "refund-42")
 	if base != models.DownstreamKey("ins_1", "ten_1", "agt_1", "refund-42") {
 		t.Fatal("not stable")
@@ -129,6 +131,7 @@ func TestDownstreamKey(t *testing.T) {
 // write; the same agent repeating the write gets its proposal back; the same
 // agent with other arguments gets idempotency_key_reuse.
 func TestRequestKeysArePerAgent(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		sibling, err := e.store.CreateAgent(e.ctx, e.tenant, "sibling", "", "sha256:sibling")
 		if err != nil {
@@ -194,6 +197,7 @@ func TestRequestKeysArePerAgent(t *testing.T) {
 // security-key confirmation; only an approval with step-up evidence does.
 // A session naming "webauthn" without evidence cannot pass a webauthn tier.
 func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		claimsOf := func(p *models.Proposal) models.Claims {
 			c, err := e.tokens.Verify(e.ctx, p.Token.Compact)

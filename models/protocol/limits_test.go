@@ -66,6 +66,7 @@ func (e *env) proposeMany(svcs []*protocol.Service, n int) (created int, limited
 // instances over one PostgreSQL; the refusals say when the first open one
 // expires. A decision frees exactly one place.
 func TestOpenProposalsLimitHoldsUnderRace(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svcs := e.services(models.Limits{OpenProposals: 10})
 		created, limited := e.proposeMany(svcs, 100)
@@ -113,6 +114,7 @@ func registryTTL(t *testing.T, e *env) time.Duration {
 // whose retries cost nothing; the refusals ask for the 9 s until the next
 // one is free; 8.572 s later exactly one more passes.
 func TestProposalRateLimit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svcs := e.services(models.Limits{ProposalsPerMinute: 7})
 		in := protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1003", 100), RequestKey: "refund-1003"}
@@ -146,6 +148,7 @@ func TestProposalRateLimit(t *testing.T) {
 // (over two instances on PostgreSQL) exactly 3 wait and 17 are refused at
 // once; the 3 wake on the decision and give their places back.
 func TestConcurrentWaitsLimit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svcs := e.services(models.Limits{ConcurrentWaits: 3})
 		p := e.propose("ord_1001", 100)
@@ -215,6 +218,7 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 // the server's default; 0 means no limit; removing an override inherits
 // again.
 func TestLimitOverrides(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svc := e.services(models.Limits{ProposalsPerMinute: 60, OpenProposals: 5, ConcurrentWaits: 2})[0]
 		n := func(v int) *int { return &v }

@@ -14,6 +14,7 @@ import (
 )
 
 func TestProposeConfirmExecute(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1001", 19900)
 		if got, want := p.Status, models.StatusAwaitingConfirmation; got != want {
@@ -82,6 +83,7 @@ func TestProposeConfirmExecute(t *testing.T) {
 }
 
 func TestHundredRedeemersOneWrite(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1003", 19900))
 		const n = 100
@@ -136,6 +138,7 @@ func TestHundredRedeemersOneWrite(t *testing.T) {
 }
 
 func TestTwoTokensThatCannotBothFit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		a := e.confirm(e.propose("ord_1004", 15000))
 		b := e.confirm(e.propose("ord_1004", 15000))
@@ -183,6 +186,7 @@ func TestTwoTokensThatCannotBothFit(t *testing.T) {
 }
 
 func TestTokenExpiresAtExactlyExp(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1005", 1000))
 		claims, _ := e.tokens.Verify(e.ctx, p.Token.Compact)
@@ -216,6 +220,7 @@ func TestTokenExpiresAtExactlyExp(t *testing.T) {
 }
 
 func TestProposalExpiresAtExactlyExpiresAt(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1007", 1000)
 		e.clock.Set(p.ExpiresAt)
@@ -236,6 +241,7 @@ func TestProposalExpiresAtExactlyExpiresAt(t *testing.T) {
 }
 
 func TestRequestKeyIdempotency(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		in := protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1009", 500), RequestKey: "chat-42:refund"}
 		p, created, err := e.svc.Propose(e.ctx, e.agent, in)
@@ -258,6 +264,7 @@ func TestRequestKeyIdempotency(t *testing.T) {
 }
 
 func TestConfirmChecks(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1010", 1000)
 		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:00", Evidence: auth.ApprovalEvidence(e.alice, nil)})
@@ -299,6 +306,7 @@ func TestConfirmChecks(t *testing.T) {
 }
 
 func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1012", 1000)
 		var wg sync.WaitGroup
@@ -327,6 +335,7 @@ func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
 }
 
 func TestQuorumOfDistinctApprovers(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
@@ -361,6 +370,7 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 }
 
 func TestRequesterMayNotApprove(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		owned, err := e.store.CreateAgent(e.ctx, e.tenant, "alices-assistant", e.alice.ID, "sha256:owned")
 		if err != nil {
@@ -381,6 +391,7 @@ func TestRequesterMayNotApprove(t *testing.T) {
 // In a quorum the requester never counts, even where the tier allows
 // self-approval.
 func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		yaml := strings.Replace(string(registry.DemoYAML()), "        quorum: 2\n", "        quorum: 2\n        allow_self_approval: true\n", 1)
 		reg, err := registry.Parse([]byte(yaml))
@@ -412,6 +423,7 @@ func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
 }
 
 func TestDeclineAndCancel(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1014", 100)
 		_, err := e.svc.Decline(e.ctx, protocol.DeclineInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Reason: "  "})
@@ -434,6 +446,7 @@ func TestDeclineAndCancel(t *testing.T) {
 }
 
 func TestRevokeBeforeUse(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1016", 100))
 		_, err := e.svc.Revoke(e.ctx, e.alice, p.ID)
@@ -453,6 +466,7 @@ func TestRevokeBeforeUse(t *testing.T) {
 }
 
 func TestBadProposals(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		cases := []struct {
 			name    string
@@ -495,6 +509,7 @@ func TestBadProposals(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1018", 100))
 		other, err := e.store.CreateTenant(e.ctx, "acme")
@@ -537,6 +552,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestWaitReturnsOnChange(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1019", 100)
 		done := make(chan *models.Proposal)
@@ -567,6 +583,7 @@ func TestWaitReturnsOnChange(t *testing.T) {
 }
 
 func TestBatchResourceSet(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		a, _, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "delete_logs",
 			Arguments: json.RawMessage(`{"log_ids":["log_0003","log_0001","log_0002"],"reason":"rotate"}`), RequestKey: "b1"})
@@ -602,6 +619,7 @@ func contains(ss []string, s string) bool {
 }
 
 func TestListKeysetPagination(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		var ids []string
 		for i := range 7 {
@@ -644,6 +662,7 @@ func TestListKeysetPagination(t *testing.T) {
 }
 
 func TestWaitSeesTheExpiry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	p := e.propose("ord_1019", 100)
 	done := make(chan *models.Proposal, 1)
