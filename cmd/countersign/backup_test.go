@@ -29,7 +29,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := "sqlite://" + filepath.Join(dir, "live.db")
-	a, err := app.Open(ctx, app.Config{DB: db, Logger: slog.New(slog.DiscardHandler)})
+	a, err := app.Open(ctx, app.Config{DB: db, Logger: slog.New(slog.DiscardHandler), PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	if got, err := store.CheckSQLiteFile(ctx, target); err != nil || got != info {
 		t.Errorf("restored database: %+v, %v; want %+v", got, err, info)
 	}
-	restored, err := app.Open(ctx, app.Config{DB: "sqlite://" + target, Logger: slog.New(slog.DiscardHandler)})
+	restored, err := app.Open(ctx, app.Config{DB: "sqlite://" + target, Logger: slog.New(slog.DiscardHandler), PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatalf("serving the restored database: %v", err)
 	}
