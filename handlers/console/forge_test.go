@@ -13,6 +13,7 @@ import (
 // calls. Neither compiles outside models; passing on auth's sign-in
 // evidence does.
 func TestEvidenceCannotBeForged(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("compiles three programs with the go command")
 	}

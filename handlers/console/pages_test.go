@@ -325,6 +325,7 @@ func field(t *testing.T, doc *html.Node, name string) *html.Node {
 }
 
 func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	for _, r := range []response{
@@ -343,6 +344,7 @@ func TestUnauthenticated(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	e.confirm(e.refund("ord_1002", 19900), e.alice)

@@ -13,6 +13,7 @@ import (
 	"github.com/descope/virtualwebauthn"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/audit"
@@ -26,7 +27,12 @@ import (
 	"github.com/countersign/countersign/models/token"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Every test opens its own database, so they run in parallel, more at once
+// than there are cores: most of their time is spent waiting on it.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	pgtest.Main(m)
+}
 
 var b64 = base64.RawURLEncoding
 
@@ -190,6 +196,7 @@ func verify(t *testing.T, export []byte, receipt string) *audit.Report {
 }
 
 func TestUntouchedExportVerifies(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			w := newWorld(t, kind)
@@ -212,6 +219,7 @@ func TestUntouchedExportVerifies(t *testing.T) {
 // TestReceiptsVerifyAfterRotation: a receipt signed before a key rotation
 // verifies against the JWKS published after it, as does a new one.
 func TestReceiptsVerifyAfterRotation(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "sqlite")
 	kid, err := w.tokens.Rotate(w.ctx)
 	if err != nil || kid == w.firstKID {
@@ -275,6 +283,7 @@ func has(kind string) func(string) bool {
 }
 
 func TestTamperingIsNamed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "sqlite")
 	export := w.export(t)
 	var x audit.Export

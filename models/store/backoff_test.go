@@ -15,6 +15,7 @@ import (
 // at once, then one attempt per doubling wait, and forgets a key only after
 // a quiet window past its last wait.
 func TestLoginBackoffLimit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)

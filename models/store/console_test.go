@@ -57,6 +57,7 @@ func consoleSetup(t *testing.T, st *store.Store) consoleFixture {
 }
 
 func TestConsoleSessionTimeouts(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -104,6 +105,7 @@ func TestConsoleSessionTimeouts(t *testing.T) {
 // timeout but write at most once per slideEvery; background requests never
 // slide it.
 func TestConsoleSessionActivityWrites(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -140,6 +142,7 @@ func TestConsoleSessionActivityWrites(t *testing.T) {
 }
 
 func TestConsoleSessionRevocation(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -175,6 +178,7 @@ func TestConsoleSessionRevocation(t *testing.T) {
 }
 
 func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -220,6 +224,7 @@ func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
 }
 
 func TestConsoleAdminScope(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -290,6 +295,7 @@ func TestConsoleAdminScope(t *testing.T) {
 }
 
 func TestLoginAttemptLimits(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		window := 15 * time.Minute
@@ -349,6 +355,7 @@ func TestLoginAttemptLimits(t *testing.T) {
 }
 
 func TestLoginAttemptLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		limits := []models.LoginLimit{{Key: "user:acme\nalice", Max: 5}}
@@ -379,6 +386,7 @@ func TestLoginAttemptLimitUnderConcurrency(t *testing.T) {
 }
 
 func TestConsoleCookieKeysCreatedOnce(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		type pair struct{ h, b []byte }
@@ -412,6 +420,7 @@ func TestConsoleCookieKeysCreatedOnce(t *testing.T) {
 }
 
 func TestPruneConsole(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)

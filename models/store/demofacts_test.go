@@ -11,6 +11,7 @@ import (
 )
 
 func TestDemoLedgerFactsFollowTheLedger(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)
@@ -65,6 +66,7 @@ func equalFacts(a, b []models.Fact) bool {
 }
 
 func TestProposalsCarryTheAgentsOwner(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)
