@@ -13,7 +13,7 @@ import (
 )
 
 // The console's sessions, sign-in rate limits, cookie keys and admin
-// operations (what auth.Store lists).
+// operations, for models/auth.
 
 type consoleSessionRow struct {
 	IDHash     string `gorm:"primaryKey"`
