@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -191,19 +190,34 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 				t.Fatal("the held long-polls did not wake")
 			}
 		}
-		// Their places are free again: three more may wait.
+		// Their places are free again: three more may wait at once. Once
+		// the store holds all three, a decision wakes them (cancelling
+		// instead could interrupt one still reading the proposal).
 		q := e.propose("ord_1002", 100)
-		ctx, cancel := context.WithCancel(e.ctx)
 		var wg sync.WaitGroup
 		errs := make(chan error, 3)
 		for i := range 3 {
 			wg.Go(func() {
-				_, err := svcs[i%len(svcs)].AgentWait(ctx, e.agent, q, protocol.MaxWait)
+				_, err := svcs[i%len(svcs)].AgentWait(e.ctx, e.agent, q, protocol.MaxWait)
 				errs <- err
 			})
 		}
-		time.Sleep(200 * time.Millisecond)
-		cancel()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var held int
+			if err := e.store.DB().QueryRowContext(e.ctx, "SELECT COUNT(*) FROM agent_waits WHERE agent_id = $1", e.agent.ID).Scan(&held); err != nil {
+				t.Fatal(err)
+			}
+			if held == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d long-polls held, want 3", held)
+			}
+		}
+		if _, err := svcs[0].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest,
+			Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
+			t.Fatal(err)
+		}
 		wg.Wait()
 		close(errs)
 		for err := range errs {
