@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -19,6 +20,7 @@ func TestMain(m *testing.M) {
 // that the report has every row, each with a finite, positive ratio. It
 // asserts nothing about speed.
 func TestBenchReport(t *testing.T) {
+	testenv.SkipShort(t, "a benchmark run")
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			args := []string{"--ops", "8", "--rounds", "2", "-c", "1,3", "--list-n", "1500", "--waiters", "12", "--dir", t.TempDir()}

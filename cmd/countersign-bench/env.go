@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 )
@@ -145,7 +146,7 @@ func (s *server) confirmed(ctx context.Context, n int) ([][2]string, error) {
 				p, err := s.propose(ctx, i)
 				if err == nil {
 					p, err = s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: s.reviewer, ProposalID: p.ID,
-						DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+						DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(s.reviewer, nil)})
 				}
 				if err == nil && p.Token == nil {
 					err = fmt.Errorf("proposal %s confirmed without a token", p.ID)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -160,7 +161,7 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 		}
 		approved[j] = time.Now()
 		if _, err := srv.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: srv.reviewer, ProposalID: props[j].ID,
-			DigestSeen: props[j].ArgsDigest, AMR: []string{"pwd"}}); err != nil {
+			DigestSeen: props[j].ArgsDigest, Evidence: auth.ApprovalEvidence(srv.reviewer, nil)}); err != nil {
 			return nil, nil, err
 		}
 		calls = append(calls, time.Since(approved[j]))

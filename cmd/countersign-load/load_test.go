@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/testenv"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -16,6 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // duplicate proposes and executes and business-system faults, finds no
 // duplicate effect and no lost write, and says so in its summary.
 func TestSmallRunHasNoDuplicatesAndNoLostWrites(t *testing.T) {
+	testenv.SkipShort(t, "a load run (two servers, faults, reconciliation)")
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			cfg := config{Servers: 2, Agents: 3, Proposals: 3, Reviewers: 2, Duplicates: 0.5, BizFaults: 0.3,

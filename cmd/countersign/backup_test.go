@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
@@ -28,7 +29,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := "sqlite://" + filepath.Join(dir, "live.db")
-	a, err := app.Open(ctx, app.Config{DB: db, Logger: slog.New(slog.DiscardHandler)})
+	a, err := app.Open(ctx, app.Config{DB: db, Logger: slog.New(slog.DiscardHandler), PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestBackupUnderLoad(t *testing.T) {
 					errs <- err
 					return
 				}
-				c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+				c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 				if models.IsCode(err, models.EStateChanged) {
 					continue // another writer refunded the same order in between
 				}
@@ -171,7 +172,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	if got, err := store.CheckSQLiteFile(ctx, target); err != nil || got != info {
 		t.Errorf("restored database: %+v, %v; want %+v", got, err, info)
 	}
-	restored, err := app.Open(ctx, app.Config{DB: "sqlite://" + target, Logger: slog.New(slog.DiscardHandler)})
+	restored, err := app.Open(ctx, app.Config{DB: "sqlite://" + target, Logger: slog.New(slog.DiscardHandler), PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatalf("serving the restored database: %v", err)
 	}

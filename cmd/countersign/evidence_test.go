@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
 )
@@ -27,7 +28,7 @@ func TestEvidenceVerify(t *testing.T) {
 	// it, through the same service the console uses (relying party
 	// localhost, the default without a base URL).
 	rp := virtualwebauthn.RelyingParty{ID: f.a.StepUp.RPID(), Name: "countersign", Origin: f.a.StepUp.Origins()[0]}
-	auth := virtualwebauthn.NewAuthenticator()
+	authr := virtualwebauthn.NewAuthenticator()
 	cred := webauthntest.NewCredential()
 	opts, err := f.a.StepUp.BeginRegistration(ctx, alice, nil)
 	if err != nil {
@@ -38,7 +39,7 @@ func TestEvidenceVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := f.a.StepUp.FinishRegistration(ctx, alice, "CLI test key",
-		[]byte(virtualwebauthn.CreateAttestationResponse(rp, auth, cred, *ao))); err != nil {
+		[]byte(virtualwebauthn.CreateAttestationResponse(rp, authr, cred, *ao))); err != nil {
 		t.Fatal(err)
 	}
 	id := f.refund(t, "ord_2001", 50000)
@@ -54,8 +55,8 @@ func TestEvidenceVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.a.StepUp.FinishApproval(ctx, stepup.ApprovalInput{Reviewer: alice, AMR: []string{"pwd"}, ProposalID: id,
-		Response: []byte(virtualwebauthn.CreateAssertionResponse(rp, auth, cred, *as))}); err != nil {
+	if _, err := f.a.StepUp.FinishApproval(ctx, stepup.ApprovalInput{Reviewer: alice, SignedIn: auth.ApprovalEvidence(alice, nil), ProposalID: id,
+		Response: []byte(virtualwebauthn.CreateAssertionResponse(rp, authr, cred, *as))}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -74,7 +75,7 @@ func TestEvidenceVerify(t *testing.T) {
 
 	// A click-tier approval needs no evidence.
 	low := f.refund(t, "ord_1001", 100)
-	if _, err := f.a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: low, DigestSeen: mustDigest(t, f, low)}); err != nil {
+	if _, err := f.a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: low, DigestSeen: mustDigest(t, f, low), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := verify(low); r.err != nil || !strings.Contains(r.stdout, "needs no security key") {

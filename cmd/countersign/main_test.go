@@ -52,12 +52,17 @@ func (b *syncBuffer) String() string {
 // envOf returns a getenv over m, so that tests never see the real
 // environment. New password hashes take the smallest argon2id cost unless m
 // says otherwise: the tests check the commands, not the hash's strength.
+// cheapPasswordHash is the smallest argon2id cost, what envOf gives the
+// commands as COUNTERSIGN_PASSWORD_HASH: these tests check the commands,
+// not the hash's strength.
+var cheapPasswordHash = secret.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}
+
 func envOf(m map[string]string) func(string) string {
 	return func(k string) string {
 		if v, ok := m[k]; ok || k != "COUNTERSIGN_PASSWORD_HASH" {
 			return v
 		}
-		return "m=64,t=1,p=1"
+		return cheapPasswordHash.String()
 	}
 }
 
@@ -456,7 +461,7 @@ func newDemoFixture(t *testing.T) *demoFixture {
 	t.Helper()
 	ctx := context.Background()
 	db := tempDB(t)
-	a, err := app.Open(ctx, app.Config{DB: db})
+	a, err := app.Open(ctx, app.Config{DB: db, PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +693,7 @@ func TestTenantUserAgentCreate(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	a, err := app.Open(ctx, app.Config{DB: db})
+	a, err := app.Open(ctx, app.Config{DB: db, PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,7 +814,7 @@ func TestKeysRotate(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)
 	ctx := context.Background()
-	a, err := app.Open(ctx, app.Config{DB: db}) // creates the first key
+	a, err := app.Open(ctx, app.Config{DB: db, PasswordHash: cheapPasswordHash}) // creates the first key
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestUserNotify(t *testing.T) {
 		t.Error("an unknown user got an address")
 	}
 	ctx := context.Background()
-	a, err := app.Open(ctx, app.Config{DB: db})
+	a, err := app.Open(ctx, app.Config{DB: db, PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}

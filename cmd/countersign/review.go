@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
 )
@@ -222,7 +223,8 @@ step_up_required: those can only be approved in the browser console.`, &cfg, c.s
 	}
 	c.printProposal(c.stderr, a, p)
 	out, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{
-		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, AMR: []string{"pwd"}, Comment: cfg.Comment})
+		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
+		Evidence: auth.ApprovalEvidence(u, []string{models.AMRPassword}), Comment: cfg.Comment})
 	if models.IsCode(err, models.EStepUpRequired) {
 		fmt.Fprintf(c.stderr, "The %s tier needs a security-key confirmation, which only the browser console can collect.\n", clean(p.Tier.Name))
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/secret"
 )
 
 // serve starts countersign as the binary does, with demo data, on a free
@@ -35,7 +36,9 @@ func serve(t *testing.T, db string) (string, app.DemoCredentials) {
 	}
 	base := "http://" + ln.Addr().String()
 	a, err := app.Open(ctx, app.Config{DB: db, Addr: ln.Addr().String(),
-		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond})
+		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond,
+		// The smallest argon2id cost: this test checks the agent, not the hash.
+		PasswordHash: secret.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

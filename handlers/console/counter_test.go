@@ -16,6 +16,7 @@ import (
 // version, which shows the edit (who, why, what changed) and refuses the
 // editor's own approval; the original shows what replaced it.
 func TestEditProposalFromItsPage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_2001", 10000)
 	r := e.get("/proposals/"+p.ID, "bob")
@@ -60,6 +61,7 @@ func TestEditProposalFromItsPage(t *testing.T) {
 // Arguments the tool refuses come back in the form, as typed, with 422;
 // the proposal is not touched.
 func TestEditRefusedKeepsTheForm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 5000)
 	bad := `{"order_id":"ord_1001","amount_minor":-3,"currency":"CNY","reason":"x"}`
@@ -84,6 +86,7 @@ func TestEditRefusedKeepsTheForm(t *testing.T) {
 // The proposal page shows, per reviewer group the tier requires, how many
 // approved and who.
 func TestProposalPageShowsGroupProgress(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../../models/registry/demo.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // why the approval is refused; the page shows who enrolled each approver,
 // and a voided approval says so.
 func TestSeparationOfDutiesOnTheProposalPage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	agent, err := e.store.AdminCreateAgent(e.ctx, e.admin, "admins-bot", "", "sha256:admins-bot")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // decomposed letter shows each as ⟨U+…⟩ in both columns, in the agent's
 // context and in the pending list, with a warning.
 func TestHiddenCharactersAreRevealed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	reason := "Refund of \u202E00.991¥\u202C for ord\u200B_1001, cafe\u0301 order"
 	args, _ := json.Marshal(map[string]any{"order_id": "ord_1001", "amount_minor": 100, "currency": "CNY", "reason": reason})

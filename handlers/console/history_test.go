@@ -24,6 +24,7 @@ func historyRow(t *testing.T, doc *html.Node, id string) *html.Node {
 }
 
 func TestHistoryShowsReceipt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.confirm(e.refund("ord_1001", 19900), e.alice)
 	exec, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
@@ -74,6 +75,7 @@ func TestHistoryShowsReceipt(t *testing.T) {
 }
 
 func TestHistoryFilterByStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	declined := e.refund("ord_1001", 19900)
 	wantStatus(t, e.post("/proposals/"+declined.ID+"/decline", "alice",
@@ -109,6 +111,7 @@ func TestHistoryFilterByStatus(t *testing.T) {
 }
 
 func TestRevoke(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.confirm(e.refund("ord_1001", 19900), e.alice)
 

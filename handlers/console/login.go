@@ -20,7 +20,7 @@ import (
 type Authenticator interface {
 	// SignIn returns a new session, EUnauthenticated with one message for
 	// every failure, or ERateLimited.
-	SignIn(ctx context.Context, in auth.LoginAttempt) (auth.Session, error)
+	SignIn(ctx context.Context, in auth.LoginAttempt) (models.Session, error)
 }
 
 // SessionCookies keeps sessions in the browser (*session.Manager).
@@ -28,13 +28,13 @@ type SessionCookies interface {
 	// LoginToken returns the sign-in form's pre-session CSRF token.
 	LoginToken(c echo.Context) (string, error)
 	// SignIn replaces the browser's session, if any, with s.
-	SignIn(c echo.Context, s auth.Session) error
+	SignIn(c echo.Context, s models.Session) error
 	// SignOut ends the browser's session.
 	SignOut(c echo.Context) error
 	// Device is the browser's remembered device (zero when unknown).
 	Device(c echo.Context) auth.Device
 	// RememberDevice records a successful sign-in in the browser.
-	RememberDevice(c echo.Context, s auth.Session, username string) error
+	RememberDevice(c echo.Context, s models.Session, username string) error
 }
 
 var (

@@ -20,8 +20,10 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
 	"github.com/countersign/countersign/static"
@@ -45,6 +47,9 @@ type env struct {
 	echo     *echo.Echo
 	pages    *console.Pages
 	sessions map[string]*session.Session // by the X-Test-User header
+	// stepUp and keys are made by the first stepUpConfirm.
+	stepUp *stepup.Service
+	keys   map[string]*softKey // by user id
 }
 
 func newEnv(t *testing.T) *env {
@@ -215,14 +220,14 @@ func (e *env) refund(order string, amount int64) *models.Proposal {
 	return e.propose("refund_order", refundArgs(order, amount), "customer sent photos of the broken item")
 }
 
-// confirm approves p through the service as u, with a security-key
-// assertion where the tier needs one.
+// confirm approves p through the service as u, signed in with a password,
+// with a security-key ceremony where the tier needs one.
 func (e *env) confirm(p *models.Proposal, u models.User) *models.Proposal {
 	e.t.Helper()
-	in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
-		in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+		return e.stepUpConfirm(p, u)
 	}
+	in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {
 		e.t.Fatalf("confirm: %v", err)
@@ -325,6 +330,7 @@ func field(t *testing.T, doc *html.Node, name string) *html.Node {
 }
 
 func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	for _, r := range []response{
@@ -343,6 +349,7 @@ func TestUnauthenticated(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	e.confirm(e.refund("ord_1002", 19900), e.alice)

@@ -25,7 +25,7 @@ type PasskeyVerifier interface {
 // PasskeySessions starts the session of a verified passkey sign-in
 // (*auth.Service).
 type PasskeySessions interface {
-	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (auth.Session, error)
+	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (models.Session, error)
 }
 
 var (

@@ -16,6 +16,7 @@ import (
 )
 
 func TestPendingListShowsProposals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	older := e.refund("ord_1001", 19900)
 	e.clock.Advance(time.Second)
@@ -82,6 +83,7 @@ func findByID(n *html.Node, id string) *html.Node {
 }
 
 func TestPendingListOmitsDecided(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.confirm(e.refund("ord_1001", 19900), e.alice)
 	waiting := e.refund("ord_1002", 19900)
@@ -92,6 +94,7 @@ func TestPendingListOmitsDecided(t *testing.T) {
 }
 
 func TestPendingRowsPartial(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.refund("ord_1001", 19900)
 	r := e.get("/pending/rows", "alice")
@@ -106,6 +109,7 @@ func TestPendingRowsPartial(t *testing.T) {
 }
 
 func TestPendingFilters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.refund("ord_1001", 19900)
 	e.refund("ord_2002", 30000)
@@ -166,6 +170,7 @@ func TestPendingFilters(t *testing.T) {
 }
 
 func TestPendingPagination(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var ids []string
 	for i := range 30 {
@@ -222,6 +227,7 @@ func twoDigits(n int) string {
 }
 
 func TestPendingEmptyState(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.get("/", "alice")
 	wantStatus(t, r, http.StatusOK)
@@ -236,6 +242,7 @@ func TestPendingEmptyState(t *testing.T) {
 // TestEvents reads the event stream over a real connection: creating a
 // proposal sends a "proposals" event.
 func TestEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	srv := httptest.NewServer(e.echo)
 	defer srv.Close()
@@ -327,6 +334,7 @@ func (e *env) stream(ctx context.Context, srv *httptest.Server, user string) <-c
 // event to that tenant's reviewers and nothing to another tenant's, whose
 // stream shows only heartbeats meanwhile.
 func TestEventsCarryOnlyTheReviewersTenant(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.pages.SetHeartbeat(30 * time.Millisecond)
 	srv := httptest.NewServer(e.echo)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/views/proposals"
@@ -89,7 +90,7 @@ func (h *Pages) Approve(c echo.Context) error {
 	id := c.Param("id")
 	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
 		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), EffectSeen: c.FormValue("effect"),
-		AMR: s.AMR, Comment: c.FormValue("comment"),
+		Evidence: auth.ApprovalEvidence(s.User, s.AMR), Comment: c.FormValue("comment"),
 	})
 	if err != nil {
 		return h.refused(c, s, id, "approve", err, outcome{})

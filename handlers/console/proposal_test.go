@@ -16,6 +16,7 @@ import (
 )
 
 func TestProposalPageShowsMachineAndDisplayValues(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	r := e.get("/proposals/"+p.ID, "alice")
@@ -79,6 +80,7 @@ func TestProposalPageShowsMachineAndDisplayValues(t *testing.T) {
 }
 
 func TestProposalPageShowsTimesInTheNamedZone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	args, _ := json.Marshal(map[string]any{"customer_id": "cus_001", "template": "apology", "subject": "Sorry",
 		"body": "We are sorry.", "send_at": "2026-09-01T14:20:00+08:00"})
@@ -93,12 +95,14 @@ func TestProposalPageShowsTimesInTheNamedZone(t *testing.T) {
 }
 
 func TestProposalNotFound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	wantStatus(t, e.get("/proposals/prop_nope", "alice"), http.StatusNotFound)
 	wantStatus(t, e.post("/proposals/prop_nope/approve", "alice", url.Values{"digest": {"sha256:00"}}), http.StatusNotFound)
 }
 
 func TestApprove(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "csrf_token": {"t"}})
@@ -121,6 +125,7 @@ func TestApprove(t *testing.T) {
 }
 
 func TestApproveWithHTMXRedirectsByHeader(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	r := e.do(http.MethodPost, "/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}}, "HX-Request", "true")
@@ -131,6 +136,7 @@ func TestApproveWithHTMXRedirectsByHeader(t *testing.T) {
 }
 
 func TestApproveWithWrongDigestIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	other := e.refund("ord_1001", 19800) // a real digest, of other arguments
@@ -152,6 +158,7 @@ func TestApproveWithWrongDigestIsRefused(t *testing.T) {
 }
 
 func TestApproveAfterExpiryIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	e.clock.Advance(5 * time.Minute) // now == expires_at: expired (right-open window)
@@ -173,6 +180,7 @@ func TestApproveAfterExpiryIsRefused(t *testing.T) {
 }
 
 func TestApproveTwiceRecordsOneDecision(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	form := url.Values{"digest": {p.ArgsDigest}}
@@ -184,6 +192,7 @@ func TestApproveTwiceRecordsOneDecision(t *testing.T) {
 }
 
 func TestDeclineRequiresReason(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	for _, reason := range []string{"", "   ", strings.Repeat("x", 1001)} {
@@ -211,6 +220,7 @@ func TestDeclineRequiresReason(t *testing.T) {
 }
 
 func TestDeclineWithWrongDigestIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	r := e.post("/proposals/"+p.ID+"/decline", "alice", url.Values{"digest": {"sha256:" + strings.Repeat("1", 64)}, "reason": {"no"}})
@@ -224,6 +234,7 @@ func TestDeclineWithWrongDigestIsRefused(t *testing.T) {
 }
 
 func TestWebAuthnTierCannotBeApprovedYet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_2001", 30000) // above 20000: high tier
 	if p.Tier.Confirmation != models.ConfirmWebAuthn {
@@ -250,6 +261,7 @@ func TestWebAuthnTierCannotBeApprovedYet(t *testing.T) {
 }
 
 func TestQuorumProgress(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_2001", 300000) // quorum tier: two approvers
 	if p.Tier.Quorum != 2 {
@@ -278,6 +290,7 @@ func TestQuorumProgress(t *testing.T) {
 }
 
 func TestBatchProposalListsTheResourceSet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	args, _ := json.Marshal(map[string]any{"log_ids": []string{"log_0003", "log_0001", "log_0002"}, "reason": "old debug traces"})
 	p := e.propose("delete_logs", args, "")
@@ -305,6 +318,7 @@ func TestBatchProposalListsTheResourceSet(t *testing.T) {
 }
 
 func TestConcurrentApprovesRecordOneDecision(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	const n = 8
@@ -334,6 +348,7 @@ func TestConcurrentApprovesRecordOneDecision(t *testing.T) {
 }
 
 func TestSelfApprovalIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	bot, err := e.store.CreateAgent(e.ctx, e.alice.TenantID, "alice-bot", e.alice.ID, secret.HashAPIKey("csk_alice_bot_key"))
 	if err != nil {
@@ -352,6 +367,7 @@ func TestSelfApprovalIsRefused(t *testing.T) {
 }
 
 func TestApproveAfterTheTargetChangedIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	stale := e.refund("ord_1001", 100)
 	// Another refund of the same order runs first and moves its state.

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/views/proposals"
@@ -96,7 +97,7 @@ func (h *Pages) StepUpFinish(c echo.Context) error {
 	}
 	_ = json.Unmarshal(body, &extra) // the assertion itself is checked below
 	_, err = h.stepUp.FinishApproval(c.Request().Context(), stepup.ApprovalInput{
-		Reviewer: s.User, AMR: s.AMR, ProposalID: id, Response: body, Comment: extra.Comment,
+		Reviewer: s.User, SignedIn: auth.ApprovalEvidence(s.User, s.AMR), ProposalID: id, Response: body, Comment: extra.Comment,
 		EffectSeen: extra.Effect})
 	if err != nil {
 		return h.stepUpRefusal(c, s, id, err)

@@ -36,6 +36,7 @@ func (c *console) apiGet(path, key string) (int, map[string]any) {
 // that record the session's sign-in method and the digest shown; the audit
 // API needs an audit reader key of the tenant.
 func TestReceiptsAndAuditThroughTheServer(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	p := c.propose("ord_1001", 100)

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -44,6 +45,7 @@ func contrast(t *testing.T, fg, bg string) float64 {
 // and Decline buttons in every state — as drawn, hovered, busy (a submit
 // under way), busy and hovered, disabled and hovered — at both sizes.
 func TestBrowserBusyButtonsAreReadable(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -95,6 +97,7 @@ func TestBrowserBusyButtonsAreReadable(t *testing.T) {
 // nothing happens when it is refused; the reviewers page shows who has a
 // security key.
 func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)
@@ -172,6 +175,7 @@ func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 // can be chosen and is stored per user; every time is shown in it with UTC
 // on hover.
 func TestBrowserReviewerTimeZone(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -238,6 +242,7 @@ func TestBrowserReviewerTimeZone(t *testing.T) {
 // TestBrowserEmailPreviewKeepsLineBreaks: an e-mail's body reads as the
 // customer will read it, paragraph by paragraph.
 func TestBrowserEmailPreviewKeepsLineBreaks(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -280,6 +285,7 @@ const brokenTokens = `(() => {
 // TestBrowserNoTokenBrokenMidWord checks the pending list, a proposal and
 // the history at both sizes for words split across lines.
 func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)
@@ -290,7 +296,7 @@ func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
 	logs := agent.propose(`{"tool":"delete_logs","arguments":{"log_ids":["log_0009","log_0011","log_0012","log_0013","log_0014","log_0015"],"reason":"Old traces"}}`)
 	admin := terminalUser(t, term, d.creds.Admin)
 	if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: ids[0],
-		DigestSeen: mustDigest(t, term, admin, ids[0])}); err != nil {
+		DigestSeen: mustDigest(t, term, admin, ids[0]), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)

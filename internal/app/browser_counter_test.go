@@ -16,6 +16,7 @@ import (
 // security key; the agent's long-poll on the original sees it superseded,
 // with the diff.
 func TestBrowserEditsAProposal(t *testing.T) {
+	t.Parallel()
 	j := newJourney(t)
 	step, text := j.step, j.text
 	base, creds := serveDemo(t)

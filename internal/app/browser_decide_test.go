@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -151,6 +152,7 @@ func (j *journey) within(d time.Duration, what, cond string) {
 // table of machine and display values, and the agent's context last,
 // folded and marked as not verified.
 func TestBrowserTheWriteComesFirst(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -200,6 +202,7 @@ func TestBrowserTheWriteComesFirst(t *testing.T) {
 // TestBrowserTheConsequenceIsNamed: the Approve button says what will
 // happen, an approval carries its optional comment, and the agent reads it.
 func TestBrowserTheConsequenceIsNamed(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -236,6 +239,7 @@ func TestBrowserTheConsequenceIsNamed(t *testing.T) {
 // database), a revocation, an execution, the window running out — shows
 // within two seconds, and the forms go away when no decision is possible.
 func TestBrowserLiveProposalPage(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -260,7 +264,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest}); err != nil {
+		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(live, s.name+": approval from the terminal shows", statusIs("Confirmed"))
@@ -283,7 +287,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 			chromedp.Navigate(d.base+"/proposals/"+b.ID),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
 		)
-		pb, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID)})
+		pb, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID), Evidence: auth.ApprovalEvidence(admin, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,6 +323,7 @@ func mustDigest(t *testing.T, a *app.App, u models.User, id string) string {
 // `countersign review approve` (another process writing the database file)
 // leaves the open pending list within two seconds.
 func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
@@ -331,7 +336,7 @@ func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
 		j.step("list at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/"))
 		j.within(5*time.Second, s.name+": the proposal is listed", row)
 		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: p.ID,
-			DigestSeen: mustDigest(t, term, admin, p.ID)}); err != nil {
+			DigestSeen: mustDigest(t, term, admin, p.ID), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(2*time.Second, s.name+": the terminal's approval leaves the list", "!"+row)
@@ -389,6 +394,7 @@ func fifteen(t *testing.T, agent, owned *agentClient) []string {
 // live refreshes and tells the owner of an agent that another reviewer
 // must decide.
 func TestBrowserPendingTriage(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)
@@ -464,7 +470,7 @@ func TestBrowserPendingTriage(t *testing.T) {
 		j.step("focus a row", chromedp.Focus(chromedp.CSS(row(keep)+`a[data-testid=tool-title]`)))
 		gone := ids[12-decided]
 		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: gone,
-			DigestSeen: mustDigest(t, term, admin, gone)}); err != nil {
+			DigestSeen: mustDigest(t, term, admin, gone), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		decided++
@@ -489,6 +495,7 @@ func atoi(s string) int {
 // history filters by target, agent, reviewer, tool, status and date, pages
 // by keyset, and a proposal's page shows its whole timeline.
 func TestBrowserHistoryAnswersQuestions(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	j := newJourney(t)
 	term := d.terminal(t)
@@ -499,7 +506,7 @@ func TestBrowserHistoryAnswersQuestions(t *testing.T) {
 	ctx := context.Background()
 	approve := func(u models.User, id, comment string) *models.Proposal {
 		t.Helper()
-		p, err := term.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Comment: comment})
+		p, err := term.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Evidence: auth.ApprovalEvidence(u, nil), Comment: comment})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 // warning. The screenshot goes to docs/screenshots/proposal-hidden.png with
 // COUNTERSIGN_UPDATE_SCREENSHOTS=1.
 func TestBrowserRevealsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	j := newJourney(t)
 	shot, step, text := j.shot, j.step, j.text
 	base, creds := serveDemo(t)

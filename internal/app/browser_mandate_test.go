@@ -22,6 +22,7 @@ import (
 // confirmed without anyone, its token says amr ["mandate"], it executes,
 // and the mandates page shows the spend.
 func TestBrowserMandateGrantWithSecurityKey(t *testing.T) {
+	t.Parallel()
 	j := newJourney(t)
 	ctx, step, text := j.ctx, j.step, j.text
 	base, creds := serveDemoOnLocalhost(t)

@@ -28,6 +28,7 @@ import (
 // (and, with COUNTERSIGN_UPDATE_SCREENSHOTS=1, to docs/screenshots for the
 // README).
 func TestBrowserReviewerJourney(t *testing.T) {
+	t.Parallel()
 	j := newJourney(t)
 	ctx, shot, step, text := j.ctx, j.shot, j.step, j.text
 	base, creds := serveDemo(t)

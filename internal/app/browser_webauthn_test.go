@@ -29,6 +29,7 @@ import (
 // nothing. Last, the key signs the reviewer in as a passkey. The console is served at http://localhost:PORT: browsers allow
 // WebAuthn on localhost without TLS, never on an IP address.
 func TestBrowserSecurityKeyApproval(t *testing.T) {
+	t.Parallel()
 	j := newJourney(t)
 	ctx, shot, step, text := j.ctx, j.shot, j.step, j.text
 	base, creds := serveDemoOnLocalhost(t)

@@ -352,6 +352,7 @@ func wantStatus(t *testing.T, what string, p page, want int) {
 // ---- Sign-in ---------------------------------------------------------------
 
 func TestLoginSetsAHardenedCookie(t *testing.T) {
+	t.Parallel()
 	for _, secure := range []bool{false, true} {
 		c := openConsole(t, func(cfg *app.Config) { cfg.Secure = secure })
 		b := c.browser()
@@ -395,6 +396,7 @@ func TestLoginSetsAHardenedCookie(t *testing.T) {
 }
 
 func TestSignInRotatesTheSession(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	alice := c.browser()
 	alice.mustLogin("demo", "alice", c.creds.ReviewerPassword)
@@ -425,6 +427,7 @@ func TestSignInRotatesTheSession(t *testing.T) {
 }
 
 func TestLoginFailuresLookAlike(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	c.user("demo", "dora", models.RoleReviewer, "dora-password-1")
 	admin := c.browser()
@@ -488,6 +491,7 @@ func mustUsers(t *testing.T, c *console) []models.User {
 }
 
 func TestLoginRateLimit(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.browser()
 	for range 5 {
@@ -510,6 +514,7 @@ func TestLoginRateLimit(t *testing.T) {
 }
 
 func TestSessionTimeouts(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.browser()
 	b.mustLogin("demo", "admin", c.creds.AdminPassword)
@@ -538,6 +543,7 @@ func TestSessionTimeouts(t *testing.T) {
 // TestBackgroundRefreshIsNotActivity: an open pending tab refreshes its list
 // by itself; that must not keep an unattended session alive.
 func TestBackgroundRefreshIsNotActivity(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.browser()
 	b.mustLogin("demo", "alice", c.creds.ReviewerPassword)
@@ -562,6 +568,7 @@ func TestBackgroundRefreshIsNotActivity(t *testing.T) {
 }
 
 func TestLogoutRevokesTheSession(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.browser()
 	b.mustLogin("demo", "admin", c.creds.AdminPassword)
@@ -581,6 +588,7 @@ func TestLogoutRevokesTheSession(t *testing.T) {
 }
 
 func TestSessionsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.browser()
 	b.mustLogin("demo", "admin", c.creds.AdminPassword)
@@ -594,6 +602,7 @@ func TestSessionsSurviveRestart(t *testing.T) {
 }
 
 func TestConfiguredCookieKeys(t *testing.T) {
+	t.Parallel()
 	keys := func(cfg *app.Config) {
 		cfg.CookieHashKey = []byte(strings.Repeat("h", 64))
 		cfg.CookieBlockKey = []byte(strings.Repeat("b", 32))
@@ -616,6 +625,7 @@ func TestConfiguredCookieKeys(t *testing.T) {
 // ---- Redirects -------------------------------------------------------------
 
 func TestNextIsLocalOnly(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	for next, want := range map[string]string{
 		"/history?tool=refund_order": "/history?tool=refund_order",
@@ -645,6 +655,7 @@ func TestNextIsLocalOnly(t *testing.T) {
 }
 
 func TestAnonymousRequests(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.browser()
 	p := b.get("/admin/reviewers?x=1")
@@ -669,6 +680,7 @@ func TestAnonymousRequests(t *testing.T) {
 // ---- CSRF ------------------------------------------------------------------
 
 func TestCSRF(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	b := c.browser()
@@ -773,6 +785,7 @@ func mustAdmin(t *testing.T, c *console) models.User {
 // ---- Headers on every HTML response ------------------------------------------
 
 func TestErrorPagesAreHTMLWithHeaders(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	anon := c.browser()
 	p := anon.get("/no/such/page")
@@ -826,6 +839,7 @@ func TestErrorPagesAreHTMLWithHeaders(t *testing.T) {
 // ---- Administration -----------------------------------------------------------
 
 func TestAgentKeyShownOnceAndRevocable(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	b := c.browser()
@@ -904,6 +918,7 @@ func apiStatus(t *testing.T, c *console, key string) int {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	c.user("globex", "gadmin", models.RoleAdmin, "globex-password-1")
@@ -954,6 +969,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestDisableReviewerEndsTheirSession(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	alice := c.browser()
 	alice.mustLogin("demo", "alice", c.creds.ReviewerPassword)
@@ -997,6 +1013,7 @@ func TestDisableReviewerEndsTheirSession(t *testing.T) {
 }
 
 func TestCreateReviewerAndResetPassword(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	admin := c.browser()
 	admin.mustLogin("demo", "admin", c.creds.AdminPassword)
@@ -1046,6 +1063,7 @@ func otherFirstChar(tok string) string {
 // An open proposal page refreshes itself too (GET /proposals/:id/live);
 // that is no activity either.
 func TestProposalLiveRefreshIsNotActivity(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	p := c.propose("ord_1003", 1000)
 	b := c.browser()

@@ -15,6 +15,7 @@ import (
 // needs the session's CSRF token, the edit lands as a new version that the
 // editor cannot approve and another reviewer can, and the agent redeems it.
 func TestEditThroughTheConsole(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	c.user("demo", "bob", models.RoleReviewer, "bob-password-1")
 	p := c.propose("ord_1001", 5000)
@@ -52,6 +53,7 @@ func TestEditThroughTheConsole(t *testing.T) {
 // Administrators manage reviewer groups on /admin/groups; reviewers may
 // not.
 func TestGroupsAdminPage(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	admin := c.browser()
 	admin.mustLogin("demo", "admin", c.creds.AdminPassword)

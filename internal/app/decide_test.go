@@ -37,6 +37,7 @@ func (c *console) alice() *browser {
 }
 
 func TestApproveNeedsTheCSRFToken(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	p := c.propose("ord_1001", 100)
 	b := c.alice()
@@ -64,6 +65,7 @@ func TestApproveNeedsTheCSRFToken(t *testing.T) {
 }
 
 func TestAnotherTenantsReviewerSeesNothing(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	p := c.propose("ord_1002", 100)
 	c.user("globex", "mallory", models.RoleAdmin, "mallory-password-1")
@@ -84,6 +86,7 @@ func TestAnotherTenantsReviewerSeesNothing(t *testing.T) {
 }
 
 func TestApproveRefusals(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.alice()
 
@@ -124,6 +127,7 @@ func TestApproveRefusals(t *testing.T) {
 }
 
 func TestDeclineNeedsAReason(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	b := c.alice()
 	p := c.propose("ord_1006", 100)

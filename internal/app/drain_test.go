@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -32,7 +33,7 @@ func serveApp(t *testing.T, db string) *served {
 	}
 	base := "http://" + ln.Addr().String()
 	a, err := app.Open(ctx, app.Config{DB: db, Addr: ln.Addr().String(), BaseURL: base,
-		Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond})
+		Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond, PasswordHash: cheapPasswordHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +59,7 @@ func serveApp(t *testing.T, db string) *served {
 // unavailable (not a closed connection) and leaves the token unused, while
 // a long-poll that was in flight still gets its answer.
 func TestShutdownAnswersUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
 	s := serveApp(t, db)
@@ -86,7 +88,7 @@ func TestShutdownAnswersUnavailable(t *testing.T) {
 		return p
 	}
 	p := propose("ord_1001")
-	confirmed, err := s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+	confirmed, err := s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

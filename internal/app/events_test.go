@@ -148,6 +148,7 @@ func next(t *testing.T, ch <-chan sseMessage) sseMessage {
 }
 
 func TestAgentWebhooksAndEventStream(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	key := c.creds.AgentKey
@@ -260,6 +261,7 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 }
 
 func TestWebhookAdminPageAndRedeliver(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	r := newHookReceiver(t)
@@ -399,6 +401,7 @@ func startMailCatcher(t *testing.T) (*mailCatcher, string) {
 // The server as assembled by app.Open e-mails reviewers with a link to the
 // console page, and a delivery pending at a restart goes out afterwards.
 func TestServerNotifiesReviewersAndDeliversAfterRestart(t *testing.T) {
+	t.Parallel()
 	box, addr := startMailCatcher(t)
 	c := openConsole(t, func(cfg *app.Config) {
 		cfg.BaseURL = "http://countersign.test"

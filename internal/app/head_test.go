@@ -10,6 +10,7 @@ import (
 // TestHeadWhereverGet: every route that answers GET answers HEAD, with the
 // same status and headers and no body; a streaming page ends at its headers.
 func TestHeadWhereverGet(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	gets, heads := map[string]bool{}, map[string]bool{}
 	for _, r := range c.app.Server.Routes() {

@@ -59,6 +59,7 @@ type apiProposal struct {
 // the mandates page shows live usage, and only an administrator revokes
 // it (with the CSRF token).
 func TestMandateThroughAPIAndConsole(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	terms := map[string]any{"tool": "refund_order", "tiers": []string{"low"}, "resource_pattern": "ord_1[0-9]{3}",
 		"money":    map[string]any{"field": "amount_minor", "currency": "CNY", "per_call_cap": 1000, "budget": 5000},
@@ -163,6 +164,7 @@ func TestMandateThroughAPIAndConsole(t *testing.T) {
 
 // The README's mandate request is accepted as written.
 func TestReadmeMandateRequest(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // original reads superseded with the edit's reason and changes and points
 // at the new version, which it waits on and executes.
 func TestMCPSeesTheEditAndExecutesTheNewVersion(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 	p := a.refund("ord_1001", 5000)

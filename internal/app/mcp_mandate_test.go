@@ -13,6 +13,7 @@ import (
 // grants it in the console, a fitting refund comes back confirmed by the
 // mandate and executes, and one over the cap waits with the reason.
 func TestMCPRequestMandate(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 	var m mcpserver.ProposalResult

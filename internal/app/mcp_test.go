@@ -41,7 +41,8 @@ func openMCP(t *testing.T, server ...func(*http.Server)) *console {
 	}
 	c := &console{t: t, db: "sqlite://" + filepath.Join(t.TempDir(), "mcp.db"), clock: models.NewFixedClock(consoleStart)}
 	c.cfg = app.Config{DB: c.db, Clock: c.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DefaultTenant: "demo", BaseURL: "http://" + ln.Addr().String(), PollInterval: 50 * time.Millisecond}
+		DefaultTenant: "demo", BaseURL: "http://" + ln.Addr().String(), PollInterval: 50 * time.Millisecond,
+		PasswordHash: cheapPasswordHash}
 	a, err := app.Open(context.Background(), c.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +279,7 @@ func (c *console) agentKey(tenant, name string) string {
 }
 
 func TestMCPListsTheRegistry(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	for _, version := range []string{"", "2025-11-25"} {
 		a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: version})
@@ -331,6 +333,7 @@ func TestMCPListsTheRegistry(t *testing.T) {
 func mustMarshal(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func TestMCPSchemaViolationNamesThePointer(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{})
 	for name, tc := range map[string]struct {
@@ -365,6 +368,7 @@ func (c *console) agentTenant() string {
 // On 2025-11-25 the client gets a URL elicitation of the console page and,
 // once a person decides, its completion; its "accept" changes nothing.
 func TestMCPLegacySessionElicitsTheConsoleAndCompletes(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25"})
 	p := a.refund("ord_1001", 100)
@@ -433,6 +437,7 @@ func (c *console) executeAndReplay(a *mcpAgent, id string) {
 // console URL; the SDK client fulfils it and retries, and the retry reports
 // the same proposal.
 func TestMCPInputRequiredOnTheNewRevision(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{})
 	if v := a.session.InitializeResult().ProtocolVersion; v != "2026-07-28" {
@@ -480,6 +485,7 @@ func TestMCPInputRequiredOnTheNewRevision(t *testing.T) {
 // answer and the request state never confirm, and never reach another
 // agent's proposal.
 func TestMCPClientAnswersNeverConfirm(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noMultiTrip: true})
 	args := map[string]any{"order_id": "ord_1003", "amount_minor": 100, "currency": "CNY", "reason": "damaged"}
@@ -524,6 +530,7 @@ func TestMCPClientAnswersNeverConfirm(t *testing.T) {
 }
 
 func TestMCPDeclinedExpiredCancelled(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 
@@ -566,6 +573,7 @@ func TestMCPDeclinedExpiredCancelled(t *testing.T) {
 }
 
 func TestMCPAnotherAgentsProposalIsNotFound(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 	p := a.refund("ord_1007", 100)
@@ -591,6 +599,7 @@ func TestMCPAnotherAgentsProposalIsNotFound(t *testing.T) {
 // An MCP session belongs to the agent that opened it: another key on the
 // same session id is refused, and so is a request without a key.
 func TestMCPSessionIsBoundToItsAgent(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25"})
 	sid := a.session.ID()
@@ -629,6 +638,7 @@ func TestMCPSessionIsBoundToItsAgent(t *testing.T) {
 // Many sessions executing the same confirmed proposal at once: exactly one
 // executes, every other call is refused, and one receipt exists.
 func TestMCPConcurrentExecuteRunsOnce(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 	p := a.refund("ord_1008", 100)
@@ -689,6 +699,7 @@ func TestMCPConcurrentExecuteRunsOnce(t *testing.T) {
 
 // A revoked key stops working on an open session at its next request.
 func TestMCPRevokedKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25", noElicit: true})
 	agent, err := c.app.Protocol.AuthenticateAgent(context.Background(), c.creds.AgentKey)
@@ -710,6 +721,7 @@ func TestMCPRevokedKeyIsRefused(t *testing.T) {
 
 // A decline ends the URL elicitation too.
 func TestMCPLegacyElicitationCompletesOnDecline(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{version: "2025-11-25"})
 	p := a.refund("ord_1011", 100)
@@ -734,6 +746,7 @@ func TestMCPLegacyElicitationCompletesOnDecline(t *testing.T) {
 // A confirmation that runs out before execute_confirmed is an outcome the
 // model reads, not an error it retries; a millisecond earlier it executes.
 func TestMCPExecuteAtTheTokenExpiry(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 	late := a.refund("ord_1012", 100)
@@ -760,6 +773,7 @@ func TestMCPExecuteAtTheTokenExpiry(t *testing.T) {
 // Behind a reverse proxy on the same machine the Host is the public name;
 // the agent key, not the Host, decides.
 func TestMCPBehindAProxyWithItsHost(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	for _, version := range []string{"", "2025-11-25"} {
 		client := mcp.NewClient(&mcp.Implementation{Name: "proxied", Version: "1"}, nil)
@@ -795,6 +809,7 @@ func (h hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // the standalone stream, so a decision long after the request still
 // completes the elicitation, nor a call that waits longer than it.
 func TestMCPStreamsOutliveTheWriteTimeout(t *testing.T) {
+	t.Parallel()
 	const writeTimeout = 3 * time.Second
 	c := openMCP(t, func(s *http.Server) {
 		s.WriteTimeout = writeTimeout
@@ -836,6 +851,7 @@ func TestMCPStreamsOutliveTheWriteTimeout(t *testing.T) {
 // A request key in _meta makes a retried request_* call return the same
 // proposal; the same key with other arguments is refused.
 func TestMCPRequestKeyMakesRetriesIdempotent(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 	args := map[string]any{"order_id": "ord_1016", "amount_minor": 100, "currency": "CNY", "reason": "damaged"}

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -109,12 +110,13 @@ func (s scrape) want(t *testing.T, want float64, name string, labels ...string) 
 // approve, execute, a refused replay, a decline, a pending proposal with a
 // long-poll on it — and checks that each number moved as it should.
 func TestMetricsAfterAFlow(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, db string) {
 		ctx := context.Background()
 		start := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
 		clock := models.NewFixedClock(start)
 		a, err := app.Open(ctx, app.Config{DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
-			MetricsToken: "metrics-secret", PollInterval: 20 * time.Millisecond})
+			MetricsToken: "metrics-secret", PollInterval: 20 * time.Millisecond, PasswordHash: cheapPasswordHash})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +164,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		p1 := propose("ord_1001")
 		propose("ord_1001") // the same request key again: a replay, not a new proposal
 		clock.Advance(90 * time.Second)
-		c1, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, AMR: []string{"pwd"}})
+		c1, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

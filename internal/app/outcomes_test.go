@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/adaptertest"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -29,6 +30,7 @@ import (
 // attempt is in flight, and the reconciler later learns the outcome by
 // asking.
 func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
+	t.Parallel()
 	secret := "0123456789abcdef0123456789abcdef"
 	biz := adaptertest.New([]byte(secret))
 	biz.AddResource("ord_1001", "Order 1001", 19900)
@@ -46,7 +48,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(dir, "c.db"), ToolsFile: tools,
+	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(dir, "c.db"), ToolsFile: tools, PasswordHash: cheapPasswordHash,
 		Addr: ln.Addr().String(), BaseURL: "http://" + ln.Addr().String(), LeaseMargin: 500 * time.Millisecond,
 		Getenv: func(k string) string {
 			if k == "BIZ_SECRET" {
@@ -95,7 +97,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string)})
+	p, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string), Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

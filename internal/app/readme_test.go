@@ -50,6 +50,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // The README's MCP client configuration connects as written, once the
 // placeholders name this server and its agent key.
 func TestReadmeMCPConfigConnects(t *testing.T) {
+	t.Parallel()
 	c := openMCP(t)
 	raw := readmeSnippet(t, "mcp-config")
 	raw = strings.ReplaceAll(raw, "http://127.0.0.1:8080", c.srv.URL)
@@ -92,6 +93,7 @@ func TestReadmeMCPConfigConnects(t *testing.T) {
 // fetches strict function definitions and turns a tool call of the shape
 // OpenAI returns into a proposal awaiting confirmation.
 func TestReadmeOpenAISnippetProposes(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		testenv.SkipOrFail(t, "python3 is not installed: %v", err)

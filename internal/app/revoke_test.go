@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 )
@@ -14,6 +15,7 @@ import (
 // write for now; the administrator is offered the revoke button and pressing
 // it ends the execution, so the agent's retry is refused.
 func TestConsoleRevokesAFailedRetryableWrite(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	ctx := context.Background()
 	p := c.propose("ord_1001", 100)
@@ -21,7 +23,7 @@ func TestConsoleRevokesAFailedRetryableWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	p, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

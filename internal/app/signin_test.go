@@ -42,6 +42,7 @@ func (b *browser) deviceCookie() string {
 // from many addresses, then twenty random names from the proxy's shared
 // address, cannot stop reviewers whose browsers signed in before.
 func TestSignInUnderAttackBehindAProxy(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t, func(cfg *app.Config) {
 		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	})
@@ -86,6 +87,7 @@ func TestSignInUnderAttackBehindAProxy(t *testing.T) {
 // Without trusted proxies X-Forwarded-For is ignored: an attacker rotating
 // spoofed addresses from one connection address is limited as that address.
 func TestSpoofedForwardedForIsIgnored(t *testing.T) {
+	t.Parallel()
 	c := openConsole(t)
 	attacker := c.browser()
 	for i := range 20 {

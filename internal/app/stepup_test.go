@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
 )
@@ -225,6 +226,7 @@ func claimsOf(t *testing.T, p *models.Proposal) models.Claims {
 }
 
 func TestRegisterAKeyAndApproveWithIt(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	p := c.propose("ord_2001", 50000) // tier high: webauthn
@@ -397,6 +399,7 @@ func mustUser(t *testing.T, c *console, name string) models.User {
 }
 
 func TestStepUpRefusals(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -501,6 +504,7 @@ func TestStepUpRefusals(t *testing.T) {
 }
 
 func TestConcurrentFinishesOfOneAssertion(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -528,6 +532,7 @@ func TestConcurrentFinishesOfOneAssertion(t *testing.T) {
 }
 
 func TestSignCounterRegressionFlagsTheKey(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -571,6 +576,7 @@ func TestSignCounterRegressionFlagsTheKey(t *testing.T) {
 }
 
 func TestQuorumNeedsDistinctReviewersEachWithAKey(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	c.user("demo", "bob", models.RoleReviewer, "bob-password-123")
 	alice := c.reviewerWithKey("alice", c.creds.ReviewerPassword, "Alice's key")
@@ -615,6 +621,7 @@ func TestQuorumNeedsDistinctReviewersEachWithAKey(t *testing.T) {
 }
 
 func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	ctx := context.Background()
 	carol := c.user("demo", "carol", models.RoleReviewer, "carol-password-1")
@@ -637,10 +644,9 @@ func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
 	k := c.reviewerWithKey("carol", "carol-password-1", "Carol's key")
 	status, out := k.b.postJSON(stepUpPath(p, "begin"), digestBody(p))
 	wantRefusal(t, "requester begins", status, out, http.StatusForbidden, models.ESelfApproval, "may not approve it yourself")
-	// Even with a ceremony (begun while the check is bypassed), Confirm
-	// refuses: the protocol decides.
+	// Past the console, Confirm refuses as well: the protocol decides.
 	_, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: carol, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"x":1}`)})
+		Evidence: auth.ApprovalEvidence(carol, nil)})
 	if !models.IsCode(err, models.ESelfApproval) {
 		t.Errorf("Confirm by the requester: %v", err)
 	}
@@ -650,6 +656,7 @@ func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
 }
 
 func TestCeremoniesSurviveARestart(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k := newKey(t, b)
@@ -672,6 +679,7 @@ func TestCeremoniesSurviveARestart(t *testing.T) {
 }
 
 func TestRemovingAKeyNeedsAFreshStepUp(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	k1 := newKey(t, b)
@@ -735,6 +743,7 @@ func (k *key) signAny(o *virtualwebauthn.AssertionOptions) string {
 // A password session alone cannot add a key to a reviewer who has one: a
 // stolen session could otherwise enroll its own key and approve with it.
 func TestASecondKeyNeedsTheFirst(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	b := c.alice()
 	first := newKey(t, b)
@@ -811,6 +820,7 @@ func intruderAttestation(t *testing.T, k *key) string {
 }
 
 func TestPasskeySignIn(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	alice := mustUser(t, c, "alice")
 	owner := c.alice()
@@ -924,15 +934,19 @@ func TestPasskeySignIn(t *testing.T) {
 
 // TestHistoryChecksWhoseKeySignedTheEvidence: evidence carries its own
 // public key, so a signature that verifies proves nothing about whose key
-// made it. Here bob's approval carries a genuine assertion over this very
-// proposal's challenge, signed by carol's registered key: the history must
-// not certify it as bob's approval.
+// made it. Confirm cannot be handed such evidence (only the step-up service
+// makes step-up evidence, from the reviewer's own ceremony), so here it is
+// written into bob's stored approval afterwards: a genuine assertion over
+// this very proposal's challenge, signed by carol's registered key. The
+// history must not certify it as bob's approval.
 func TestHistoryChecksWhoseKeySignedTheEvidence(t *testing.T) {
+	t.Parallel()
 	c := stepUpConsole(t)
 	ctx := context.Background()
 	c.user("demo", "carol", models.RoleReviewer, "carol-password-1")
-	bob := c.user("demo", "bob", models.RoleReviewer, "bob-password-1")
+	c.user("demo", "bob", models.RoleReviewer, "bob-password-1")
 	carol := c.reviewerWithKey("carol", "carol-password-1", "Carol's key")
+	bobKey := c.reviewerWithKey("bob", "bob-password-1", "Bob's key")
 	p := c.propose("ord_2001", 50000)
 
 	// Carol's key signs the transaction challenge of p; the answer is
@@ -962,11 +976,16 @@ func TestHistoryChecksWhoseKeySignedTheEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: ev})
+	bobKey.approve(p)
+	res, err := c.app.Store.DB().ExecContext(ctx, "UPDATE decisions SET evidence = $1 WHERE proposal_id = $2 AND user_id = $3",
+		string(ev), p.ID, mustUser(t, c, "bob").ID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("replacing bob's evidence: %d rows, %v", n, err)
+	}
+	got := c.reloadProposal(p.ID)
 	// The signature itself verifies: only the key's owner tells it apart.
 	if err := stepup.VerifyEvidence(got, got.Approvals()[0].Evidence); err != nil {
 		t.Fatalf("the borrowed evidence should verify on its own: %v", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/adaptertest"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -86,6 +87,7 @@ func (w *syncWriter) lines() []map[string]any {
 // the reference server refuses unsigned requests) and the trace and
 // request ids on the log lines.
 func TestTraces(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	biz := &recordingBiz{Server: adaptertest.New(secret), parent: map[string][]string{}}
@@ -104,7 +106,7 @@ func TestTraces(t *testing.T) {
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	logs := &syncWriter{}
 	clock := models.NewFixedClock(time.Now().UTC().Truncate(time.Millisecond))
-	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), ToolsFile: tools,
+	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), ToolsFile: tools, PasswordHash: cheapPasswordHash,
 		Getenv: func(k string) string {
 			if k == "BIZ_SECRET" {
 				return string(secret)
@@ -147,7 +149,7 @@ func TestTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, AMR: []string{"pwd"}})
+		c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,9 @@ func Path() string {
 	return ""
 }
 
+// running holds one token per browser started by New and not yet ended.
+var running = make(chan struct{}, 2)
+
 // New starts a fresh headless browser (own profile, no network beyond
 // loopback needs) for the test and returns a tab context that lives until
 // the test ends. It skips the test when no browser is installed, or fails
@@ -44,6 +47,9 @@ func New(t testing.TB) context.Context {
 	if bin == "" {
 		testenv.SkipOrFail(t, "no Chromium found (looked at /usr/bin/chromium and $%s); install the chromium package to run browser tests", BinEnv)
 	}
+	// Parallel tests share the machine: at most two browsers at once.
+	running <- struct{}{}
+	t.Cleanup(func() { <-running })
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),
 		chromedp.Headless,

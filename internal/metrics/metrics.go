@@ -28,15 +28,10 @@ import (
 // namespace prefixes every metric of countersign's own.
 const namespace = "countersign"
 
-// StatsSource reads the database's operational numbers (*store.Store).
-type StatsSource interface {
-	Stats(ctx context.Context, now time.Time) (store.Stats, error)
-}
-
 // Config is what the metrics read at scrape time.
 type Config struct {
 	// Stats gives proposal counts, pending age and the execution backlog.
-	Stats StatsSource
+	Stats *store.Store
 	// DB is the connection pool whose statistics are exported.
 	DB *sql.DB
 	// Waiting is how many long-polls wait in this process.
@@ -276,7 +271,7 @@ func (t *timedAdapter) Describe(ctx context.Context, req models.DescribeRequest)
 
 // dbSnapshot reads the database's numbers at each scrape.
 type dbSnapshot struct {
-	src   StatsSource
+	src   *store.Store
 	clock models.Clock
 	log   *slog.Logger
 }

@@ -4,8 +4,11 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -33,5 +36,23 @@ func SkipShort(t testing.TB, what string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skipf("-short: %s is not started", what)
+	}
+}
+
+// DefaultParallel raises the default of -test.parallel (GOMAXPROCS) to n
+// for a test binary whose parallel tests mostly wait — on their own
+// servers, timeouts, a browser — rather than compute, so that on a
+// two-core machine more than two of them wait at once. An explicit
+// -parallel wins. Call it from TestMain before m.Run.
+func DefaultParallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && n > runtime.GOMAXPROCS(0) {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
 	}
 }

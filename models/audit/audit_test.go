@@ -13,11 +13,14 @@ import (
 	"github.com/descope/virtualwebauthn"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/audit"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/checkpoint"
+	"github.com/countersign/countersign/models/internal/verified"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
@@ -25,7 +28,12 @@ import (
 	"github.com/countersign/countersign/models/token"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Every test opens its own database, so they run in parallel, more at once
+// than there are cores: most of their time is spent waiting on it.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	pgtest.Main(m)
+}
 
 var b64 = base64.RawURLEncoding
 
@@ -111,7 +119,7 @@ func newWorld(t *testing.T, kind string) *world {
 	// A click approval.
 	p := refund("ord_1001", 1000)
 	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		EffectSeen: p.EffectDigest, AMR: []string{"pwd"}})
+		EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(demo.Reviewer, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +134,7 @@ func newWorld(t *testing.T, kind string) *world {
 	}
 	ev := assertion(t, w, demo.Reviewer, p)
 	c, err = w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: ev})
+		Evidence: verified.StepUp(auth.ApprovalEvidence(demo.Reviewer, nil), p.ID, p.ArgsDigest, ev)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +204,7 @@ func verify(t *testing.T, export []byte, receipt string) *audit.Report {
 }
 
 func TestUntouchedExportVerifies(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			w := newWorld(t, kind)
@@ -218,6 +227,7 @@ func TestUntouchedExportVerifies(t *testing.T) {
 // TestReceiptsVerifyAfterRotation: a receipt signed before a key rotation
 // verifies against the JWKS published after it, as does a new one.
 func TestReceiptsVerifyAfterRotation(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "sqlite")
 	kid, err := w.tokens.Rotate(w.ctx)
 	if err != nil || kid == w.firstKID {
@@ -281,6 +291,7 @@ func has(kind string) func(string) bool {
 }
 
 func TestTamperingIsNamed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "sqlite")
 	export := w.export(t)
 	var x audit.Export

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/internal/verified"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/token"
 )
@@ -33,7 +35,7 @@ func mandateReceipt(t *testing.T, w *world) (string, models.SignedReceipt, model
 		t.Fatalf("the grant's tier %s needs no security key", mp.Tier.Name)
 	}
 	mp, err = w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: w.reviewer, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: assertion(t, w, w.reviewer, mp)})
+		Evidence: verified.StepUp(auth.ApprovalEvidence(w.reviewer, nil), mp.ID, mp.ArgsDigest, assertion(t, w, w.reviewer, mp))})
 	if err != nil || mp.MandateID == "" {
 		t.Fatalf("grant: %v", err)
 	}

@@ -26,6 +26,7 @@ func nodeVerifier(t *testing.T) (node, script string) {
 // untouched export with its receipts, and names what was changed in a
 // tampered one, so the formats are open and not tied to Go.
 func TestNodeVerifier(t *testing.T) {
+	t.Parallel()
 	node, script := nodeVerifier(t)
 	w := newWorld(t, "sqlite")
 	dir := t.TempDir()

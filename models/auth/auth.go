@@ -25,6 +25,8 @@ import (
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/internal/verified"
+	"github.com/countersign/countersign/models/store"
 )
 
 // Defaults for Config's zero values.
@@ -68,48 +70,13 @@ const AMRWebAuthn = models.AMRPasskey
 // the organization, the user, the password or a disabled account.
 const badLoginMessage = "wrong organization, username or password"
 
-// Session is a signed-in console session.
-type Session struct {
-	// ID is the raw session id, the secret the cookie carries: 32 random
-	// bytes, base64url. It is never stored; Login and Session set it.
-	ID string
-	// Handle is the hex SHA-256 of ID, the key the store uses; safe to log.
-	Handle string
-	User   models.User
-	Tenant models.Tenant
-	// CSRF is the session's synchronizer token for state-changing requests.
-	CSRF string
-	// AMR lists how the user authenticated, e.g. ["pwd"].
-	AMR       []string
-	CreatedAt time.Time
-	// LastSeen slides with a person's requests (recorded at most once per
-	// ActivityResolution); the session ends when it is IdleTimeout old.
-	LastSeen time.Time
-	// ExpiresAt is the absolute end, whatever the activity.
-	ExpiresAt time.Time
-}
-
-// LoginLimit is one sign-in rate limit for Key. With Backoff zero it is a
-// fixed window: at most Max attempts per window. With Backoff set, Max
-// attempts are free and then each further attempt waits BackoffDelay.
-type LoginLimit struct {
-	Key     string
-	Max     int
-	Backoff time.Duration
-}
-
-// BackoffDelay is how long a backoff key waits after its n-th counted
-// attempt: nothing up to free attempts, then base, doubling with every
-// attempt, at most limit.
-func BackoffDelay(n, free int, base, limit time.Duration) time.Duration {
-	if n < free || base <= 0 {
-		return 0
-	}
-	d := base
-	for i := free; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+// ApprovalEvidence is the evidence protocol.Service.Confirm needs of a
+// signed-in reviewer's approval: the user and the session's sign-in
+// methods (models.Session.AMR; none means a password). It never says that
+// the write was confirmed with a security key: only models/stepup, having
+// verified an assertion, makes that evidence.
+func ApprovalEvidence(u models.User, signIn []string) verified.Evidence {
+	return verified.SignIn(u.ID, signIn)
 }
 
 // Device is a browser that signed in successfully before, as its
@@ -153,7 +120,7 @@ func (d Device) account(tenantName, username string) *DeviceAccount {
 
 // Remember returns the device with the session's account added (or moved)
 // to the front, at most MaxDeviceAccounts, and a new id when it had none.
-func (d Device) Remember(s Session, username string) (Device, error) {
+func (d Device) Remember(s models.Session, username string) (Device, error) {
 	out := Device{ID: d.ID}
 	if out.ID == "" {
 		id, err := secret.RandomToken(16)
@@ -182,58 +149,9 @@ type LoginAttempt struct {
 	Device Device
 }
 
-// Store is the persistence the service needs (*store.Store implements it).
-type Store interface {
-	// TenantByName and UserCredentials return ENotFound for unknown names.
-	TenantByName(ctx context.Context, name string) (models.Tenant, error)
-	UserCredentials(ctx context.Context, tenantID, name string) (models.User, string, error)
-
-	// ReserveLoginAttempt counts one attempt against every limit at once,
-	// or against none when any limit is reached; then ok is false and
-	// retryAt is when the last blocking window ends.
-	ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []LoginLimit) (retryAt time.Time, ok bool, err error)
-	// ReleaseLoginAttempt takes one reserved attempt back.
-	ReleaseLoginAttempt(ctx context.Context, key string) error
-	// ClearLoginAttempts forgets every attempt for key.
-	ClearLoginAttempts(ctx context.Context, key string) error
-
-	// CreateConsoleSession stores a new session under its Handle.
-	CreateConsoleSession(ctx context.Context, s Session) error
-	// TouchConsoleSession returns the session (without ID) if it is
-	// neither revoked, idle for idle, past ExpiresAt, nor its user
-	// disabled; otherwise EUnauthenticated. When active it slides LastSeen
-	// to now, writing at most once per slideEvery.
-	TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (Session, error)
-	// RevokeConsoleSession ends one session; ending an ended one is no error.
-	RevokeConsoleSession(ctx context.Context, handle string, now time.Time) error
-	// RevokeUserConsoleSessions ends every session of a user of the tenant.
-	RevokeUserConsoleSessions(ctx context.Context, tenantID, userID string, now time.Time) error
-
-	// PruneConsole deletes sessions that ended, and attempt windows that
-	// started, before before.
-	PruneConsole(ctx context.Context, before time.Time) (int64, error)
-
-	// ConsoleCookieKeys stores the given keys unless keys are stored
-	// already, and returns the stored ones.
-	ConsoleCookieKeys(ctx context.Context, hashKey, blockKey []byte, now time.Time) ([]byte, []byte, error)
-
-	// The admin operations re-check, inside their transaction, that actor
-	// is an active admin of its tenant (EForbidden) and act only on that
-	// tenant's rows (ENotFound for others).
-	AdminListUsers(ctx context.Context, actor models.User) ([]models.User, error)
-	SetUserTimeZone(ctx context.Context, tenantID, userID, zone string, onlyIfUnset bool) error
-	AdminSecurityKeyCounts(ctx context.Context, actor models.User) (map[string]int, error)
-	AdminCreateUser(ctx context.Context, actor models.User, name string, role models.Role, passwordHash string) (models.User, error)
-	AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error)
-	AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error)
-	AdminListAgents(ctx context.Context, actor models.User) ([]models.Agent, error)
-	AdminCreateAgent(ctx context.Context, actor models.User, name, ownerUserID, keyHash string) (models.Agent, error)
-	AdminRevokeAgent(ctx context.Context, actor models.User, agentID string, now time.Time) (models.Agent, error)
-}
-
 // Config configures a Service. Zero durations and limits take the defaults.
 type Config struct {
-	Store Store
+	Store *store.Store
 	// Clock is the only source of "now"; models.SystemClock when nil.
 	Clock models.Clock
 	// IdleTimeout ends a session that saw no request for that long.
@@ -259,7 +177,7 @@ type Config struct {
 // It holds no per-process state that matters across instances: sessions,
 // rate limits and cookie keys all live in the database.
 type Service struct {
-	store    Store
+	store    *store.Store
 	clock    models.Clock
 	idle     time.Duration
 	absolute time.Duration
@@ -318,7 +236,7 @@ func (s *Service) AbsoluteTimeout() time.Duration { return s.absolute }
 func badLogin() error { return models.Errorf(models.EUnauthenticated, badLoginMessage) }
 
 // Login is SignIn from an unknown device.
-func (s *Service) Login(ctx context.Context, tenantName, username, password, clientIP string) (Session, error) {
+func (s *Service) Login(ctx context.Context, tenantName, username, password, clientIP string) (models.Session, error) {
 	return s.SignIn(ctx, LoginAttempt{Tenant: tenantName, Username: username, Password: password, ClientIP: clientIP})
 }
 
@@ -342,28 +260,28 @@ func (s *Service) Login(ctx context.Context, tenantName, username, password, cli
 // right password. Passkey sign-in (PasskeyLogin) has no password to guess
 // and is not limited here. A success forgets the failures it was counted
 // against. It may also return EUnavailable.
-func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (Session, error) {
+func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (models.Session, error) {
 	now := s.clock.Now()
 	tenantName, username, password := in.Tenant, in.Username, in.Password
 	if !plausibleName(tenantName) || !plausibleName(username) || password == "" || len(password) > secret.MaxPasswordLen {
-		return Session{}, badLogin()
+		return models.Session{}, badLogin()
 	}
-	var limits []LoginLimit
+	var limits []models.LoginLimit
 	known := in.Device.account(tenantName, username)
 	if known != nil {
-		limits = []LoginLimit{{Key: "device:" + in.Device.ID + "\n" + known.UserID, Max: s.maxDev}}
+		limits = []models.LoginLimit{{Key: "device:" + in.Device.ID + "\n" + known.UserID, Max: s.maxDev}}
 	} else {
-		limits = []LoginLimit{{Key: LoginUserKey(tenantName, username), Max: s.maxUser, Backoff: s.backoff}}
+		limits = []models.LoginLimit{{Key: LoginUserKey(tenantName, username), Max: s.maxUser, Backoff: s.backoff}}
 		if in.ClientIP != "" {
-			limits = append(limits, LoginLimit{Key: "ip:" + in.ClientIP, Max: s.maxIP})
+			limits = append(limits, models.LoginLimit{Key: "ip:" + in.ClientIP, Max: s.maxIP})
 		}
 	}
 	retryAt, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.window, limits)
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	if !ok {
-		return Session{}, rateLimited(now, retryAt)
+		return models.Session{}, rateLimited(now, retryAt)
 	}
 
 	user, hash, err := s.credentials(ctx, tenantName, username)
@@ -371,13 +289,13 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (Session, error) 
 		// Spend the time a real check takes, so that the answer's timing
 		// does not tell which users exist.
 		s.pw.Verify(s.dummyHash(), password)
-		return Session{}, badLogin()
+		return models.Session{}, badLogin()
 	}
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	if !s.pw.Verify(hash, password) || user.Disabled {
-		return Session{}, badLogin()
+		return models.Session{}, badLogin()
 	}
 
 	// The attempt succeeded: it was counted in advance, so take it back.
@@ -388,12 +306,12 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (Session, error) 
 			err = s.store.ReleaseLoginAttempt(ctx, l.Key)
 		}
 		if err != nil {
-			return Session{}, err
+			return models.Session{}, err
 		}
 	}
 	tenant, err := s.store.TenantByName(ctx, tenantName)
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	return s.start(ctx, user, tenant, []string{AMRPassword}, now)
 }
@@ -403,16 +321,16 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (Session, error) 
 // AMR is ["webauthn"]. The user is read again: one that is unknown in the
 // tenant, or disabled, is EUnauthenticated. It may also return
 // EUnavailable.
-func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (Session, error) {
+func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (models.Session, error) {
 	u, _, err := s.store.UserCredentials(ctx, tenant.ID, user.Name)
 	if models.IsCode(err, models.ENotFound) {
-		return Session{}, badLogin()
+		return models.Session{}, badLogin()
 	}
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	if u.ID != user.ID || u.Disabled {
-		return Session{}, badLogin()
+		return models.Session{}, badLogin()
 	}
 	return s.start(ctx, u, tenant, []string{AMRWebAuthn}, s.clock.Now())
 }
@@ -426,19 +344,19 @@ func (s *Service) credentials(ctx context.Context, tenantName, username string) 
 }
 
 // start creates a new session record with fresh random id and CSRF token.
-func (s *Service) start(ctx context.Context, user models.User, tenant models.Tenant, amr []string, now time.Time) (Session, error) {
+func (s *Service) start(ctx context.Context, user models.User, tenant models.Tenant, amr []string, now time.Time) (models.Session, error) {
 	id, err := secret.RandomToken(sessionIDBytes)
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	csrf, err := secret.RandomToken(csrfBytes)
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
-	sess := Session{ID: id, Handle: HandleOf(id), User: user, Tenant: tenant, CSRF: csrf, AMR: amr,
+	sess := models.Session{ID: id, Handle: HandleOf(id), User: user, Tenant: tenant, CSRF: csrf, AMR: amr,
 		CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(s.absolute)}
 	if err := s.store.CreateConsoleSession(ctx, sess); err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	return sess, nil
 }
@@ -497,13 +415,13 @@ const ActivityResolution = time.Minute
 // tab left alone still ends at the idle timeout. A malformed, unknown,
 // revoked, idle, expired session, or one whose user was disabled, is
 // EUnauthenticated; EUnavailable when the database does not answer.
-func (s *Service) Session(ctx context.Context, rawID string, active bool) (Session, error) {
+func (s *Service) Session(ctx context.Context, rawID string, active bool) (models.Session, error) {
 	if !wellFormedID(rawID) {
-		return Session{}, models.Errorf(models.EUnauthenticated, "not signed in")
+		return models.Session{}, models.Errorf(models.EUnauthenticated, "not signed in")
 	}
 	sess, err := s.store.TouchConsoleSession(ctx, HandleOf(rawID), s.clock.Now(), s.idle, ActivityResolution, active)
 	if err != nil {
-		return Session{}, err
+		return models.Session{}, err
 	}
 	sess.ID = rawID
 	return sess, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/events"
@@ -22,7 +23,12 @@ import (
 	"github.com/countersign/countersign/models/token"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Every test opens its own database, so they run in parallel, more at once
+// than there are cores: most of their time is spent waiting on it.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	pgtest.Main(m)
+}
 
 type env struct {
 	t      *testing.T
@@ -38,7 +44,10 @@ type env struct {
 
 func eachDB(t *testing.T, fn func(t *testing.T, kind string)) {
 	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) { fn(t, kind) })
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, kind)
+		})
 	}
 }
 

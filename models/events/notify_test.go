@@ -158,6 +158,7 @@ func (e *env) proposeAs(agent models.Agent, order string, amount int64, reason s
 var urlPattern = regexp.MustCompile(`https?://[^\s<>|"]+`)
 
 func TestEmailNotificationOverSMTP(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, kind string) {
 		e, bobsAgent := notifyEnv(t, kind, models.ChannelEmail)
 		box := newMailbox(t)
@@ -215,6 +216,7 @@ func eventsConfig(smtpAddr string) (cfg events.Config) {
 }
 
 func TestEmailRetriedWhenTheServerRefuses(t *testing.T) {
+	t.Parallel()
 	e, bobsAgent := notifyEnv(t, "sqlite", models.ChannelEmail)
 	box := newMailbox(t)
 	cfg := eventsConfig(box.addr)
@@ -233,6 +235,7 @@ func TestEmailRetriedWhenTheServerRefuses(t *testing.T) {
 }
 
 func TestSlackNotification(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, kind string) {
 		e, bobsAgent := notifyEnv(t, kind, models.ChannelSlack)
 		var (
@@ -279,6 +282,7 @@ func TestSlackNotification(t *testing.T) {
 // With STARTTLS offered, the conversation is encrypted before AUTH; with
 // --smtp-starttls a server that does not offer it gets nothing.
 func TestEmailUsesSTARTTLS(t *testing.T) {
+	t.Parallel()
 	e, bobsAgent := notifyEnv(t, "sqlite", models.ChannelEmail)
 	certSrc := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(certSrc.Close)

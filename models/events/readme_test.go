@@ -82,6 +82,7 @@ func cases(t *testing.T) []snippetCase {
 }
 
 func TestReadmePythonVerifier(t *testing.T) {
+	t.Parallel()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		testenv.SkipOrFail(t, "python3 is not installed")
@@ -107,6 +108,7 @@ for case in json.load(sys.stdin):
 }
 
 func TestReadmeGoVerifier(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		testenv.SkipOrFail(t, "the go command is not on PATH")

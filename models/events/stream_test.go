@@ -8,6 +8,7 @@ import (
 )
 
 func TestStreamFollowsAndResumes(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, kind string) {
 		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
 		ev := e.events(events.Config{})

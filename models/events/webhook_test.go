@@ -13,6 +13,7 @@ import (
 )
 
 func TestSignatureMatchesTheStandardWebhooksExample(t *testing.T) {
+	t.Parallel()
 	// The example of the Standard Webhooks specification.
 	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	body := []byte(`{"test": 2432232314}`)
@@ -47,6 +48,7 @@ func TestSignatureMatchesTheStandardWebhooksExample(t *testing.T) {
 }
 
 func TestWebhooksAreSignedAndScoped(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, kind string) {
 		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
 		ev := e.events(events.Config{})
@@ -111,6 +113,7 @@ func TestWebhooksAreSignedAndScoped(t *testing.T) {
 }
 
 func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, kind string) {
 		clock := models.NewFixedClock(time.Now().UTC())
 		e := newEnv(t, dbURL(t, kind), clock)
@@ -195,6 +198,7 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 }
 
 func TestGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, dbURL(t, "sqlite"), models.SystemClock{})
 	ev := e.events(events.Config{RetryBase: time.Millisecond, MaxAttempts: 2})
 	r := newReceiver(t)
@@ -221,6 +225,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 // it to the next instance once the claim's lease ran out; a delivery
 // nobody attempted before a restart goes out after it.
 func TestDeliveryAfterRestart(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, kind string) {
 		url := dbURL(t, kind)
 		clock := models.NewFixedClock(time.Now().UTC())
@@ -265,6 +270,7 @@ func TestDeliveryAfterRestart(t *testing.T) {
 // Two dispatchers over one PostgreSQL database send every delivery exactly
 // once between them.
 func TestTwoDispatchersOnePostgresNoDuplicates(t *testing.T) {
+	t.Parallel()
 	url := dbURL(t, "postgres")
 	a := newEnv(t, url, models.SystemClock{})
 	b := newEnv(t, url, models.SystemClock{})

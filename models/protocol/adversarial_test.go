@@ -32,6 +32,7 @@ func (e *env) resign(c models.Claims) string {
 }
 
 func TestEveryClaimIsBound(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1001", 19900))
 		other := e.confirm(e.propose("ord_1002", 100))
@@ -80,6 +81,7 @@ func TestEveryClaimIsBound(t *testing.T) {
 }
 
 func TestForgedTokens(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	p := e.confirm(e.propose("ord_1001", 19900))
 	parts := strings.Split(p.Token.Compact, ".")
@@ -134,6 +136,7 @@ func TestForgedTokens(t *testing.T) {
 }
 
 func TestOldKeysVerifyAfterRotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	p := e.confirm(e.propose("ord_1001", 100))
 	if _, err := e.tokens.Rotate(e.ctx); err != nil {
@@ -188,6 +191,7 @@ func httpEnv(t *testing.T, kind string, timeout time.Duration) (*env, *adapterte
 }
 
 func TestTimeoutIsUnknownThenReconciledWithoutSecondWrite(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 300*time.Millisecond)
 		p := e.confirm(e.propose("ord_1001", 5000))
@@ -226,6 +230,7 @@ func TestTimeoutIsUnknownThenReconciledWithoutSecondWrite(t *testing.T) {
 }
 
 func TestRetryableFailureRetriesWithTheSameKey(t *testing.T) {
+	t.Parallel()
 	e, biz := httpEnv(t, "sqlite", 2*time.Second)
 	p := e.confirm(e.propose("ord_1001", 1000))
 	biz.FailNextExecutes(1)
@@ -248,6 +253,7 @@ func TestRetryableFailureRetriesWithTheSameKey(t *testing.T) {
 }
 
 func TestStateConflictAtTheBusinessSystem(t *testing.T) {
+	t.Parallel()
 	e, biz := httpEnv(t, "sqlite", 2*time.Second)
 	p := e.confirm(e.propose("ord_1001", 1000))
 	biz.Bump("ord_1001") // another channel changed the order after the confirmation
@@ -263,6 +269,7 @@ func TestStateConflictAtTheBusinessSystem(t *testing.T) {
 // run out, asks by request key, learns the write never arrived and sends it
 // with the same key: exactly one write.
 func TestCrashBetweenConsumeAndExecute(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 700))
@@ -303,6 +310,7 @@ func TestCrashBetweenConsumeAndExecute(t *testing.T) {
 // own pools, own key caches) over one PostgreSQL database redeem the same
 // token concurrently.
 func TestTwoInstancesOnePostgres(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "postgres", nil)
 	second := &env{t: t, ctx: e.ctx, clock: e.clock, dbURL: e.dbURL}
 	second.openStore()
@@ -349,6 +357,9 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 
 func eachKind(t *testing.T, fn func(t *testing.T, kind string)) {
 	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) { fn(t, kind) })
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, kind)
+		})
 	}
 }

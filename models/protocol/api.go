@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/internal/verified"
 )
 
 // ProposeInput is an agent's proposal request, as received.
@@ -41,6 +42,14 @@ type Page struct {
 	Next  string
 }
 
+// Evidence is how a reviewer authenticated an approval. Only models/auth
+// (auth.ApprovalEvidence: the session's sign-in) and models/stepup (after
+// it verified a security-key assertion over this very proposal) can make
+// one: its fields are unexported and its package is internal to models, so
+// no handler can claim a security-key approval it did not verify. Confirm
+// refuses the zero Evidence.
+type Evidence = verified.Evidence
+
 // ConfirmInput is a reviewer's structured approval of one proposal, bound to
 // the digest the reviewer saw.
 type ConfirmInput struct {
@@ -50,8 +59,9 @@ type ConfirmInput struct {
 	// EffectSeen is the effect digest the reviewer was shown with the
 	// proposal (its EffectDigest; "" when it has no effect preview).
 	EffectSeen string
-	AMR        []string        // how the reviewer authenticated, e.g. ["pwd"] or ["pwd","webauthn"]
-	Evidence   json.RawMessage // the verified step-up assertion, when the tier needs one
+	// Evidence is how Reviewer authenticated: a sign-in, or a sign-in plus
+	// a verified security-key assertion over ProposalID and DigestSeen.
+	Evidence Evidence
 	// Comment is the reviewer's optional word to the agent and the history
 	// (at most MaxReason characters); it is kept as the decision's reason.
 	Comment string

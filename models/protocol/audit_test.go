@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -19,6 +20,7 @@ import (
 // change appears exactly once in the tenant's chain, with no fork and no
 // gap.
 func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		services := []*protocol.Service{e.svc}
 		for i := 0; i < 2; i++ {
@@ -60,7 +62,7 @@ func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
 				if i%2 == 0 {
 					_, err = svc.Cancel(e.ctx, e.agent, p.ID)
 				} else {
-					_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+					_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 				}
 				errs <- err
 			}(i)

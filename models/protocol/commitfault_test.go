@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/internal/dbfault"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -57,6 +58,7 @@ func (e *env) proposalCount() int {
 // answers outcome_uncertain with the request key to retry with, and the
 // retry creates exactly one proposal. With or without a key of the agent's.
 func TestProposeWhenTheCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		for _, key := range []string{"refund-1001-a", ""} {
@@ -115,6 +117,7 @@ func TestProposeWhenTheCommitFails(t *testing.T) {
 // commit the execute goes on and writes once; before it, the answer is
 // outcome_uncertain and presenting the same token again writes once.
 func TestExecuteWhenTheConsumeCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		refunded := e.order("ord_1001").RefundedMinor
@@ -150,6 +153,7 @@ func TestExecuteWhenTheConsumeCommitFails(t *testing.T) {
 // error; the reconciler settles it from the business system's record
 // without a second write.
 func TestExecuteWhenRecordingTheOutcomeFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		refunded := e.order("ord_1001").RefundedMinor
@@ -212,6 +216,7 @@ func proxyEnv(t *testing.T) (*env, *dbfault.PGProxy) {
 // COMMIT and cuts the connection before its answer, or cuts it before the
 // COMMIT reaches the server.
 func TestPostgresConnectionCutAtCommit(t *testing.T) {
+	t.Parallel()
 	e, proxy := proxyEnv(t)
 	refunded := e.order("ord_1001").RefundedMinor
 
@@ -259,6 +264,7 @@ func TestPostgresConnectionCutAtCommit(t *testing.T) {
 // answer is the cancelled proposal; before it, outcome_uncertain, and
 // cancelling again cancels.
 func TestCancelWhenTheCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		p := e.propose("ord_1001", 100)
@@ -281,6 +287,7 @@ func TestCancelWhenTheCommitFails(t *testing.T) {
 // commit the answer is the confirmed proposal with its token; before it,
 // outcome_uncertain, and approving again confirms it once.
 func TestConfirmWhenTheCommitFails(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
 		p := e.propose("ord_1001", 100)
@@ -291,7 +298,7 @@ func TestConfirmWhenTheCommitFails(t *testing.T) {
 		}
 		p = e.propose("ord_1002", 100)
 		faults.Arm(dbfault.BeforeCommit, "insert into decisions")
-		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EOutcomeUncertain)
 		if got := e.confirm(p); got.Status != models.StatusConfirmed || len(got.Decisions) != 1 {
 			t.Fatalf("approve again: %s with %d decisions", got.Status, len(got.Decisions))

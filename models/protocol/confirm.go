@@ -26,18 +26,22 @@ const MaxReason = 1000
 // Errors: ENotFound, EForbidden, EProposalExpired, EInvalidState,
 // EArgsMismatch, ESelfApproval, EDutyConflict, EStepUpRequired,
 // EStateChanged, EEffectChanged, EAlreadyDecided, EUnavailable; EInvalidRequest for a
-// comment that is too long.
+// comment that is too long; EUnauthenticated for the zero Evidence.
 func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposal, error) {
 	comment := strings.TrimSpace(in.Comment)
 	if len(comment) > MaxReason {
 		return nil, &models.Error{Code: models.EInvalidRequest, Message: "a comment may have at most 1000 characters",
 			Fields: []models.FieldProblem{{Pointer: "/comment", Message: "at most 1000 characters"}}}
 	}
+	ev := in.Evidence
+	if err := evidenceFor(ev, in); err != nil {
+		return nil, err
+	}
 	p, err := s.approvable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {
 		return nil, err
 	}
-	if p.Tier.Confirmation == models.ConfirmWebAuthn && (!hasAMR(in.AMR, models.AMRStepUp) || len(in.Evidence) == 0) {
+	if p.Tier.Confirmation == models.ConfirmWebAuthn && !ev.SteppedUp() {
 		return nil, models.Errorf(models.EStepUpRequired, "this %s-risk write needs a security-key confirmation", p.Tier.Name)
 	}
 	if err := s.stateUnchanged(ctx, p); err != nil {
@@ -46,12 +50,12 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err := s.effectUnchanged(ctx, p, in.EffectSeen); err != nil {
 		return nil, err
 	}
-	// The stored amr says how the reviewer signed in and, only with step-up
-	// evidence, that this write was confirmed with a security key.
-	amr := models.DecisionAMR(in.AMR, hasAMR(in.AMR, models.AMRStepUp) && len(in.Evidence) > 0)
+	// The stored amr says how the reviewer signed in and, only with a
+	// verified assertion, that this write was confirmed with a security key.
+	amr := models.DecisionAMR(ev.SignInMethods(), ev.SteppedUp())
 	d := models.Decision{ID: models.NewID("dec"), ProposalID: p.ID, UserID: in.Reviewer.ID,
 		Kind: models.DecisionApprove, Reason: comment, DigestSeen: in.DigestSeen, EffectSeen: in.EffectSeen,
-		AMR: amr, Evidence: in.Evidence}
+		AMR: amr, Evidence: ev.Assertion()}
 	now := s.clock.Now()
 	out, err := s.store.RecordDecision(ctx, d, p.TenantID, now, func(p *models.Proposal) (models.Token, error) {
 		return s.issue(ctx, p, now)
@@ -61,6 +65,22 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	}
 	s.changed(ctx, p.TenantID, p.ID)
 	return out, nil
+}
+
+// evidenceFor checks that ev is evidence of this approval: made (not the
+// zero value), about the reviewer who approves, and a security-key
+// assertion, when there is one, made over this proposal and digest.
+func evidenceFor(ev Evidence, in ConfirmInput) error {
+	switch {
+	case ev.IsZero():
+		return models.Errorf(models.EUnauthenticated, "an approval needs verified evidence of how the reviewer signed in")
+	case ev.UserID() != in.Reviewer.ID:
+		return models.Errorf(models.EForbidden, "the evidence of this approval is another reviewer's")
+	}
+	if id, digest := ev.StepUpFor(); ev.SteppedUp() && (id != in.ProposalID || digest != in.DigestSeen) {
+		return models.Errorf(models.EArgsMismatch, "the security-key confirmation was made for another proposal or other arguments")
+	}
+	return nil
 }
 
 // stateUnchanged asks the business system whether the target is still as

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -18,6 +19,7 @@ func (e *env) counter(by models.User, p *models.Proposal, args json.RawMessage, 
 // version in the security-key tier: it cannot be confirmed with a click,
 // and the original ends superseded without a token.
 func TestCounterRaisesTierToSecurityKey(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_2001", 10000)
@@ -57,10 +59,10 @@ func TestCounterRaisesTierToSecurityKey(t *testing.T) {
 		if got.Status != models.StatusSuperseded || got.SupersededBy == nil || got.SupersededBy.RevisedID != rev.ID || got.Token != nil {
 			t.Fatalf("original: %s %+v token %v", got.Status, got.SupersededBy, got.Token)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, AMR: []string{"pwd"}})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 		// The superseded original can be neither approved nor edited again.
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, AMR: []string{"pwd"}})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EInvalidState)
 		_, err = e.counter(e.alice, orig, refundArgs("ord_2001", 500), "smaller")
 		wantCode(t, err, models.EInvalidState)
@@ -92,6 +94,7 @@ func TestCounterRaisesTierToSecurityKey(t *testing.T) {
 // The editor is the requester of their edit: they may not approve it, even
 // alone in a click tier; another reviewer may.
 func TestCounterEditorIsNotSoleApprover(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_1001", 5000)
@@ -101,7 +104,7 @@ func TestCounterEditorIsNotSoleApprover(t *testing.T) {
 		}
 		_, err = e.svc.CheckApprove(e.ctx, bob, rev.ID, rev.ArgsDigest)
 		wantCode(t, err, models.ESelfApproval)
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, AMR: []string{"pwd"}})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
 		wantCode(t, err, models.ESelfApproval)
 		got, _ := e.svc.Get(e.ctx, e.tenant, rev.ID)
 		if got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
@@ -129,9 +132,9 @@ func TestCounterEditorIsNotSoleApprover(t *testing.T) {
 		if v3.RequestKey != orig2.RequestKey+":v3" || v3.Supersedes.Version != 3 || v3.Supersedes.RootRequestKey != orig2.RequestKey {
 			t.Fatalf("v3 key %q %+v", v3.RequestKey, v3.Supersedes)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, AMR: []string{"pwd"}})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.ESelfApproval)
-		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, AMR: []string{"pwd"}}); err != nil {
+		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -141,6 +144,7 @@ func TestCounterEditorIsNotSoleApprover(t *testing.T) {
 // and the original, which never had a token, cannot be executed with the
 // new version's token.
 func TestCounterAgentRedeemsEditedVersion(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_1003", 9000)
@@ -177,6 +181,7 @@ func TestCounterAgentRedeemsEditedVersion(t *testing.T) {
 
 // Edits that cannot be made leave the original awaiting, untouched.
 func TestCounterRefusals(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		orig := e.propose("ord_1004", 9000)
@@ -211,6 +216,7 @@ func TestCounterRefusals(t *testing.T) {
 // edit wins the original is superseded and has no token. The edit runs on
 // a second server instance over the same database.
 func TestCounterRacesApproval(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		other := secondInstance(t, e)
@@ -222,7 +228,7 @@ func TestCounterRacesApproval(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				_, cerr = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, AMR: []string{"pwd"}})
+				_, cerr = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			}()
 			go func() {
 				defer wg.Done()

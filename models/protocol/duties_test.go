@@ -7,17 +7,19 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
 func (e *env) stepUpConfirm(u models.User, p *models.Proposal) (*models.Proposal, error) {
 	return e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-		AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
+		Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 }
 
 // Disabling a reviewer voids their approvals of proposals still awaiting
 // confirmation: a quorum of two needs two approvals by enabled reviewers.
 func TestDisablingVoidsPendingApprovals(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob, carol := e.user("bob", models.RoleReviewer), e.user("carol", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
@@ -77,6 +79,7 @@ func TestDisablingVoidsPendingApprovals(t *testing.T) {
 // An approval racing the disabling of its reviewer is either refused or
 // voided: it never counts once the disable has committed.
 func TestDisableRacesApproval(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		const n = 8
 		users := make([]models.User, n)
@@ -119,6 +122,7 @@ func TestDisableRacesApproval(t *testing.T) {
 // or owns the agent cannot approve its proposals; the store re-checks
 // inside the deciding transaction, whatever the caller passes.
 func TestSeparationOfDuties(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		admin2 := e.user("admin2", models.RoleAdmin)
 		agent, err := e.store.AdminCreateAgent(e.ctx, e.admin, "admins-bot", "", "sha256:admins-bot")
@@ -144,7 +148,7 @@ func TestSeparationOfDuties(t *testing.T) {
 			return p
 		}
 		approve := func(u models.User, p *models.Proposal) error {
-			_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+			_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)})
 			return err
 		}
 		p := propose("ord_1014")

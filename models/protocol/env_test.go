@@ -9,15 +9,23 @@ import (
 
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Every test builds its own service over its own database and clock, so
+// they run in parallel; most of their time is spent waiting on the
+// database, more at once than there are cores.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	pgtest.Main(m)
+}
 
 // start is 2026-09-01 06:20:00 UTC, the clock every test begins at.
 var start = time.Date(2026, 9, 1, 6, 20, 0, 0, time.UTC)
@@ -45,6 +53,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			fn(t, newEnv(t, kind, nil))
 		})
 	}
@@ -140,9 +149,9 @@ func (e *env) propose(order string, amount int64) *models.Proposal {
 // returns the confirmed proposal.
 func (e *env) confirm(p *models.Proposal) *models.Proposal {
 	e.t.Helper()
-	in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
+	in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
-		in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+		in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 	}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {

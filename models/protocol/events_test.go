@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 )
@@ -49,6 +50,7 @@ func wantEvents(t *testing.T, got []string, want ...string) {
 
 // Every state change leaves exactly one event, written with the change.
 func TestEveryStateChangeLeavesAnEvent(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1001", 19900)
 		c := e.confirm(p)
@@ -107,12 +109,13 @@ func TestEveryStateChangeLeavesAnEvent(t *testing.T) {
 // A quorum proposal records one decision event per approver and one
 // confirmation; a rejected proposal records its rejection.
 func TestQuorumAndRejectionEvents(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
 		for _, u := range []models.User{e.alice, bob} {
 			in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-				AMR: []string{"pwd", "webauthn"}, Evidence: []byte(`{"test":"assertion"}`)}
+				Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, []byte(`{"test":"assertion"}`))}
 			if _, err := e.svc.Confirm(e.ctx, in); err != nil {
 				t.Fatal(err)
 			}
@@ -134,6 +137,7 @@ func TestQuorumAndRejectionEvents(t *testing.T) {
 // Deliveries are created with the event, for the endpoints that may see it
 // and, while a proposal awaits a person, for each notification channel.
 func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		other, err := e.store.CreateAgent(e.ctx, e.tenant, "other-agent", "", "sha256:other")
 		if err != nil {
@@ -179,12 +183,13 @@ func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
 // Racing deciders and sweepers record each change once: the event is
 // written only by the conditional UPDATE that won.
 func TestRacesRecordOneEventPerChange(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1001", 100)
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
-				_, _ = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+				_, _ = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			})
 		}
 		wg.Wait()

@@ -58,6 +58,7 @@ func groupEnv(t *testing.T, kind string) (*env, map[string]models.User) {
 }
 
 func TestGroupFactorsDecide(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			e, u := groupEnv(t, kind)
@@ -138,6 +139,7 @@ func TestGroupFactorsDecide(t *testing.T) {
 // reviewer enrolled by the administrator who created the agent is refused
 // whatever groups they are in.
 func TestGroupFactorsKeepDuties(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			e, u := groupEnv(t, kind)
@@ -184,6 +186,7 @@ func TestGroupFactorsKeepDuties(t *testing.T) {
 // instances: both are recorded, the proposal is confirmed once, with one
 // token naming both approvers.
 func TestGroupFactorsRace(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			e, u := groupEnv(t, kind)
@@ -198,7 +201,7 @@ func TestGroupFactorsRace(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						_, errs[j] = svcs[j].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u[name], ProposalID: p.ID,
-							DigestSeen: p.ArgsDigest, AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
+							DigestSeen: p.ArgsDigest, Evidence: steppedUp(u[name], p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 					}()
 				}
 				wg.Wait()

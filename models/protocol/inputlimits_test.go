@@ -14,6 +14,7 @@ import (
 // header and a path segment, or that read as path steps, are refused at
 // propose time; nothing is stored and the business system is not asked.
 func TestRequestKeysTheAdapterCannotSend(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		for _, key := range []string{".", "..", "a b", "a/b", "clé", "a\nb", "ключ", "k\u200bey", strings.Repeat("k", 201)} {
 			_, _, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order",
@@ -41,6 +42,7 @@ func TestRequestKeysTheAdapterCannotSend(t *testing.T) {
 // derived from the resource id; a resource id no key can carry is refused
 // before the business system is asked, with a hint to send a key.
 func TestDerivedKeyFromAnUnsendableResource(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		asked := 0
 		e2 := newEnv(t, e.dbKind, func(e2 *env) *registry.Registry {

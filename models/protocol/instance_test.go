@@ -35,6 +35,7 @@ func secondInstance(t *testing.T, e *env) *protocol.Service {
 // the lease runs out — instance B's reconciler (two of them racing) claims
 // it and the write happens exactly once.
 func TestCrashedInstanceIsRecoveredWithinSeconds(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		a, biz := httpEnv(t, kind, 2*time.Second)
 		b := secondInstance(t, a)
@@ -103,6 +104,7 @@ func TestCrashedInstanceIsRecoveredWithinSeconds(t *testing.T) {
 // already-consumed path of another instance: presenting the token again at
 // B while A works reports it and sends nothing.
 func TestLiveOwnerKeepsItsExecution(t *testing.T) {
+	t.Parallel()
 	e, biz := httpEnv(t, "sqlite", 2*time.Second)
 	b := secondInstance(t, e)
 	p := e.confirm(e.propose("ord_1001", 300))
@@ -128,6 +130,7 @@ func TestLiveOwnerKeepsItsExecution(t *testing.T) {
 // An agent presenting its token again after the instance that redeemed it
 // died gets the execution settled then and there, by the instance it asks.
 func TestTokenPresentedAgainAfterTheOwnerDied(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		a, biz := httpEnv(t, kind, 2*time.Second)
 		b := secondInstance(t, a)

@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
 // confirmAs approves p as reviewer (with a step-up for webauthn tiers).
 func (e *env) confirmAs(reviewer models.User, p *models.Proposal) *models.Proposal {
 	e.t.Helper()
-	in := protocol.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
+	in := protocol.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(reviewer, nil)}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
-		in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+		in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 	}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {
@@ -30,6 +31,7 @@ func (e *env) confirmAs(reviewer models.User, p *models.Proposal) *models.Propos
 // Idempotency-Key alone. Each write happens once, for its own order, and
 // each tenant's receipt names its own outcome.
 func TestTenantsShareARequestKey(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		biz.AddResource("ord_1002", "Order …1002", 19900)
@@ -97,6 +99,7 @@ func TestTenantsShareARequestKey(t *testing.T) {
 }
 
 func TestDownstreamKey(t *testing.T) {
+	t.Parallel()
 	base := models.DownstreamKey("ins_1", "ten_1", "agt_1", "refund-42")
 	if base != models.DownstreamKey("ins_1", "ten_1", "agt_1", "refund-42") {
 		t.Fatal("not stable")
@@ -128,6 +131,7 @@ func TestDownstreamKey(t *testing.T) {
 // write; the same agent repeating the write gets its proposal back; the same
 // agent with other arguments gets idempotency_key_reuse.
 func TestRequestKeysArePerAgent(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		sibling, err := e.store.CreateAgent(e.ctx, e.tenant, "sibling", "", "sha256:sibling")
 		if err != nil {
@@ -193,6 +197,7 @@ func TestRequestKeysArePerAgent(t *testing.T) {
 // security-key confirmation; only an approval with step-up evidence does.
 // A session naming "webauthn" without evidence cannot pass a webauthn tier.
 func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		claimsOf := func(p *models.Proposal) models.Claims {
 			c, err := e.tokens.Verify(e.ctx, p.Token.Compact)
@@ -207,7 +212,7 @@ func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
 				t.Fatalf("tier %s", p.Tier.Confirmation)
 			}
 			out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID,
-				DigestSeen: p.ArgsDigest, AMR: signIn})
+				DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, signIn)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,11 +229,10 @@ func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
 			t.Fatalf("tier %s", big.Tier.Confirmation)
 		}
 		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
-			DigestSeen: big.ArgsDigest, AMR: []string{"webauthn"}})
+			DigestSeen: big.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, []string{"webauthn"})})
 		wantCode(t, err, models.EStepUpRequired)
 		out, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
-			DigestSeen: big.ArgsDigest, AMR: []string{models.AMRPasskey, models.AMRStepUp},
-			Evidence: json.RawMessage(`{"test":"assertion"}`)})
+			DigestSeen: big.ArgsDigest, Evidence: steppedUp(e.alice, big.ID, big.ArgsDigest, []string{models.AMRPasskey, models.AMRStepUp}, json.RawMessage(`{"test":"assertion"}`))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ func leaseEnv(t *testing.T, kind string, timeout, margin, maxLease time.Duration
 // A tool whose adapter may take longer than the longest lease allows is
 // refused at start, with a message naming the tool and both durations.
 func TestRegistryNeedingALongerLeaseIsRefused(t *testing.T) {
+	t.Parallel()
 	e, _ := httpEnv(t, "sqlite", 40*time.Second)
 	_, err := protocol.New(e.ctx, protocol.Config{Store: e.store, Registry: e.svc.Registry(), Tokens: e.tokens,
 		Adapters: e.adapter, Clock: e.clock, ExecutionLease: 30 * time.Second, LeaseMargin: 5 * time.Second})
@@ -52,6 +53,7 @@ func TestRegistryNeedingALongerLeaseIsRefused(t *testing.T) {
 // in flight the reconciler — even with the clock past the adapter's timeout
 // — does not send the write again; afterwards it only asks.
 func TestSlowBusinessSystemIsNeverSentTwiceWhileInFlight(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		const timeout, margin = time.Second, 500 * time.Millisecond
 		e, biz := leaseEnv(t, kind, timeout, margin, time.Minute)
@@ -112,6 +114,7 @@ func TestSlowBusinessSystemIsNeverSentTwiceWhileInFlight(t *testing.T) {
 // The lease taken at consumption is the tool's adapter timeout plus the
 // margin, however long the longest lease allowed.
 func TestLeaseIsDerivedFromTheAdapterTimeout(t *testing.T) {
+	t.Parallel()
 	e, biz := leaseEnv(t, "sqlite", 2*time.Second, time.Second, time.Hour)
 	p := e.confirm(e.propose("ord_1001", 100))
 	now := e.clock.Now()

@@ -1,12 +1,12 @@
 package protocol_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 )
 
@@ -65,6 +65,7 @@ func (e *env) proposeMany(svcs []*protocol.Service, n int) (created int, limited
 // instances over one PostgreSQL; the refusals say when the first open one
 // expires. A decision frees exactly one place.
 func TestOpenProposalsLimitHoldsUnderRace(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svcs := e.services(models.Limits{OpenProposals: 10})
 		created, limited := e.proposeMany(svcs, 100)
@@ -112,6 +113,7 @@ func registryTTL(t *testing.T, e *env) time.Duration {
 // whose retries cost nothing; the refusals ask for the 9 s until the next
 // one is free; 8.572 s later exactly one more passes.
 func TestProposalRateLimit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svcs := e.services(models.Limits{ProposalsPerMinute: 7})
 		in := protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1003", 100), RequestKey: "refund-1003"}
@@ -145,6 +147,7 @@ func TestProposalRateLimit(t *testing.T) {
 // (over two instances on PostgreSQL) exactly 3 wait and 17 are refused at
 // once; the 3 wake on the decision and give their places back.
 func TestConcurrentWaitsLimit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svcs := e.services(models.Limits{ConcurrentWaits: 3})
 		p := e.propose("ord_1001", 100)
@@ -174,7 +177,7 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 			t.Fatalf("an 18th long-poll returned before the decision: %+v, %v", r.p, r.err)
 		case <-time.After(200 * time.Millisecond):
 		}
-		if _, err := svcs[0].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
+		if _, err := svcs[0].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {
@@ -187,27 +190,34 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 				t.Fatal("the held long-polls did not wake")
 			}
 		}
-		// Their places are free again: three more may wait.
+		// Their places are free again: three more may wait at once. Once
+		// the store holds all three, a decision wakes them (cancelling
+		// instead could interrupt one still reading the proposal).
 		q := e.propose("ord_1002", 100)
-		ctx, cancel := context.WithCancel(e.ctx)
 		var wg sync.WaitGroup
 		errs := make(chan error, 3)
 		for i := range 3 {
 			wg.Go(func() {
-				_, err := svcs[i%len(svcs)].AgentWait(ctx, e.agent, q, protocol.MaxWait)
+				_, err := svcs[i%len(svcs)].AgentWait(e.ctx, e.agent, q, protocol.MaxWait)
 				errs <- err
 			})
 		}
-		// Cancel once all three hold their place and wait; cancelling
-		// earlier would end one while it takes its place, an error.
-		e.eventually("three long-polls to wait", func() bool {
-			n := 0
-			for _, s := range svcs {
-				n += s.Waiting()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var held int
+			if err := e.store.DB().QueryRowContext(e.ctx, "SELECT COUNT(*) FROM agent_waits WHERE agent_id = $1", e.agent.ID).Scan(&held); err != nil {
+				t.Fatal(err)
 			}
-			return n == 3
-		})
-		cancel()
+			if held == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d long-polls held, want 3", held)
+			}
+		}
+		if _, err := svcs[0].Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest,
+			Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
+			t.Fatal(err)
+		}
 		wg.Wait()
 		close(errs)
 		for err := range errs {
@@ -222,6 +232,7 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 // the server's default; 0 means no limit; removing an override inherits
 // again.
 func TestLimitOverrides(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		svc := e.services(models.Limits{ProposalsPerMinute: 60, OpenProposals: 5, ConcurrentWaits: 2})[0]
 		n := func(v int) *int { return &v }

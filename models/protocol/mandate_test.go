@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -35,9 +36,9 @@ func (e *env) grant(terms models.MandateTerms, approvers ...models.User) models.
 		e.t.Fatalf("mandate proposal: kind %q status %s", p.Kind, p.Status)
 	}
 	for _, u := range approvers {
-		in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest}
+		in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
 		if p.Tier.Confirmation == models.ConfirmWebAuthn {
-			in.AMR, in.Evidence = []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`)
+			in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 		}
 		if p, err = e.svc.Confirm(e.ctx, in); err != nil {
 			e.t.Fatalf("grant: %v", err)
@@ -66,6 +67,7 @@ func (e *env) mandate(id string) models.Mandate {
 // covering the refund tool's quorum tier takes two approvers with a
 // security key each; the digest approved is that of the canonical terms.
 func TestMandateGrantFollowsStrictestTier(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		terms := lowRefunds(e, 500000, 0, 5)
 		terms.Tiers = nil // default: every tier, strictest first
@@ -83,16 +85,16 @@ func TestMandateGrantFollowsStrictestTier(t *testing.T) {
 		if d, _ := models.Digest(p.Arguments); d != p.ArgsDigest {
 			t.Fatalf("digest %s of %s, stored %s", d, p.Arguments, p.ArgsDigest)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 		bob := e.user("bob", models.RoleReviewer)
 		key := []string{"pwd", "webauthn"}
 		ev := json.RawMessage(`{"test":"assertion"}`)
-		one, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: key, Evidence: ev})
+		one, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, key, ev)})
 		if err != nil || one.Status != models.StatusAwaitingConfirmation || one.MandateID != "" {
 			t.Fatalf("after one of two approvals: %v %v", one.Status, err)
 		}
-		two, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, AMR: key, Evidence: ev})
+		two, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: steppedUp(bob, p.ID, p.ArgsDigest, key, ev)})
 		if err != nil || two.Status != models.StatusConfirmed {
 			t.Fatalf("after two approvals: %v", err)
 		}
@@ -106,6 +108,7 @@ func TestMandateGrantFollowsStrictestTier(t *testing.T) {
 // Terms that do not hold together are refused before anything is stored,
 // and an agent asks for itself only.
 func TestMandateTermsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	for name, mod := range map[string]func(*models.MandateTerms){
 		"no bound":        func(m *models.MandateTerms) { m.Money.Budget, m.MaxUses = 0, 0 },
@@ -135,6 +138,7 @@ func TestMandateTermsRefused(t *testing.T) {
 // mandate (amr ["mandate"], approvers its grantors) and a receipt naming
 // it; those that do not fit wait for a person with the reason.
 func TestMandateConfirmsFittingWrites(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		m := e.grant(lowRefunds(e, 5000, 10000, 3), e.alice)
 		p := e.propose("ord_1001", 4000)
@@ -198,6 +202,7 @@ func TestMandateConfirmsFittingWrites(t *testing.T) {
 
 // The use count bounds a mandate without a budget.
 func TestMandateUseCount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	terms := lowRefunds(e, 1000, 0, 2)
 	m := e.grant(terms, e.alice)
@@ -235,6 +240,7 @@ func (e *env) grantable(terms models.MandateTerms) *models.Proposal {
 // even when the caller read the mandate as live a moment before; a
 // millisecond earlier it pays.
 func TestMandateExpiryBoundary(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		m := e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
 		end := m.Terms.ExpiresAt
@@ -288,6 +294,7 @@ func (e *env) issueNothing(t *testing.T) store.IssueFunc {
 // live before the revocation; a token it issued before stays redeemable
 // under the ordinary rules.
 func TestMandateRevokedMidStream(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		m := e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
 		before := e.propose("ord_1001", 500)
@@ -324,6 +331,7 @@ func TestMandateRevokedMidStream(t *testing.T) {
 // budget: exactly as many are confirmed as the budget pays for, never
 // one more, and spent is their exact sum.
 func TestMandateBudgetUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		m := e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
 		svcs := []*protocol.Service{e.svc, secondInstance(t, e), secondInstance(t, e)}
@@ -378,6 +386,7 @@ func TestMandateBudgetUnderConcurrency(t *testing.T) {
 // confirms nothing — also for a write that read it as live just before —
 // and it resumes when the account is enabled again.
 func TestMandateStopsWhileAGrantorIsDisabled(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		m := e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
 		p := e.outside()
@@ -409,6 +418,7 @@ func TestMandateStopsWhileAGrantorIsDisabled(t *testing.T) {
 // self-approval), someone else may; and the mandate covers only the agents
 // it names.
 func TestMandateGrantPeopleRules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	bob := e.user("bob", models.RoleReviewer)
 	bot, err := e.store.CreateAgent(e.ctx, e.tenant, "bobs-bot", bob.ID, "sha256:bobs-bot")
@@ -420,11 +430,11 @@ func TestMandateGrantPeopleRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
 	wantCode(t, err, models.ESelfApproval)
-	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:other"})
+	_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:other", Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	wantCode(t, err, models.EArgsMismatch)
-	got, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+	got, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	if err != nil || got.MandateID == "" {
 		t.Fatalf("alice grants bob's bot: %v", err)
 	}
@@ -442,6 +452,7 @@ func TestMandateGrantPeopleRules(t *testing.T) {
 // registry's rules for the tool change (a new policy version), it covers
 // nothing more, even while live.
 func TestMandateEndsWithTheToolsRules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
 	reg, err := registry.Parse([]byte(strings.Replace(string(registry.DemoYAML()),

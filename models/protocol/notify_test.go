@@ -3,6 +3,7 @@ package protocol
 import "testing"
 
 func TestNotifierForgetsProposalsNobodyWaitsFor(t *testing.T) {
+	t.Parallel()
 	n := newNotifier()
 	w1, release1 := n.wait("t1", "p1")
 	w2, release2 := n.wait("t1", "p1")
@@ -33,6 +34,7 @@ func TestNotifierForgetsProposalsNobodyWaitsFor(t *testing.T) {
 }
 
 func TestNotifierKeepsTenantsApart(t *testing.T) {
+	t.Parallel()
 	n := newNotifier()
 	a, b := n.waitTenant("ten_a"), n.waitTenant("ten_b")
 	pa, release := n.wait("ten_a", "prop_1")

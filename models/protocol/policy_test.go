@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -31,6 +32,7 @@ func withPolicy(t testing.TB, version string) *registry.Registry {
 // snapshot always names that same one, so only the registry in force can
 // refuse it. Nothing is consumed or written.
 func TestExecuteRefusesTokenOfChangedPolicy(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1001", 19900))
 		svc := e.newService(withPolicy(t, "refund-2026-12.1"))
@@ -60,6 +62,7 @@ func TestExecuteRefusesTokenOfChangedPolicy(t *testing.T) {
 // missing adapter (that used to panic, and in the background loop it would
 // take the process down at every start).
 func TestToolRemovedFromRegistry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	confirmed := e.confirm(e.propose("ord_1001", 19900))
 	pending := e.propose("ord_1002", 100)
@@ -81,7 +84,7 @@ func TestToolRemovedFromRegistry(t *testing.T) {
 		t.Errorf("token %s after refusal, want issued", got.Token.Status)
 	}
 
-	_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: pending.ID, DigestSeen: pending.ArgsDigest})
+	_, err = svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: pending.ID, DigestSeen: pending.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	wantCode(t, err, models.EUnavailable)
 
 	e.clock.Advance(time.Hour)

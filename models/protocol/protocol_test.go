@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
 
 func TestProposeConfirmExecute(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1001", 19900)
 		if got, want := p.Status, models.StatusAwaitingConfirmation; got != want {
@@ -81,6 +83,7 @@ func TestProposeConfirmExecute(t *testing.T) {
 }
 
 func TestHundredRedeemersOneWrite(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1003", 19900))
 		const n = 100
@@ -135,6 +138,7 @@ func TestHundredRedeemersOneWrite(t *testing.T) {
 }
 
 func TestTwoTokensThatCannotBothFit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		a := e.confirm(e.propose("ord_1004", 15000))
 		b := e.confirm(e.propose("ord_1004", 15000))
@@ -182,6 +186,7 @@ func TestTwoTokensThatCannotBothFit(t *testing.T) {
 }
 
 func TestTokenExpiresAtExactlyExp(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1005", 1000))
 		claims, _ := e.tokens.Verify(e.ctx, p.Token.Compact)
@@ -215,10 +220,11 @@ func TestTokenExpiresAtExactlyExp(t *testing.T) {
 }
 
 func TestProposalExpiresAtExactlyExpiresAt(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1007", 1000)
 		e.clock.Set(p.ExpiresAt)
-		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EProposalExpired)
 		got, _ := e.svc.Get(e.ctx, e.tenant, p.ID)
 		if got.Status != models.StatusExpired {
@@ -235,6 +241,7 @@ func TestProposalExpiresAtExactlyExpiresAt(t *testing.T) {
 }
 
 func TestRequestKeyIdempotency(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		in := protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1009", 500), RequestKey: "chat-42:refund"}
 		p, created, err := e.svc.Propose(e.ctx, e.agent, in)
@@ -257,26 +264,27 @@ func TestRequestKeyIdempotency(t *testing.T) {
 }
 
 func TestConfirmChecks(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1010", 1000)
-		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:00"})
+		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:00", Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EArgsMismatch)
 
 		disabled := e.alice
 		disabled.Disabled = true
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: disabled, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: disabled, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(disabled, nil)})
 		wantCode(t, err, models.EForbidden)
 
 		// Another channel refunds part of the order: the preview is stale.
 		if err := e.ledger.BumpOrder(e.ctx, e.tenant, "ord_1010"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStateChanged)
 
 		// A double submit records one decision.
 		q := e.propose("ord_1011", 1000)
-		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest}
+		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
 		if _, err := e.svc.Confirm(e.ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -292,12 +300,13 @@ func TestConfirmChecks(t *testing.T) {
 		if h.Tier.Confirmation != models.ConfirmWebAuthn || h.Tier.Quorum != 1 {
 			t.Fatalf("tier for 50000 = %+v", h.Tier)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: h.ID, DigestSeen: h.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: h.ID, DigestSeen: h.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 	})
 }
 
 func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1012", 1000)
 		var wg sync.WaitGroup
@@ -306,7 +315,7 @@ func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+				_, errs[i] = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			}()
 		}
 		wg.Wait()
@@ -326,6 +335,7 @@ func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
 }
 
 func TestQuorumOfDistinctApprovers(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		bob := e.user("bob", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
@@ -334,7 +344,7 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 		}
 		stepUp := func(u models.User) error {
 			_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-				AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"k":1}`)})
+				Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 			return err
 		}
 		if err := stepUp(e.alice); err != nil {
@@ -360,6 +370,7 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 }
 
 func TestRequesterMayNotApprove(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		owned, err := e.store.CreateAgent(e.ctx, e.tenant, "alices-assistant", e.alice.ID, "sha256:owned")
 		if err != nil {
@@ -369,9 +380,9 @@ func TestRequesterMayNotApprove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.ESelfApproval)
-		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
+		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)}); err != nil {
 			t.Errorf("another reviewer: %v", err)
 		}
 	})
@@ -380,6 +391,7 @@ func TestRequesterMayNotApprove(t *testing.T) {
 // In a quorum the requester never counts, even where the tier allows
 // self-approval.
 func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		yaml := strings.Replace(string(registry.DemoYAML()), "        quorum: 2\n", "        quorum: 2\n        allow_self_approval: true\n", 1)
 		reg, err := registry.Parse([]byte(yaml))
@@ -399,7 +411,7 @@ func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
 			t.Fatalf("tier %+v", p.Tier)
 		}
 		in := protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-			AMR: []string{"pwd", "webauthn"}, Evidence: json.RawMessage(`{"test":"assertion"}`)}
+			Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`))}
 		_, err = e.svc.Confirm(e.ctx, in)
 		wantCode(t, err, models.ESelfApproval)
 		_, err = e.svc.CheckApprove(e.ctx, e.alice, p.ID, p.ArgsDigest)
@@ -411,6 +423,7 @@ func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
 }
 
 func TestDeclineAndCancel(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1014", 100)
 		_, err := e.svc.Decline(e.ctx, protocol.DeclineInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Reason: "  "})
@@ -419,7 +432,7 @@ func TestDeclineAndCancel(t *testing.T) {
 		if err != nil || d.Status != models.StatusDeclined {
 			t.Fatalf("decline: %v %v", d, err)
 		}
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)})
 		wantCode(t, err, models.EInvalidState)
 
 		q := e.propose("ord_1015", 100)
@@ -433,6 +446,7 @@ func TestDeclineAndCancel(t *testing.T) {
 }
 
 func TestRevokeBeforeUse(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1016", 100))
 		_, err := e.svc.Revoke(e.ctx, e.alice, p.ID)
@@ -452,6 +466,7 @@ func TestRevokeBeforeUse(t *testing.T) {
 }
 
 func TestBadProposals(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		cases := []struct {
 			name    string
@@ -494,6 +509,7 @@ func TestBadProposals(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.confirm(e.propose("ord_1018", 100))
 		other, err := e.store.CreateTenant(e.ctx, "acme")
@@ -510,7 +526,7 @@ func TestTenantIsolation(t *testing.T) {
 		}
 		_, err = e.svc.Get(e.ctx, other.ID, p.ID)
 		wantCode(t, err, models.ENotFound)
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: mallory, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: mallory, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(mallory, nil)})
 		wantCode(t, err, models.ENotFound)
 		_, err = e.svc.Revoke(e.ctx, mallory, p.ID)
 		wantCode(t, err, models.ENotFound)
@@ -536,6 +552,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestWaitReturnsOnChange(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1019", 100)
 		done := make(chan *models.Proposal)
@@ -566,6 +583,7 @@ func TestWaitReturnsOnChange(t *testing.T) {
 }
 
 func TestBatchResourceSet(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		a, _, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "delete_logs",
 			Arguments: json.RawMessage(`{"log_ids":["log_0003","log_0001","log_0002"],"reason":"rotate"}`), RequestKey: "b1"})
@@ -601,6 +619,7 @@ func contains(ss []string, s string) bool {
 }
 
 func TestListKeysetPagination(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		var ids []string
 		for i := range 7 {
@@ -643,6 +662,7 @@ func TestListKeysetPagination(t *testing.T) {
 }
 
 func TestWaitSeesTheExpiry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "sqlite", nil)
 	p := e.propose("ord_1019", 100)
 	done := make(chan *models.Proposal, 1)

@@ -11,6 +11,7 @@ import (
 // proposals; tenant-wide read lets it read and list the tenant's (never
 // another tenant's), and still not cancel or redeem them.
 func TestAgentsReadOnlyTheirOwn(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1013", 100)
 		sibling, err := e.store.CreateAgent(e.ctx, e.tenant, "sibling", "", "sha256:sibling")

@@ -13,6 +13,7 @@ import (
 // same key one millisecond before the token's exp, and refused at exp
 // exactly, before anything reaches the business system.
 func TestRetryStopsAtExp(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 1000))
@@ -59,6 +60,7 @@ func TestRetryStopsAtExp(t *testing.T) {
 // execution is failed_retryable; the retry never reaches the business
 // system, also when many retries race the revocation.
 func TestRevokeFailedRetryable(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 1000))
@@ -116,6 +118,7 @@ func TestRevokeFailedRetryable(t *testing.T) {
 
 // TestRevokeFailedRetryableAlone checks the revoke path deterministically.
 func TestRevokeFailedRetryableAlone(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 1000))
@@ -143,6 +146,7 @@ func TestRevokeFailedRetryableAlone(t *testing.T) {
 // after expiry: nothing is sent, the execution stays unknown (and is asked
 // about again later).
 func TestReconcilerDoesNotSendAfterExp(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 700))
@@ -173,6 +177,7 @@ func TestReconcilerDoesNotSendAfterExp(t *testing.T) {
 // execution at once (two service instances on PostgreSQL) claim one retry:
 // the business system sees exactly one more call.
 func TestConcurrentRetriesSendOnce(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 1000))
@@ -210,6 +215,7 @@ func TestConcurrentRetriesSendOnce(t *testing.T) {
 // the proposal (expired), and no later redemption reaches the business
 // system.
 func TestFailedRetryableExpiresWithItsToken(t *testing.T) {
+	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 1000))

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -744,5 +743,3 @@ func adapterErr(err error) error {
 	}
 	return models.Wrap(models.EUnavailable, err, "the business system cannot be reached")
 }
-
-func hasAMR(amr []string, m string) bool { return slices.Contains(amr, m) }

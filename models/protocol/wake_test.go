@@ -11,6 +11,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to watch the listener
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
@@ -20,6 +21,7 @@ import (
 // TestWaitAnyIsPerTenant: the console's live list of one tenant is not woken
 // by another tenant's changes (not even as timing).
 func TestWaitAnyIsPerTenant(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		other, err := e.store.CreateTenant(e.ctx, "acme")
 		if err != nil {
@@ -172,6 +174,7 @@ func (e *env) woken(ch <-chan *models.Proposal, want models.Status) {
 // command line) by the process's one PRAGMA data_version watcher, which
 // runs whatever the number of waiters and is not counted here.
 func TestIdleWaitReadsNothing(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		a := e.instance(20 * time.Millisecond) // many expiry re-checks meanwhile
 		e.listen(a)
@@ -200,7 +203,7 @@ func (e *env) idleWaitWokenBy(a *instance, decider *protocol.Service) {
 	if n := a.statements.Load() - idle; n != 0 {
 		t.Fatalf("an idle long-poll ran %d statements in 400 ms", n)
 	}
-	if _, err := decider.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest}); err != nil {
+	if _, err := decider.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	e.woken(got, models.StatusConfirmed)
@@ -210,6 +213,7 @@ func (e *env) idleWaitWokenBy(a *instance, decider *protocol.Service) {
 // re-check is an hour, is woken by decisions on instance B, also when A's
 // notification connection is killed just before the decision.
 func TestWaitWakesAcrossInstances(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "postgres", nil)
 	a := e.instance(time.Hour)
 	e.listen(a)

@@ -19,7 +19,9 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/internal/verified"
 	cprotocol "github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/store"
 )
 
 // Defaults for Config's zero values.
@@ -35,36 +37,6 @@ const (
 
 // MaxKeyName bounds a key's name, in characters.
 const MaxKeyName = 64
-
-// Store is the persistence the step-up needs; *store.Store implements it.
-// Every method scopes by tenant (and user where it takes one).
-type Store interface {
-	CreateCeremony(ctx context.Context, c models.Ceremony) (models.Ceremony, error)
-	CeremonyByChallenge(ctx context.Context, tenantID, challenge string) (models.Ceremony, error)
-	// ConsumeCeremony uses a ceremony up, once (EAlreadyConsumed,
-	// ECeremonyExpired).
-	ConsumeCeremony(ctx context.Context, tenantID, id string, now time.Time) error
-
-	CreateSecurityKeyIfNoneSince(ctx context.Context, k models.SecurityKey, since time.Time) (models.SecurityKey, error)
-	SecurityKeys(ctx context.Context, tenantID, userID string) ([]models.SecurityKey, error)
-	SecurityKey(ctx context.Context, tenantID, userID, keyID string) (models.SecurityKey, error)
-	RenameSecurityKey(ctx context.Context, tenantID, userID, keyID, name string) (models.SecurityKey, error)
-	RemoveSecurityKey(ctx context.Context, tenantID, userID, keyID string, now time.Time) error
-	// RecordKeyUse advances the signature counter, refusing (and flagging
-	// the key) when it does not move forward.
-	RecordKeyUse(ctx context.Context, tenantID, userID, keyID string, use models.KeyUse, now time.Time) (models.SecurityKey, error)
-	// SecurityKeyByCredentialID returns the tenant's key with that
-	// credential id, removed or not (ENotFound otherwise): an approval's
-	// evidence is checked against the key registered when it was made.
-	SecurityKeyByCredentialID(ctx context.Context, tenantID string, credentialID []byte) (models.SecurityKey, error)
-
-	// For passkey sign-in.
-	TenantByName(ctx context.Context, name string) (models.Tenant, error)
-	UserByID(ctx context.Context, tenantID, id string) (models.User, error)
-
-	// Audit records a failed security-key approval in the audit log.
-	Audit(ctx context.Context, tenantID string, at time.Time, ev models.AuditEvent) error
-}
 
 // Protocol is what the step-up needs from the protocol;
 // *protocol.Service implements it.
@@ -87,7 +59,7 @@ type Config struct {
 	// "https://countersign.example.com". At least one.
 	Origins []string
 
-	Store    Store
+	Store    *store.Store
 	Protocol Protocol
 	Clock    models.Clock // models.SystemClock when nil
 
@@ -104,7 +76,7 @@ type Service struct {
 	wa       *webauthn.WebAuthn
 	rpID     string
 	origins  []string
-	store    Store
+	store    *store.Store
 	proto    Protocol
 	clock    models.Clock
 	approval time.Duration
@@ -500,11 +472,13 @@ func (s *Service) BeginApproval(ctx context.Context, reviewer models.User, propo
 
 // ApprovalInput is the browser's answer to BeginApproval.
 type ApprovalInput struct {
-	Reviewer   models.User
-	AMR        []string // how the reviewer signed in; "webauthn" is added
-	ProposalID string   // the proposal the answer is posted to
-	Response   []byte   // credential.toJSON() of the assertion
-	Comment    string   // the reviewer's optional comment (ConfirmInput.Comment)
+	Reviewer models.User
+	// SignedIn is how the reviewer's session began (auth.ApprovalEvidence);
+	// the verified assertion is added to it.
+	SignedIn   cprotocol.Evidence
+	ProposalID string // the proposal the answer is posted to
+	Response   []byte // credential.toJSON() of the assertion
+	Comment    string // the reviewer's optional comment (ConfirmInput.Comment)
 	// EffectSeen is the effect digest the page showed (ConfirmInput.EffectSeen).
 	EffectSeen string
 }
@@ -524,13 +498,17 @@ type ApprovalInput struct {
 //  5. the key's signature counter must move forward; a regression flags the
 //     key and refuses (EStepUpFailed);
 //  6. protocol.Service.Confirm decides the rest (quorum, self-approval,
-//     expiry, business state) with AMR ["pwd","webauthn"].
+//     expiry, business state) with the sign-in plus the verified assertion
+//     as evidence (AMR: the sign-in's methods and "webauthn").
 //
 // Errors: the above, EInvalidRequest (not an assertion), and those of
 // Confirm.
 func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models.Proposal, error) {
 	const nothing = "Nothing was approved."
 	u := in.Reviewer
+	if in.SignedIn.IsZero() || in.SignedIn.UserID() != u.ID {
+		return nil, models.Errorf(models.EUnauthenticated, "a security-key approval needs the reviewer's own sign-in. %s", nothing)
+	}
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(in.Response)
 	if err != nil {
 		return nil, models.Wrap(models.EInvalidRequest, err, "this is not a security-key response")
@@ -579,15 +557,10 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 	if err != nil {
 		return nil, err
 	}
-	amr := slices.Clone(in.AMR)
-	if len(amr) == 0 {
-		amr = []string{"pwd"}
-	}
-	if !slices.Contains(amr, "webauthn") {
-		amr = append(amr, "webauthn")
-	}
+	// The one place that makes step-up evidence: the assertion above
+	// verified over this proposal's challenge.
 	return s.proto.Confirm(ctx, cprotocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
-		AMR: amr, Evidence: raw, Comment: in.Comment, EffectSeen: in.EffectSeen})
+		Evidence: verified.StepUp(in.SignedIn, p.ID, c.ArgsDigest, raw), Comment: in.Comment, EffectSeen: in.EffectSeen})
 }
 
 // CheckEvidence re-verifies one approval of p and says whose key signed

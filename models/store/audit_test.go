@@ -51,6 +51,7 @@ func checkChain(t *testing.T, tenantID string, entries []models.AuditEntry, n in
 // chain through 3 store instances (3 connection pools, as 3 servers would
 // have) over the same database: every append lands, with no fork and no gap.
 func TestAuditChainUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
@@ -122,6 +123,7 @@ func TestAuditChainUnderConcurrency(t *testing.T) {
 // TestAuditEntriesAreAppendOnly: the database refuses to change or remove
 // an entry or a checkpoint, whatever the client.
 func TestAuditEntriesAreAppendOnly(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)
@@ -151,6 +153,7 @@ func TestAuditEntriesAreAppendOnly(t *testing.T) {
 // TestStateChangesAreAudited: the proposal lifecycle leaves its entries in
 // the same transactions, linked to the proposal.
 func TestStateChangesAreAudited(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)
@@ -196,6 +199,7 @@ func newProposal(d store.DemoResult, now time.Time) *models.Proposal {
 // administrators' changes land in the right tenant's chain; a password
 // hash never does.
 func TestAdminActionsAndSignInsAreAudited(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)

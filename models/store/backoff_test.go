@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -15,11 +15,12 @@ import (
 // at once, then one attempt per doubling wait, and forgets a key only after
 // a quiet window past its last wait.
 func TestLoginBackoffLimit(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 		window := 15 * time.Minute
-		limit := []auth.LoginLimit{{Key: "user:acme\nalice", Max: 5, Backoff: 2 * time.Second}}
+		limit := []models.LoginLimit{{Key: "user:acme\nalice", Max: 5, Backoff: 2 * time.Second}}
 
 		var ok atomic.Int32
 		var wg sync.WaitGroup
@@ -69,7 +70,7 @@ func TestLoginBackoffLimit(t *testing.T) {
 		}
 		// A fixed-window limit beside a backoff one: a refusal counts on
 		// neither.
-		both := append([]auth.LoginLimit{{Key: "ip:192.0.2.1", Max: 20}}, limit...)
+		both := append([]models.LoginLimit{{Key: "ip:192.0.2.1", Max: 20}}, limit...)
 		if _, allowed, _ := st.ReserveLoginAttempt(ctx, now, window, both); allowed {
 			t.Fatal("allowed while the backoff key waits")
 		}

@@ -106,11 +106,11 @@ func nameOf(id string, name *string) string {
 // approval, the new one included). It must not touch the database.
 type IssueFunc func(p *models.Proposal) (models.Token, error)
 
-// RecordDecision stores one reviewer's decision on an awaiting proposal and,
-// when it completes what the tier requires (models.ApprovalsMet: the quorum
-// and every approver-group factor, with memberships read in this
-// transaction), confirms the proposal and stores the token that issue
-// builds, all in one transaction. The proposal row is updated
+// RecordDecision stores one reviewer's decision on an awaiting proposal and
+// applies models.Decide to the proposal as it then stands (with group
+// memberships read in this transaction): a decline declines it; an approval
+// that completes what the tier requires confirms the proposal and stores
+// the token that issue builds, all in one transaction. The proposal row is updated
 // first, which serializes concurrent deciders on it (a row lock on
 // PostgreSQL, the single writer on SQLite), so the approval count is exact.
 //
@@ -172,14 +172,17 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		if err != nil {
 			return err
 		}
-		met, err := approvalsMet(tx, tenantID, p)
-		if err != nil {
-			return err
+		var groups map[string][]string
+		if d.Kind == models.DecisionApprove {
+			if groups, err = approverGroups(tx, tenantID, p); err != nil {
+				return err
+			}
 		}
+		verdict := models.Decide(p, d.Kind, groups)
 		events := pendingAudit{}
 		events.add(tenantID, decisionEvent(d))
 		switch {
-		case d.Kind == models.DecisionDecline:
+		case verdict == models.VerdictDeclined:
 			ok, err := transition(tx, tenantID, p.ID, models.StatusDeclined, now, "")
 			if err != nil {
 				return err
@@ -190,13 +193,13 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 					return err
 				}
 			}
-		case met && p.Kind == models.KindMandate:
+		case verdict == models.VerdictConfirmed && p.Kind == models.KindMandate:
 			ev, err := s.grantMandate(tx, p, now)
 			if err != nil {
 				return err
 			}
 			events.add(tenantID, ev)
-		case met:
+		case verdict == models.VerdictConfirmed:
 			tok, err := issue(p)
 			if err != nil {
 				return err

@@ -10,12 +10,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/auth"
 )
 
 // The console's sessions, sign-in rate limits, cookie keys and admin
-// operations (auth.Store).
-var _ auth.Store = (*Store)(nil)
+// operations, for models/auth.
 
 type consoleSessionRow struct {
 	IDHash     string `gorm:"primaryKey"`
@@ -54,7 +52,7 @@ const cookieKeysName = "session-cookie"
 
 // CreateConsoleSession stores a new console session under s.Handle; the raw
 // id is never stored. EUnavailable on database errors.
-func (s *Store) CreateConsoleSession(ctx context.Context, sess auth.Session) error {
+func (s *Store) CreateConsoleSession(ctx context.Context, sess models.Session) error {
 	amr, err := json.Marshal(sess.AMR)
 	if err != nil {
 		return err
@@ -79,45 +77,45 @@ func (s *Store) CreateConsoleSession(ctx context.Context, sess auth.Session) err
 // write; a background refresh (active false) never slides it. Nothing here
 // decides anything at most once: the slide is a plain conditional update
 // that never revives a revoked or ended session.
-func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (auth.Session, error) {
+func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time.Time, idle, slideEvery time.Duration, active bool) (models.Session, error) {
 	db := s.read.WithContext(ctx)
 	var row consoleSessionRow
 	err := db.Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at > ? AND expires_at > ?",
 		handle, ms(now)-idle.Milliseconds(), ms(now)).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return auth.Session{}, models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
+		return models.Session{}, models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
 	}
 	if err != nil {
-		return auth.Session{}, dbErr(err)
+		return models.Session{}, dbErr(err)
 	}
 	var u userRow
 	err = db.Where("tenant_id = ? AND id = ? AND disabled = ?", row.TenantID, row.UserID, false).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return auth.Session{}, models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
+		return models.Session{}, models.Errorf(models.EUnauthenticated, "your session has ended; sign in again")
 	}
 	if err != nil {
-		return auth.Session{}, dbErr(err)
+		return models.Session{}, dbErr(err)
 	}
 	var t tenantRow
 	if err := db.Where("id = ?", row.TenantID).Take(&t).Error; err != nil {
-		return auth.Session{}, dbErr(err)
+		return models.Session{}, dbErr(err)
 	}
 	var amr []string
 	if err := json.Unmarshal([]byte(row.AMR), &amr); err != nil {
-		return auth.Session{}, fmt.Errorf("console session amr: %w", err)
+		return models.Session{}, fmt.Errorf("console session amr: %w", err)
 	}
 	if active && ms(now)-row.LastSeenAt >= slideEvery.Milliseconds() {
 		res := s.db.WithContext(ctx).Model(&consoleSessionRow{}).
 			Where("id_hash = ? AND revoked_at IS NULL AND last_seen_at < ?", handle, ms(now)).
 			Update("last_seen_at", ms(now))
 		if res.Error != nil {
-			return auth.Session{}, dbErr(res.Error)
+			return models.Session{}, dbErr(res.Error)
 		}
 		if res.RowsAffected == 1 {
 			row.LastSeenAt = ms(now)
 		}
 	}
-	return auth.Session{Handle: row.IDHash, User: u.model(),
+	return models.Session{Handle: row.IDHash, User: u.model(),
 		Tenant: models.Tenant{ID: t.ID, Name: t.Name, CreatedAt: fromMS(t.CreatedAt)},
 		CSRF:   row.CSRFToken, AMR: amr, CreatedAt: fromMS(row.CreatedAt),
 		LastSeen: fromMS(row.LastSeenAt), ExpiresAt: fromMS(row.ExpiresAt)}, nil
@@ -159,7 +157,7 @@ var errLimited = errors.New("login attempt limit reached")
 // Its count is a compare-and-set on the failure count and next_at, so
 // parallel attempts cannot overshoot either kind of limit on any database
 // or across instances. EUnavailable on database errors.
-func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []auth.LoginLimit) (time.Time, bool, error) {
+func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window time.Duration, limits []models.LoginLimit) (time.Time, bool, error) {
 	var retryAt time.Time
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		limited := false
@@ -208,7 +206,7 @@ func (s *Store) ReserveLoginAttempt(ctx context.Context, now time.Time, window t
 
 // reserveWindow counts one attempt on a fixed-window key; when the window
 // is full it returns the window's end.
-func reserveWindow(tx *gorm.DB, l auth.LoginLimit, window time.Duration) (time.Time, error) {
+func reserveWindow(tx *gorm.DB, l models.LoginLimit, window time.Duration) (time.Time, error) {
 	res := tx.Model(&loginAttemptRow{}).Where("attempt_key = ? AND failures < ?", l.Key, l.Max).
 		Update("failures", gorm.Expr("failures + 1"))
 	if res.Error != nil {
@@ -226,7 +224,7 @@ func reserveWindow(tx *gorm.DB, l auth.LoginLimit, window time.Duration) (time.T
 
 // reserveBackoff counts one attempt on a backoff key unless the key must
 // still wait; then it returns when the wait ends.
-func reserveBackoff(tx *gorm.DB, l auth.LoginLimit, now time.Time, window time.Duration) (time.Time, error) {
+func reserveBackoff(tx *gorm.DB, l models.LoginLimit, now time.Time, window time.Duration) (time.Time, error) {
 	for range 8 {
 		var row loginAttemptRow
 		if err := tx.Where("attempt_key = ?", l.Key).Take(&row).Error; err != nil {
@@ -237,7 +235,7 @@ func reserveBackoff(tx *gorm.DB, l auth.LoginLimit, now time.Time, window time.D
 		}
 		n := row.Failures + 1
 		next := int64(0)
-		if d := auth.BackoffDelay(n, l.Max, l.Backoff, window); d > 0 {
+		if d := models.BackoffDelay(n, l.Max, l.Backoff, window); d > 0 {
 			next = ms(now.Add(d))
 		}
 		res := tx.Model(&loginAttemptRow{}).

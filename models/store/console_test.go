@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -20,8 +19,8 @@ type consoleFixture struct {
 	admin, reviewer  models.User
 	otherAdmin       models.User
 	otherAgent       models.Agent
-	reviewerSession  auth.Session
-	reviewerSession2 auth.Session
+	reviewerSession  models.Session
+	reviewerSession2 models.Session
 }
 
 func consoleSetup(t *testing.T, st *store.Store) consoleFixture {
@@ -47,8 +46,8 @@ func consoleSetup(t *testing.T, st *store.Store) consoleFixture {
 	if f.otherAgent, err = st.CreateAgent(ctx, f.other.ID, "bot", "", "sha256:other"); err != nil {
 		t.Fatal(err)
 	}
-	for i, dst := range []*auth.Session{&f.reviewerSession, &f.reviewerSession2} {
-		*dst = auth.Session{Handle: fmt.Sprintf("handle-%d", i), User: f.reviewer, Tenant: f.tenant, CSRF: "csrf",
+	for i, dst := range []*models.Session{&f.reviewerSession, &f.reviewerSession2} {
+		*dst = models.Session{Handle: fmt.Sprintf("handle-%d", i), User: f.reviewer, Tenant: f.tenant, CSRF: "csrf",
 			AMR: []string{"pwd"}, CreatedAt: consoleNow, LastSeen: consoleNow, ExpiresAt: consoleNow.Add(2 * time.Hour)}
 		if err := st.CreateConsoleSession(ctx, *dst); err != nil {
 			t.Fatal(err)
@@ -58,6 +57,7 @@ func consoleSetup(t *testing.T, st *store.Store) consoleFixture {
 }
 
 func TestConsoleSessionTimeouts(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -105,6 +105,7 @@ func TestConsoleSessionTimeouts(t *testing.T) {
 // timeout but write at most once per slideEvery; background requests never
 // slide it.
 func TestConsoleSessionActivityWrites(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -141,6 +142,7 @@ func TestConsoleSessionActivityWrites(t *testing.T) {
 }
 
 func TestConsoleSessionRevocation(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -176,6 +178,7 @@ func TestConsoleSessionRevocation(t *testing.T) {
 }
 
 func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -192,7 +195,7 @@ func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
 		if _, h, _ := st.UserCredentials(ctx, f.tenant.ID, "alice"); h != "h-new" {
 			t.Errorf("hash = %q, want h-new", h)
 		}
-		for _, s := range []auth.Session{f.reviewerSession, f.reviewerSession2} {
+		for _, s := range []models.Session{f.reviewerSession, f.reviewerSession2} {
 			if _, err := st.TouchConsoleSession(ctx, s.Handle, at, idle, 0, true); !models.IsCode(err, models.EUnauthenticated) {
 				t.Errorf("session survived a password reset: %v", err)
 			}
@@ -221,6 +224,7 @@ func TestConsoleDisableAndPasswordEndSessions(t *testing.T) {
 }
 
 func TestConsoleAdminScope(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -291,12 +295,13 @@ func TestConsoleAdminScope(t *testing.T) {
 }
 
 func TestLoginAttemptLimits(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		window := 15 * time.Minute
-		user := auth.LoginLimit{Key: "user:acme\nalice", Max: 3}
-		ip := auth.LoginLimit{Key: "ip:192.0.2.1", Max: 5}
-		limits := []auth.LoginLimit{user, ip}
+		user := models.LoginLimit{Key: "user:acme\nalice", Max: 3}
+		ip := models.LoginLimit{Key: "ip:192.0.2.1", Max: 5}
+		limits := []models.LoginLimit{user, ip}
 		reserve := func(now time.Time) (time.Time, bool) {
 			t.Helper()
 			at, ok, err := st.ReserveLoginAttempt(ctx, now, window, limits)
@@ -320,7 +325,7 @@ func TestLoginAttemptLimits(t *testing.T) {
 		}
 		// The refused attempt counted against no limit: the address has
 		// room for two more (3 of 5 used) under another username.
-		other := []auth.LoginLimit{{Key: "user:acme\nbob", Max: 3}, ip}
+		other := []models.LoginLimit{{Key: "user:acme\nbob", Max: 3}, ip}
 		for i := range 2 {
 			if _, ok, err := st.ReserveLoginAttempt(ctx, start.Add(6*time.Minute), window, other); err != nil || !ok {
 				t.Fatalf("bob attempt %d: ok=%v err=%v", i+1, ok, err)
@@ -350,9 +355,10 @@ func TestLoginAttemptLimits(t *testing.T) {
 }
 
 func TestLoginAttemptLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
-		limits := []auth.LoginLimit{{Key: "user:acme\nalice", Max: 5}}
+		limits := []models.LoginLimit{{Key: "user:acme\nalice", Max: 5}}
 		var (
 			wg      sync.WaitGroup
 			mu      sync.Mutex
@@ -380,6 +386,7 @@ func TestLoginAttemptLimitUnderConcurrency(t *testing.T) {
 }
 
 func TestConsoleCookieKeysCreatedOnce(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		type pair struct{ h, b []byte }
@@ -413,6 +420,7 @@ func TestConsoleCookieKeysCreatedOnce(t *testing.T) {
 }
 
 func TestPruneConsole(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -421,7 +429,7 @@ func TestPruneConsole(t *testing.T) {
 		if err := st.RevokeConsoleSession(ctx, f.reviewerSession.Handle, consoleNow.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.ReserveLoginAttempt(ctx, consoleNow, 15*time.Minute, []auth.LoginLimit{{Key: "ip:x", Max: 5}}); err != nil {
+		if _, _, err := st.ReserveLoginAttempt(ctx, consoleNow, 15*time.Minute, []models.LoginLimit{{Key: "ip:x", Max: 5}}); err != nil {
 			t.Fatal(err)
 		}
 		// Nothing ended before the start.

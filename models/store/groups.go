@@ -209,22 +209,17 @@ func groupsOf(tx *gorm.DB, tenantID string, userIDs []string) (map[string][]stri
 	return out, nil
 }
 
-// approvalsMet applies models.ApprovalsMet to p with the memberships as
-// they stand inside the deciding transaction.
-func approvalsMet(tx *gorm.DB, tenantID string, p *models.Proposal) (bool, error) {
+// approverGroups reads, inside the deciding transaction, the groups of p's
+// approvers, as models.Decide needs them; nil when p's tier names no groups.
+func approverGroups(tx *gorm.DB, tenantID string, p *models.Proposal) (map[string][]string, error) {
 	if len(p.Tier.Require) == 0 {
-		return p.QuorumMet(), nil
+		return nil, nil
 	}
 	var ids []string
 	for _, d := range p.Approvals() {
 		ids = append(ids, d.UserID)
 	}
-	groups, err := groupsOf(tx, tenantID, ids)
-	if err != nil {
-		return false, err
-	}
-	met, _ := models.ApprovalsMet(p, groups)
-	return met, nil
+	return groupsOf(tx, tenantID, ids)
 }
 
 // insertFactors stores the group factors of p's tier with the proposal.

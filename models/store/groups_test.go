@@ -13,6 +13,7 @@ import (
 // the command line); reviewers, other tenants' administrators and bad
 // names are refused.
 func TestReviewerGroupsAdmin(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx, now := context.Background(), time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
 		d := seed(t, st)
@@ -90,6 +91,7 @@ func TestReviewerGroupsAdmin(t *testing.T) {
 // After migration 00015 the status column accepts superseded and still
 // refuses what is no state.
 func TestStatusConstraintAcceptsSuperseded(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)

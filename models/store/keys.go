@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models"
 )
 
 type signingKeyRow struct {
@@ -21,13 +21,13 @@ type signingKeyRow struct {
 
 func (signingKeyRow) TableName() string { return "signing_keys" }
 
-// SigningKeys returns every token signing key, newest first (token.KeyStore).
-func (s *Store) SigningKeys(ctx context.Context) ([]token.Key, error) {
+// SigningKeys returns every token signing key, newest first (for models/token).
+func (s *Store) SigningKeys(ctx context.Context) ([]models.SigningKey, error) {
 	var rows []signingKeyRow
 	if err := s.db.WithContext(ctx).Order("created_at DESC, kid DESC").Find(&rows).Error; err != nil {
 		return nil, dbErr(err)
 	}
-	out := make([]token.Key, 0, len(rows))
+	out := make([]models.SigningKey, 0, len(rows))
 	for _, r := range rows {
 		seed, err := s.openKey(column("signing_keys", "private_key"), r.KID, r.PrivateKey)
 		if err != nil {
@@ -37,16 +37,16 @@ func (s *Store) SigningKeys(ctx context.Context) ([]token.Key, error) {
 			return nil, fmt.Errorf("signing key %s: bad private key encoding", r.KID)
 		}
 		priv := ed25519.NewKeyFromSeed(seed)
-		out = append(out, token.Key{ID: r.KID, Private: priv, Public: priv.Public().(ed25519.PublicKey),
+		out = append(out, models.SigningKey{ID: r.KID, Private: priv, Public: priv.Public().(ed25519.PublicKey),
 			CreatedAt: fromMS(r.CreatedAt), Active: r.Active})
 	}
 	return out, nil
 }
 
 // AddKey stores a new signing key and makes it the only active one, in one
-// transaction (token.KeyStore). A partial unique index allows one active key
+// transaction (for models/token). A partial unique index allows one active key
 // at most, so two instances rotating at once cannot both win.
-func (s *Store) AddKey(ctx context.Context, k token.Key) error {
+func (s *Store) AddKey(ctx context.Context, k models.SigningKey) error {
 	if len(k.Private) != ed25519.PrivateKeySize {
 		return fmt.Errorf("signing key %s: no private key", k.ID)
 	}

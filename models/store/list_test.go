@@ -13,6 +13,7 @@ import (
 // TestListByTimeLeftAndFilters pages through pending proposals in expiry
 // order and checks the history filters against the obvious answer.
 func TestListByTimeLeftAndFilters(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)

@@ -11,7 +11,6 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
-	"github.com/countersign/countersign/models/token"
 )
 
 // TestUpgradeKeepsExecutionsAndTheirKeys: migration 00004 rebuilds the
@@ -20,6 +19,7 @@ import (
 // was sent under as its downstream key, so that asking the business system
 // about it still finds it.
 func TestUpgradeKeepsExecutionsAndTheirKeys(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
@@ -93,6 +93,7 @@ func TestUpgradeKeepsExecutionsAndTheirKeys(t *testing.T) {
 // TestSQLiteFilesArePrivate: the database file and its -wal and -shm files
 // are created readable by their owner only, whatever the umask allows.
 func TestSQLiteFilesArePrivate(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "private.db")
 	st, err := store.Open("sqlite://"+path, store.Options{})
 	if err != nil {
@@ -120,13 +121,14 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 // (500, logged); a database that cannot be reached or asked in time is
 // EUnavailable (503).
 func TestDatabaseErrorsAreClassified(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		pub, priv, err := ed25519.GenerateKey(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := token.Key{ID: "k_same", Private: priv, Public: pub, CreatedAt: time.Now(), Active: true}
+		k := models.SigningKey{ID: "k_same", Private: priv, Public: pub, CreatedAt: time.Now(), Active: true}
 		if err := st.AddKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 // rows. That is what keeps a page's cost flat as history grows (measured by
 // `countersign bench`).
 func TestListPlansUseIndexes(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		settled := []models.Status{models.StatusDeclined, models.StatusCancelled, models.StatusExpired,
@@ -84,6 +85,7 @@ func TestListPlansUseIndexes(t *testing.T) {
 // TestListMergesStatuses checks the per-status merge against the obvious
 // answer: every page, across statuses and agents, in created_at, id order.
 func TestListMergesStatuses(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)
@@ -146,6 +148,7 @@ func TestListMergesStatuses(t *testing.T) {
 // up a write. On SQLite the reads have their own query-only pool; with the
 // single shared connection this write would wait for the read to end.
 func TestReadsDoNotStallWrites(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -34,6 +34,7 @@ func newKEK(t *testing.T) *kek.KEK {
 func eachDBURL(t *testing.T, fn func(t *testing.T, url string)) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
 			if kind == "postgres" {
 				url = pgtest.DSN(t)
@@ -142,6 +143,7 @@ func assertNoPlaintext(t *testing.T, text string, secrets map[string][]byte) {
 }
 
 func TestKeysAreEncryptedAtRest(t *testing.T) {
+	t.Parallel()
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
 		k1 := newKEK(t)
@@ -187,6 +189,7 @@ func TestKeysAreEncryptedAtRest(t *testing.T) {
 }
 
 func TestRekey(t *testing.T) {
+	t.Parallel()
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
 		// Keys made before there was a KEK are stored in plain.
@@ -239,6 +242,7 @@ func TestRekey(t *testing.T) {
 // lose or garble a key: each either succeeds or is refused as
 // state_changed, and every key ends sealed and unchanged.
 func TestConcurrentRekeys(t *testing.T) {
+	t.Parallel()
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
 		seed, hk, bk := storedKeys(t, openWith(t, url, nil))
@@ -280,6 +284,7 @@ func TestConcurrentRekeys(t *testing.T) {
 // under a KEK the database holds only its sealed form, the dispatcher reads
 // it back, and another KEK cannot.
 func TestWebhookSecretsSealed(t *testing.T) {
+	t.Parallel()
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
 		k1 := newKEK(t)

@@ -7,15 +7,22 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/pgtest"
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// Every test opens its own database, so they run in parallel, more at once
+// than there are cores: most of their time is spent waiting on it.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(8)
+	pgtest.Main(m)
+}
 
 func eachDB(t *testing.T, fn func(t *testing.T, st *store.Store)) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
 			if kind == "postgres" {
 				url = pgtest.DSN(t)
@@ -34,6 +41,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, st *store.Store)) {
 }
 
 func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		applied, err := st.Migrate(context.Background())
 		if err != nil || len(applied) != 0 {
@@ -43,6 +51,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 }
 
 func TestOpenRejectsUnknownURLs(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"", "mysql://x", "sqlite://", "/tmp/x.db"} {
 		if _, err := store.Open(u, store.Options{}); !models.IsCode(err, models.EInvalidRequest) {
 			t.Errorf("Open(%q) = %v, want invalid_request", u, err)
@@ -60,6 +69,7 @@ func seed(t *testing.T, st *store.Store) store.DemoResult {
 }
 
 func TestSeedDemoRefreshesCredentialsOnly(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		first := seed(t, st)
@@ -81,6 +91,7 @@ func TestSeedDemoRefreshesCredentialsOnly(t *testing.T) {
 }
 
 func TestCursorPagination(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		if _, _, err := st.ListProposals(ctx, store.ListFilter{TenantID: "x", Cursor: "%%%"}); !models.IsCode(err, models.EInvalidRequest) {
@@ -90,6 +101,7 @@ func TestCursorPagination(t *testing.T) {
 }
 
 func TestProposalsCarryTheAgentsOwner(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		d := seed(t, st)

@@ -24,6 +24,7 @@ func newKey(f consoleFixture, cred string) models.SecurityKey {
 }
 
 func TestSecurityKeysKeepEveryField(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -92,6 +93,7 @@ func TestSecurityKeysKeepEveryField(t *testing.T) {
 }
 
 func TestSignCounterNeverGoesBackwards(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -158,6 +160,7 @@ func TestSignCounterNeverGoesBackwards(t *testing.T) {
 }
 
 func TestConcurrentKeyUsesAdvanceOnce(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -187,6 +190,7 @@ func TestConcurrentKeyUsesAdvanceOnce(t *testing.T) {
 }
 
 func TestCeremonyIsConsumedOnce(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)
@@ -259,6 +263,7 @@ func TestCeremonyIsConsumedOnce(t *testing.T) {
 }
 
 func TestRegistrationOpenedWithoutAKeyCannotFinishOnceOneExists(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		f := consoleSetup(t, st)

@@ -2,7 +2,7 @@
 // section 5): compact JWS objects signed with Ed25519 (alg EdDSA) whose
 // payload is a models.Claims.
 //
-// Signing keys live in a KeyStore (the database), are created on first start
+// Signing keys live in the database (models/store), are created on first start
 // by EnsureKey and replaced by Rotate; retired keys keep verifying, and every
 // public key is published as a JWKS. A Service caches the keys and re-reads
 // the store when a token names a key it does not know, so that instances see
@@ -33,6 +33,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 )
 
 const (
@@ -60,30 +61,16 @@ const (
 	msgClaims     = "confirmation token claims are malformed"
 )
 
-// Key is one Ed25519 signing key. Private is nil when only the public half is
-// known.
-type Key struct {
-	// ID is the key id (JWS "kid"): "k_" followed by 32 lower-case hex
-	// digits for keys made by this package; URL-safe and unique.
-	ID string
-	// Private is the signing half; nil when only the public key is known.
-	Private ed25519.PrivateKey
-	// Public is the verifying half; always set.
-	Public ed25519.PublicKey
-	// CreatedAt is when the key was made, from Config.Clock.
-	CreatedAt time.Time
-	// Active marks the one key that signs new tokens.
-	Active bool
-}
-
-// KeyStore persists keys. Implementations must make AddKey atomic: the new key
-// becomes the only active one.
-type KeyStore interface {
+// keyStore is what the service reads and writes of *store.Store. It is an
+// interface only so that this package's tests can fail and hold key reads
+// (reload coalescing, store errors); everything else passes the store.
+// AddKey must be atomic: the new key becomes the only active one.
+type keyStore interface {
 	// SigningKeys returns all keys, newest first, including retired ones.
-	SigningKeys(ctx context.Context) ([]Key, error)
+	SigningKeys(ctx context.Context) ([]models.SigningKey, error)
 	// AddKey inserts k and makes it the only active key, retiring the
 	// previous active key, in one transaction.
-	AddKey(ctx context.Context, k Key) error
+	AddKey(ctx context.Context, k models.SigningKey) error
 }
 
 // Config configures a Service.
@@ -97,10 +84,10 @@ type Config struct {
 	Clock models.Clock
 }
 
-// Service signs and verifies confirmation tokens with the keys of a KeyStore.
+// Service signs and verifies confirmation tokens with the keys in the store.
 // It is safe for concurrent use.
 type Service struct {
-	store KeyStore
+	store keyStore
 	cfg   Config
 
 	// reloadSem admits one store read at a time (a buffered channel so that
@@ -111,16 +98,18 @@ type Service struct {
 	ensureSem chan struct{}
 
 	mu      sync.RWMutex
-	keys    map[string]Key // by kid
-	order   []string       // kids, newest first, as the store lists them
-	active  string         // kid of the signing key; "" if none
-	started uint64         // store reads started
-	loaded  uint64         // number (per started) of the last successful read; 0 = never
+	keys    map[string]models.SigningKey // by kid
+	order   []string                     // kids, newest first, as the store lists them
+	active  string                       // kid of the signing key; "" if none
+	started uint64                       // store reads started
+	loaded  uint64                       // number (per started) of the last successful read; 0 = never
 }
 
 // New returns a Service over store. It does not touch the store: call
 // EnsureKey at start so that there is a key to sign with.
-func New(store KeyStore, cfg Config) *Service {
+func New(st *store.Store, cfg Config) *Service { return newService(st, cfg) }
+
+func newService(store keyStore, cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = models.SystemClock{}
 	}
@@ -270,7 +259,7 @@ func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, er
 	return c, nil
 }
 
-// JWKS returns the public keys as a JSON Web Key Set, {"keys":[…]}, newest
+// JWKS returns the public keys as a JSON Web models.SigningKey Set, {"keys":[…]}, newest
 // first: each key is OKP/Ed25519 with kid, "alg":"EdDSA" and "use":"sig".
 // Private material is never included. It re-reads the store so that keys made
 // by other instances are published; a store error is EUnavailable.
@@ -319,16 +308,16 @@ func (s *Service) addKey(ctx context.Context) (string, error) {
 }
 
 // newKey makes a fresh active Ed25519 key with a random id.
-func newKey(now time.Time) (Key, error) {
+func newKey(now time.Time) (models.SigningKey, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return Key{}, models.Wrap(models.EInternal, err, "signing key cannot be generated")
+		return models.SigningKey{}, models.Wrap(models.EInternal, err, "signing key cannot be generated")
 	}
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
-		return Key{}, models.Wrap(models.EInternal, err, "key id cannot be generated")
+		return models.SigningKey{}, models.Wrap(models.EInternal, err, "key id cannot be generated")
 	}
-	return Key{
+	return models.SigningKey{
 		ID:        keyIDPrefix + hex.EncodeToString(id[:]),
 		Private:   priv,
 		Public:    pub,
@@ -414,8 +403,8 @@ func (s *Service) reload(ctx context.Context) error {
 // active key is the first (newest) one marked active. Malformed key material
 // is EInternal: the store is corrupt and nothing should be signed or verified
 // with a guess.
-func index(stored []Key) (map[string]Key, []string, string, error) {
-	keys := make(map[string]Key, len(stored))
+func index(stored []models.SigningKey) (map[string]models.SigningKey, []string, string, error) {
+	keys := make(map[string]models.SigningKey, len(stored))
 	order := make([]string, 0, len(stored))
 	active := ""
 	for _, k := range stored {
@@ -428,7 +417,7 @@ func index(stored []Key) (map[string]Key, []string, string, error) {
 		if len(k.Public) != ed25519.PublicKeySize {
 			return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has a public key of %d bytes", k.ID, len(k.Public))
 		}
-		c := Key{ID: k.ID, Public: bytes.Clone(k.Public), CreatedAt: k.CreatedAt, Active: k.Active}
+		c := models.SigningKey{ID: k.ID, Public: bytes.Clone(k.Public), CreatedAt: k.CreatedAt, Active: k.Active}
 		if k.Private != nil {
 			if len(k.Private) != ed25519.PrivateKeySize {
 				return nil, nil, "", models.Errorf(models.EInternal, "stored signing key %s has a private key of %d bytes", k.ID, len(k.Private))

@@ -32,14 +32,14 @@ const typ = "countersign-confirmation+jwt"
 // newest first, AddKey atomically makes the new key the only active one.
 type memStore struct {
 	mu      sync.Mutex
-	keys    []token.Key
+	keys    []models.SigningKey
 	reads   int
 	readErr error
 	addErr  error
 	gate    chan struct{} // when set, SigningKeys waits for it to close
 }
 
-func (m *memStore) SigningKeys(ctx context.Context) ([]token.Key, error) {
+func (m *memStore) SigningKeys(ctx context.Context) ([]models.SigningKey, error) {
 	m.mu.Lock()
 	gate := m.gate
 	m.reads++
@@ -53,7 +53,7 @@ func (m *memStore) SigningKeys(ctx context.Context) ([]token.Key, error) {
 	if m.readErr != nil {
 		return nil, m.readErr
 	}
-	out := make([]token.Key, len(m.keys))
+	out := make([]models.SigningKey, len(m.keys))
 	for i, k := range m.keys {
 		k.Private = bytes.Clone(k.Private)
 		k.Public = bytes.Clone(k.Public)
@@ -62,7 +62,7 @@ func (m *memStore) SigningKeys(ctx context.Context) ([]token.Key, error) {
 	return out, nil
 }
 
-func (m *memStore) AddKey(ctx context.Context, k token.Key) error {
+func (m *memStore) AddKey(ctx context.Context, k models.SigningKey) error {
 	runtime.Gosched()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -78,7 +78,7 @@ func (m *memStore) AddKey(ctx context.Context, k token.Key) error {
 		m.keys[i].Active = false
 	}
 	k.Active = true
-	m.keys = append([]token.Key{k}, m.keys...)
+	m.keys = append([]models.SigningKey{k}, m.keys...)
 	return nil
 }
 
@@ -88,14 +88,14 @@ func (m *memStore) Reads() int {
 	return m.reads
 }
 
-func (m *memStore) Keys() []token.Key {
+func (m *memStore) Keys() []models.SigningKey {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]token.Key(nil), m.keys...)
+	return append([]models.SigningKey(nil), m.keys...)
 }
 
 // key returns the stored key with the given id.
-func (m *memStore) key(t *testing.T, kid string) token.Key {
+func (m *memStore) key(t *testing.T, kid string) models.SigningKey {
 	t.Helper()
 	for _, k := range m.Keys() {
 		if k.ID == kid {
@@ -103,7 +103,7 @@ func (m *memStore) key(t *testing.T, kid string) token.Key {
 		}
 	}
 	t.Fatalf("no key %s in store", kid)
-	return token.Key{}
+	return models.SigningKey{}
 }
 
 func (m *memStore) set(f func(m *memStore)) {
@@ -115,7 +115,7 @@ func (m *memStore) set(f func(m *memStore)) {
 var clock = models.NewFixedClock(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC))
 
 func newService(store token.KeyStore) *token.Service {
-	return token.New(store, token.Config{Issuer: "https://countersign.test", Audience: "countersign-execute", Clock: clock})
+	return token.NewOver(store, token.Config{Issuer: "https://countersign.test", Audience: "countersign-execute", Clock: clock})
 }
 
 func setup(t *testing.T) (*token.Service, *memStore) {
@@ -1060,7 +1060,7 @@ func TestMalformedStoredKeys(t *testing.T) {
 	ctx := context.Background()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	otherPub, _, _ := ed25519.GenerateKey(rand.Reader)
-	cases := map[string][]token.Key{
+	cases := map[string][]models.SigningKey{
 		"short public key":    {{ID: "k_a", Public: pub[:31], Private: priv, Active: true}},
 		"short private key":   {{ID: "k_a", Public: pub, Private: priv[:32], Active: true}},
 		"halves do not match": {{ID: "k_a", Public: otherPub, Private: priv, Active: true}},
@@ -1076,7 +1076,7 @@ func TestMalformedStoredKeys(t *testing.T) {
 	}
 
 	t.Run("public-only keys verify", func(t *testing.T) {
-		store := &memStore{keys: []token.Key{{ID: "k_pub", Public: pub}}}
+		store := &memStore{keys: []models.SigningKey{{ID: "k_pub", Public: pub}}}
 		s := newService(store)
 		if err := s.EnsureKey(ctx); err != nil {
 			t.Fatal(err)

@@ -57,7 +57,7 @@ const csrfKey = "csrf"
 type Sessions interface {
 	// Session loads a live session, sliding its idle timeout when active
 	// (EUnauthenticated when there is none).
-	Session(ctx context.Context, rawID string, active bool) (auth.Session, error)
+	Session(ctx context.Context, rawID string, active bool) (models.Session, error)
 	// Logout ends a session.
 	Logout(ctx context.Context, rawID string) error
 }
@@ -135,7 +135,7 @@ func NewManager(svc Sessions, cfg Config) (*Manager, error) {
 
 // toSession is the request's view of a domain session. ID is the handle,
 // never the raw id: handlers have no use for the cookie's secret.
-func toSession(s auth.Session) *Session {
+func toSession(s models.Session) *Session {
 	return &Session{ID: s.Handle, User: s.User, Tenant: s.Tenant, CSRF: s.CSRF, AMR: s.AMR,
 		CreatedAt: s.CreatedAt, LastSeen: s.LastSeen, ExpiresAt: s.ExpiresAt}
 }
@@ -311,7 +311,7 @@ func (m *Manager) LoginCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 // SignIn puts a new session in the browser: any session the browser had is
 // ended first (the id always changes at sign-in), the login cookie is
 // dropped, and the rest of the request sees the new session.
-func (m *Manager) SignIn(c echo.Context, s auth.Session) error {
+func (m *Manager) SignIn(c echo.Context, s models.Session) error {
 	req := c.Request()
 	if old := m.rawID(req); old != "" && old != s.ID {
 		if err := m.svc.Logout(req.Context(), old); err != nil {
@@ -351,7 +351,7 @@ func (m *Manager) Device(c echo.Context) auth.Device {
 // RememberDevice records in the browser's device cookie that s signed in
 // from it as username, renewing the cookie's lifetime. Call it after a
 // successful sign-in only.
-func (m *Manager) RememberDevice(c echo.Context, s auth.Session, username string) error {
+func (m *Manager) RememberDevice(c echo.Context, s models.Session, username string) error {
 	d, err := m.Device(c).Remember(s, username)
 	if err != nil {
 		return err

@@ -1,0 +1,7 @@
+package token
+
+// KeyStore and NewOver let the tests put an in-memory key store with
+// injected failures and held reads between the service and its keys.
+type KeyStore = keyStore
+
+func NewOver(ks KeyStore, cfg Config) *Service { return newService(ks, cfg) }
