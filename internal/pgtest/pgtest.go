@@ -250,7 +250,9 @@ func start() (_ *cluster, err error) {
 		if c.port, err = freePort(); err != nil {
 			return nil, err
 		}
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+		// Tests run in parallel, several with three instances and a hundred
+		// concurrent requests each: room for all their pools at once.
+		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=1000",
 			c.port, filepath.Join(c.dir, "sock"))
 		out, err = c.pgctl("-D", c.data(), "-l", c.log(), "-w", "-t", "60", "-o", opts, "start")
 		if err == nil {

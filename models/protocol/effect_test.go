@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 )
@@ -32,7 +33,7 @@ func TestEffectPreviewIsStoredApprovedAndReceipted(t *testing.T) {
 			t.Fatalf("stored effect %+v %s (%v)", stored.Effect, stored.EffectDigest, err)
 		}
 		c, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-			EffectSeen: p.EffectDigest})
+			EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,16 +65,17 @@ func TestApprovalRefusedWhenTheDescribedStateChanged(t *testing.T) {
 		p := e.propose("ord_1001", 5000)
 
 		_, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-			EffectSeen: "sha256:" + strings.Repeat("0", 64)})
+			EffectSeen: "sha256:" + strings.Repeat("0", 64), Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EEffectChanged)
 
 		biz.Relabel("ord_1001", "Order …1001 · Ada Lovelace, new address")
 		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
-			EffectSeen: p.EffectDigest})
+			EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EEffectChanged)
 		// Without a digest named (a caller showing no preview), the business system
 		// is asked all the same.
-		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest})
+		_, err = e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EEffectChanged)
 		got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
 		if err != nil || len(got.Decisions) != 0 || got.Status != models.StatusAwaitingConfirmation {
@@ -85,7 +87,7 @@ func TestApprovalRefusedWhenTheDescribedStateChanged(t *testing.T) {
 			t.Fatal("the new proposal has the stale effect digest")
 		}
 		if _, err := e.svc.Confirm(e.ctx, protocol.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest,
-			EffectSeen: q.EffectDigest}); err != nil {
+			EffectSeen: q.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}
 	})
