@@ -19,8 +19,8 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/events"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/web/session"
 )
@@ -63,7 +63,7 @@ type Config struct {
 
 // Deps are the server's collaborators.
 type Deps struct {
-	// Protocol is the domain service (*protocol.Service).
+	// Protocol is the domain service (*writes.Service).
 	Protocol api.Protocol
 	// Clock is the server's clock; models.SystemClock when nil.
 	Clock models.Clock
@@ -81,10 +81,10 @@ type Deps struct {
 	Auth *auth.Service
 	// Sessions keeps console sessions in cookies and guards console routes.
 	Sessions *session.Manager
-	// Pages is the reviewer pages' domain (*protocol.Service); nil leaves
+	// Pages is the reviewer pages' domain (*writes.Service); nil leaves
 	// the pending list, proposal pages and history out.
 	Pages console.PagesProtocol
-	// Groups runs the reviewer-group admin page (*protocol.Service); nil
+	// Groups runs the reviewer-group admin page (*writes.Service); nil
 	// leaves it out.
 	Groups console.GroupService
 	// Assets are the console's static files; static.New() when nil.
@@ -97,10 +97,10 @@ type Deps struct {
 	// webhook admin pages (*events.Service); nil leaves them out.
 	Events Events
 	// Audit serves signed receipts and the audit log to the API and the
-	// console (*protocol.Service); nil leaves them out.
+	// console (*writes.Service); nil leaves them out.
 	Audit Audit
 	// Mandates serves standing mandates to agents and the mandates page
-	// (*protocol.Service); nil leaves them out.
+	// (*writes.Service); nil leaves them out.
 	Mandates Mandates
 }
 
@@ -139,12 +139,12 @@ type StepUp interface {
 
 // The domain service is what production wires in.
 var (
-	_ api.Protocol          = (*protocol.Service)(nil)
-	_ console.PagesProtocol = (*protocol.Service)(nil)
+	_ api.Protocol          = (*writes.Service)(nil)
+	_ console.PagesProtocol = (*writes.Service)(nil)
 	_ StepUp                = (*stepup.Service)(nil)
 	_ Events                = (*events.Service)(nil)
-	_ Audit                 = (*protocol.Service)(nil)
-	_ Mandates              = (*protocol.Service)(nil)
+	_ Audit                 = (*writes.Service)(nil)
+	_ Mandates              = (*writes.Service)(nil)
 )
 
 // consoleHandlers are the console's handlers and the middleware guarding
@@ -168,7 +168,7 @@ type consoleHandlers struct {
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second
-	writeTimeout      = protocol.MaxWait + 30*time.Second
+	writeTimeout      = writes.MaxWait + 30*time.Second
 	idleTimeout       = 120 * time.Second
 )
 

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/web"
 )
 
@@ -37,7 +37,7 @@ func (f *fakeProtocol) AuthenticateAgent(_ context.Context, key string) (models.
 	return models.Agent{ID: "agt_a", TenantID: "t1", Name: "agent A"}, nil
 }
 
-func (f *fakeProtocol) Propose(context.Context, models.Agent, protocol.ProposeInput) (*models.Proposal, bool, error) {
+func (f *fakeProtocol) Propose(context.Context, models.Agent, writes.ProposeInput) (*models.Proposal, bool, error) {
 	return nil, false, models.Errorf(models.EUnknownTool, "no such tool")
 }
 
@@ -56,8 +56,8 @@ func (f *fakeProtocol) AgentWait(_ context.Context, _ models.Agent, p *models.Pr
 	return f.get(p.ID)
 }
 
-func (f *fakeProtocol) AgentList(context.Context, models.Agent, protocol.ListQuery) (protocol.Page, error) {
-	return protocol.Page{}, nil
+func (f *fakeProtocol) AgentList(context.Context, models.Agent, writes.ListQuery) (writes.Page, error) {
+	return writes.Page{}, nil
 }
 
 func (f *fakeProtocol) Cancel(context.Context, models.Agent, string) (*models.Proposal, error) {

@@ -25,8 +25,8 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // config is what a run measures.
@@ -145,7 +145,7 @@ func (s *server) confirmed(ctx context.Context, n int) ([][2]string, error) {
 				}
 				p, err := s.propose(ctx, i)
 				if err == nil {
-					p, err = s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: s.reviewer, ProposalID: p.ID,
+					p, err = s.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: s.reviewer, ProposalID: p.ID,
 						DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(s.reviewer, nil)})
 				}
 				if err == nil && p.Token == nil {
@@ -169,7 +169,7 @@ var proposeSeq atomic.Int64
 
 func (s *server) propose(ctx context.Context, _ int) (*models.Proposal, error) {
 	i := int(proposeSeq.Add(1))
-	p, _, err := s.app.Protocol.Propose(ctx, s.agent, protocol.ProposeInput{Tool: "send_customer_email", Arguments: emailArgs(i)})
+	p, _, err := s.app.Protocol.Propose(ctx, s.agent, writes.ProposeInput{Tool: "send_customer_email", Arguments: emailArgs(i)})
 	return p, err
 }
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // pendingCount is how many proposals await confirmation while the history
@@ -84,7 +84,7 @@ func listViews(srv *server, tmpl string) []view {
 		{"console pending list", func(ctx context.Context) error {
 			// As the console's pending page: by time left, with decisions,
 			// and the count of all awaiting.
-			if _, err := pr.List(ctx, tenant, protocol.ListQuery{Statuses: []models.Status{models.StatusAwaitingConfirmation},
+			if _, err := pr.List(ctx, tenant, writes.ListQuery{Statuses: []models.Status{models.StatusAwaitingConfirmation},
 				ByTimeLeft: true, WithDecisions: true, Limit: 25}); err != nil {
 				return err
 			}
@@ -93,7 +93,7 @@ func listViews(srv *server, tmpl string) []view {
 		}},
 		{"console history", func(ctx context.Context) error {
 			// As the console's history page: a page, then each proposal.
-			page, err := pr.List(ctx, tenant, protocol.ListQuery{Statuses: historyStatuses, Limit: 20})
+			page, err := pr.List(ctx, tenant, writes.ListQuery{Statuses: historyStatuses, Limit: 20})
 			for _, p := range page.Items {
 				if err == nil {
 					_, err = pr.Get(ctx, tenant, p.ID)
@@ -102,7 +102,7 @@ func listViews(srv *server, tmpl string) []view {
 			return err
 		}},
 		{"console history by a rare target", func(ctx context.Context) error {
-			_, err := pr.List(ctx, tenant, protocol.ListQuery{Statuses: historyStatuses, Resource: "cus_none", Limit: 20})
+			_, err := pr.List(ctx, tenant, writes.ListQuery{Statuses: historyStatuses, Resource: "cus_none", Limit: 20})
 			return err
 		}},
 		{"audit log page (console, API)", func(ctx context.Context) error {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // benchWaiters measures what cfg.Waiters concurrent long-polls
@@ -160,7 +160,7 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 			time.Sleep(20 * time.Millisecond)
 		}
 		approved[j] = time.Now()
-		if _, err := srv.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: srv.reviewer, ProposalID: props[j].ID,
+		if _, err := srv.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: srv.reviewer, ProposalID: props[j].ID,
 			DigestSeen: props[j].ArgsDigest, Evidence: auth.ApprovalEvidence(srv.reviewer, nil)}); err != nil {
 			return nil, nil, err
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/audit"
 	"github.com/countersign/countersign/models/checkpoint"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // auditExport is "countersign audit export --tenant T --since WHEN".
@@ -140,7 +140,7 @@ propose nor redeem, and agent keys cannot read the audit log.`, c.stdout)
 	if err != nil {
 		return err
 	}
-	key := protocol.AuditKeyPrefix + raw
+	key := writes.AuditKeyPrefix + raw
 	r, err := st.CreateAuditReader(ctx, t.ID, name, secret.HashAPIKey(key))
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // TestAuditExportAndVerify: an approval and execution made through the
@@ -127,12 +127,12 @@ func TestVerifyNamesTheMandate(t *testing.T) {
 	terms := models.MandateTerms{Tool: "refund_order", Tiers: []string{"low"},
 		Money:     &models.MandateMoney{Field: "amount_minor", Currency: "CNY", PerCallCap: 1000, Budget: 5000},
 		ExpiresAt: time.Now().Add(time.Hour), Reason: "sale"}
-	mp, _, err := f.a.Protocol.RequestMandate(ctx, f.agent, protocol.MandateInput{Terms: terms})
+	mp, _, err := f.a.Protocol.RequestMandate(ctx, f.agent, writes.MandateInput{Terms: terms})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", mp.ID, "--db", f.db, "--tenant", "demo", "--user", "alice")
-	p, _, err := f.a.Protocol.Propose(ctx, f.agent, protocol.ProposeInput{Tool: "refund_order",
+	p, _, err := f.a.Protocol.Propose(ctx, f.agent, writes.ProposeInput{Tool: "refund_order",
 		Arguments: json.RawMessage(`{"order_id":"ord_1001","amount_minor":700,"currency":"CNY","reason":"test"}`)})
 	if err != nil || p.MandateID == "" || p.Token == nil {
 		t.Fatalf("not confirmed by the mandate: %v %+v", err, p)

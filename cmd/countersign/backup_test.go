@@ -16,9 +16,9 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // TestBackupUnderLoad backs up an SQLite database while agents propose,
@@ -63,13 +63,13 @@ func TestBackupUnderLoad(t *testing.T) {
 				}
 				order := fmt.Sprintf("ord_10%02d", 1+(w*7+i)%20)
 				args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": 1, "currency": "CNY", "reason": "damaged"})
-				p, _, err := a.Protocol.Propose(ctx, agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args,
+				p, _, err := a.Protocol.Propose(ctx, agent, writes.ProposeInput{Tool: "refund_order", Arguments: args,
 					RequestKey: fmt.Sprintf("w%d-%d", w, i)})
 				if err != nil {
 					errs <- err
 					return
 				}
-				c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+				c, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 				if models.IsCode(err, models.EStateChanged) {
 					continue // another writer refunded the same order in between
 				}

@@ -11,8 +11,8 @@ import (
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/models/writes"
 )
 
 func TestEvidenceVerify(t *testing.T) {
@@ -75,7 +75,7 @@ func TestEvidenceVerify(t *testing.T) {
 
 	// A click-tier approval needs no evidence.
 	low := f.refund(t, "ord_1001", 100)
-	if _, err := f.a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: low, DigestSeen: mustDigest(t, f, low), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
+	if _, err := f.a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: low, DigestSeen: mustDigest(t, f, low), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := verify(low); r.err != nil || !strings.Contains(r.stdout, "needs no security key") {

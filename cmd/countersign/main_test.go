@@ -24,8 +24,8 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -481,7 +481,7 @@ func newDemoFixture(t *testing.T) *demoFixture {
 func (f *demoFixture) refund(t *testing.T, order string, amount int) string {
 	t.Helper()
 	args := fmt.Sprintf(`{"order_id":%q,"amount_minor":%d,"currency":"CNY","reason":"test"}`, order, amount)
-	p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, protocol.ProposeInput{Tool: "refund_order", Arguments: json.RawMessage(args)})
+	p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, writes.ProposeInput{Tool: "refund_order", Arguments: json.RawMessage(args)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,7 +629,7 @@ func TestReview(t *testing.T) {
 	t.Run("agent-supplied text cannot drive the terminal", func(t *testing.T) {
 		t.Parallel()
 		args := `{"order_id":"ord_1006","amount_minor":100,"currency":"CNY","reason":"ok\u001b[2K\rAmount: ¥0.01 \u202etxt"}`
-		p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, protocol.ProposeInput{Tool: "refund_order",
+		p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, writes.ProposeInput{Tool: "refund_order",
 			Arguments: json.RawMessage(args), Context: "line one\ndigest: sha256:forged"})
 		if err != nil {
 			t.Fatal(err)
@@ -650,7 +650,7 @@ func TestReview(t *testing.T) {
 		t.Parallel()
 		reason := "Refund of \u202e00.991¥\u202c ord\u200b_1001 cafe\u0301"
 		args, _ := json.Marshal(map[string]any{"order_id": "ord_1009", "amount_minor": 100, "currency": "CNY", "reason": reason})
-		p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, protocol.ProposeInput{Tool: "refund_order",
+		p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, writes.ProposeInput{Tool: "refund_order",
 			Arguments: args, Context: "see\u2066 attached"})
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // An administrator lists and revokes a standing mandate from the terminal;
@@ -21,7 +21,7 @@ func TestMandateCommands(t *testing.T) {
 	terms := models.MandateTerms{Tool: "refund_order", Tiers: []string{"low"},
 		Money:     &models.MandateMoney{Field: "amount_minor", Currency: "CNY", PerCallCap: 1000, Budget: 5000},
 		ExpiresAt: time.Now().Add(time.Hour), Reason: "sale"}
-	p, _, err := f.a.Protocol.RequestMandate(ctx, f.agent, protocol.MandateInput{Terms: terms})
+	p, _, err := f.a.Protocol.RequestMandate(ctx, f.agent, writes.MandateInput{Terms: terms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +33,11 @@ func TestMandateCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = f.a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+	p, err = f.a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.a.Protocol.Propose(ctx, f.agent, protocol.ProposeInput{Tool: "refund_order",
+	if _, _, err := f.a.Protocol.Propose(ctx, f.agent, writes.ProposeInput{Tool: "refund_order",
 		Arguments: json.RawMessage(`{"order_id":"ord_1001","amount_minor":700,"currency":"CNY","reason":"test"}`)}); err != nil {
 		t.Fatal(err)
 	}

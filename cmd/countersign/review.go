@@ -12,8 +12,8 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // reviewConfig is the configuration of the review and revoke commands.
@@ -145,7 +145,7 @@ func (c *cli) reviewList(ctx context.Context, args []string) error {
 	}
 	defer a.Close()
 	var items []*models.Proposal
-	q := protocol.ListQuery{Statuses: []models.Status{models.StatusAwaitingConfirmation}, Limit: 100}
+	q := writes.ListQuery{Statuses: []models.Status{models.StatusAwaitingConfirmation}, Limit: 100}
 	for {
 		page, err := a.Protocol.List(ctx, u.TenantID, q)
 		if err != nil {
@@ -222,7 +222,7 @@ step_up_required: those can only be approved in the browser console.`, &cfg, c.s
 		return err
 	}
 	c.printProposal(c.stderr, a, p)
-	out, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{
+	out, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{
 		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 		Evidence: auth.ApprovalEvidence(u, []string{models.AMRPassword}), Comment: cfg.Comment})
 	if models.IsCode(err, models.EStepUpRequired) {
@@ -263,7 +263,7 @@ agent sees. Prints the resulting status (declined) on stdout.`, &cfg, c.stdout)
 		return err
 	}
 	c.printProposal(c.stderr, a, p)
-	out, err := a.Protocol.Decline(ctx, protocol.DeclineInput{
+	out, err := a.Protocol.Decline(ctx, writes.DeclineInput{
 		Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Reason: cfg.Reason})
 	if err != nil {
 		return err

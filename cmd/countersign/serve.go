@@ -20,7 +20,7 @@ import (
 	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/web"
 )
 
@@ -144,13 +144,13 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` of this server, used in Location headers;\nhttp://ADDRESS once listening when empty (set it when clients reach the server\nthrough another name, a proxy or TLS)")
 	tokenFlags(fs, &cfg.Issuer, &cfg.Audience)
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug, info, warn or error")
-	fs.DurationVar(&cfg.ExecutionLease, "execution-lease", protocol.DefaultExecutionLease,
+	fs.DurationVar(&cfg.ExecutionLease, "execution-lease", writes.DefaultExecutionLease,
 		"longest lease one execution attempt may hold: each tool's lease is its adapter\ntimeout plus --lease-margin, and a registry whose tool needs more is refused at start")
-	fs.DurationVar(&cfg.LeaseMargin, "lease-margin", protocol.DefaultLeaseMargin,
+	fs.DurationVar(&cfg.LeaseMargin, "lease-margin", writes.DefaultLeaseMargin,
 		"time on top of an adapter's timeout to record an execution's outcome")
-	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", protocol.DefaultHeartbeatInterval,
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", writes.DefaultHeartbeatInterval,
 		"how often this server tells the others, through the database, that it is alive")
-	fs.DurationVar(&cfg.InstanceTimeout, "instance-timeout", protocol.DefaultInstanceTimeout,
+	fs.DurationVar(&cfg.InstanceTimeout, "instance-timeout", writes.DefaultInstanceTimeout,
 		"a server whose heartbeat is older is taken for dead and its executions are taken over")
 	fs.BoolVar(&cfg.Secure, "secure", false, "serve behind TLS: Secure cookies and HSTS (implied by an https --base-url)")
 	fs.StringVar(&cfg.CookieHashKey, "cookie-hash-key", "", "console cookie authentication key, `BASE64` of at least 32 bytes;\nkept in the database when empty (give both keys or neither)")

@@ -15,17 +15,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
-// Protocol is what the API needs from the domain. *protocol.Service
+// Protocol is what the API needs from the domain. *writes.Service
 // implements it; every error it returns is a *models.Error or internal.
 type Protocol interface {
 	// AuthenticateAgent resolves an API key (EUnauthenticated).
 	AuthenticateAgent(ctx context.Context, apiKey string) (models.Agent, error)
 	// Propose creates a proposal; created is false when an idempotent retry
 	// returned the existing one.
-	Propose(ctx context.Context, agent models.Agent, in protocol.ProposeInput) (p *models.Proposal, created bool, err error)
+	Propose(ctx context.Context, agent models.Agent, in writes.ProposeInput) (p *models.Proposal, created bool, err error)
 	// AgentGet returns a proposal the agent may read: its own, or any of
 	// its tenant's with tenant-wide read (ENotFound otherwise, also for
 	// other tenants' ids).
@@ -35,7 +35,7 @@ type Protocol interface {
 	// agent holds too many long-polls.
 	AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error)
 	// AgentList returns one page of the proposals the agent may read.
-	AgentList(ctx context.Context, agent models.Agent, q protocol.ListQuery) (protocol.Page, error)
+	AgentList(ctx context.Context, agent models.Agent, q writes.ListQuery) (writes.Page, error)
 	// Cancel withdraws a proposal on behalf of its agent.
 	Cancel(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
 	// Execute redeems a confirmation token.
@@ -65,7 +65,7 @@ type Options struct {
 	Tools ToolExporter
 	// Audit serves receipts and the audit log; nil leaves them out.
 	Audit AuditProtocol
-	// Mandates serves the standing-mandate endpoints (*protocol.Service);
+	// Mandates serves the standing-mandate endpoints (*writes.Service);
 	// nil leaves them out.
 	Mandates Mandates
 }

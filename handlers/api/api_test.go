@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/web"
 )
 
@@ -163,7 +163,7 @@ func TestAuthentication(t *testing.T) {
 
 func TestProposeContentType(t *testing.T) {
 	f := newFake()
-	f.proposeFn = func(a models.Agent, in protocol.ProposeInput) (*models.Proposal, bool, error) {
+	f.proposeFn = func(a models.Agent, in writes.ProposeInput) (*models.Proposal, bool, error) {
 		return sampleProposal("prop_1"), true, nil
 	}
 	srv := newServer(t, f)
@@ -197,7 +197,7 @@ func TestProposeContentType(t *testing.T) {
 
 func TestProposeOversizeBody(t *testing.T) {
 	f := newFake()
-	f.proposeFn = func(a models.Agent, in protocol.ProposeInput) (*models.Proposal, bool, error) {
+	f.proposeFn = func(a models.Agent, in writes.ProposeInput) (*models.Proposal, bool, error) {
 		return sampleProposal("prop_1"), true, nil
 	}
 	srv := newServer(t, f)
@@ -283,8 +283,8 @@ func TestProposeRejectsBadBodies(t *testing.T) {
 
 func TestProposeLimitsAreInclusive(t *testing.T) {
 	f := newFake()
-	var got protocol.ProposeInput
-	f.proposeFn = func(a models.Agent, in protocol.ProposeInput) (*models.Proposal, bool, error) {
+	var got writes.ProposeInput
+	f.proposeFn = func(a models.Agent, in writes.ProposeInput) (*models.Proposal, bool, error) {
 		got = in
 		return sampleProposal("prop_1"), true, nil
 	}
@@ -303,9 +303,9 @@ func TestProposeLimitsAreInclusive(t *testing.T) {
 
 func TestProposeCreatedThenIdempotentRetry(t *testing.T) {
 	f := newFake()
-	var inputs []protocol.ProposeInput
+	var inputs []writes.ProposeInput
 	var agents []models.Agent
-	f.proposeFn = func(a models.Agent, in protocol.ProposeInput) (*models.Proposal, bool, error) {
+	f.proposeFn = func(a models.Agent, in writes.ProposeInput) (*models.Proposal, bool, error) {
 		agents = append(agents, a)
 		inputs = append(inputs, in)
 		return sampleProposal("prop_1"), len(inputs) == 1, nil
@@ -368,7 +368,7 @@ func TestProposeDomainErrors(t *testing.T) {
 	}
 
 	t.Run("schema_violation with pointers", func(t *testing.T) {
-		f.proposeFn = func(models.Agent, protocol.ProposeInput) (*models.Proposal, bool, error) {
+		f.proposeFn = func(models.Agent, writes.ProposeInput) (*models.Proposal, bool, error) {
 			return nil, false, &models.Error{Code: models.ESchemaViolation, Message: "arguments do not match the schema of refund_order",
 				Fields: []models.FieldProblem{
 					{Pointer: "/amount_minor", Message: "must be an integer"},
@@ -387,7 +387,7 @@ func TestProposeDomainErrors(t *testing.T) {
 		}
 	})
 	t.Run("clarification_needed", func(t *testing.T) {
-		f.proposeFn = func(models.Agent, protocol.ProposeInput) (*models.Proposal, bool, error) {
+		f.proposeFn = func(models.Agent, writes.ProposeInput) (*models.Proposal, bool, error) {
 			return nil, false, &models.Error{Code: models.EClarificationNeeded, Message: "ambiguous values",
 				Fields: []models.FieldProblem{{Pointer: "/currency", Message: "amount without a currency"}}}
 		}
@@ -397,7 +397,7 @@ func TestProposeDomainErrors(t *testing.T) {
 		}
 	})
 	t.Run("idempotency_key_reuse", func(t *testing.T) {
-		f.proposeFn = func(models.Agent, protocol.ProposeInput) (*models.Proposal, bool, error) {
+		f.proposeFn = func(models.Agent, writes.ProposeInput) (*models.Proposal, bool, error) {
 			return nil, false, models.Errorf(models.EIdempotencyKeyReuse, "request key rk-1 was used for other arguments")
 		}
 		wantError(t, post(), http.StatusConflict, models.EIdempotencyKeyReuse, "rk-1")
@@ -523,7 +523,7 @@ func mustJSON(t *testing.T, v any) []byte {
 
 func TestProposeLocationWithBaseURL(t *testing.T) {
 	f := newFake()
-	f.proposeFn = func(models.Agent, protocol.ProposeInput) (*models.Proposal, bool, error) {
+	f.proposeFn = func(models.Agent, writes.ProposeInput) (*models.Proposal, bool, error) {
 		return sampleProposal("prop_1"), true, nil
 	}
 	e := web.NewServer(web.Config{

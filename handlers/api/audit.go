@@ -12,7 +12,7 @@ import (
 )
 
 // AuditProtocol is what the receipt and audit endpoints need from the
-// domain (*protocol.Service).
+// domain (*writes.Service).
 type AuditProtocol interface {
 	// AuthenticateAuditReader resolves an audit reader key ("csa_…").
 	AuthenticateAuditReader(ctx context.Context, key string) (models.AuditReader, error)

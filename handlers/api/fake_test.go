@@ -14,8 +14,8 @@ import (
 	"github.com/countersign/countersign/handlers/api"
 	"github.com/countersign/countersign/internal/apitest"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/web"
 )
 
@@ -29,9 +29,9 @@ type fakeProtocol struct {
 	changed   chan struct{}               // closed and replaced on every update
 	calls     map[string]int              // method name → calls
 
-	proposeFn func(models.Agent, protocol.ProposeInput) (*models.Proposal, bool, error)
+	proposeFn func(models.Agent, writes.ProposeInput) (*models.Proposal, bool, error)
 	executeFn func(models.Agent, string, string) (*models.Execution, error)
-	listFn    func(string, protocol.ListQuery) (protocol.Page, error)
+	listFn    func(string, writes.ListQuery) (writes.Page, error)
 	readyErr  error
 	jwks      []byte
 }
@@ -104,7 +104,7 @@ func (f *fakeProtocol) AuthenticateAgent(_ context.Context, key string) (models.
 	return a, nil
 }
 
-func (f *fakeProtocol) Propose(_ context.Context, agent models.Agent, in protocol.ProposeInput) (*models.Proposal, bool, error) {
+func (f *fakeProtocol) Propose(_ context.Context, agent models.Agent, in writes.ProposeInput) (*models.Proposal, bool, error) {
 	f.count("Propose")
 	if f.proposeFn == nil {
 		return nil, false, models.Errorf(models.EUnknownTool, "no tool %q", in.Tool)
@@ -151,12 +151,12 @@ func (f *fakeProtocol) AgentWait(ctx context.Context, _ models.Agent, from *mode
 	}
 }
 
-func (f *fakeProtocol) AgentList(_ context.Context, agent models.Agent, q protocol.ListQuery) (protocol.Page, error) {
+func (f *fakeProtocol) AgentList(_ context.Context, agent models.Agent, q writes.ListQuery) (writes.Page, error) {
 	f.count("List")
 	if f.listFn != nil {
 		return f.listFn(agent.TenantID, q)
 	}
-	return protocol.Page{}, nil
+	return writes.Page{}, nil
 }
 
 func (f *fakeProtocol) Cancel(_ context.Context, agent models.Agent, id string) (*models.Proposal, error) {

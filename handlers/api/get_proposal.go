@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // GetProposal handles GET /api/v1/proposals/{id}.
@@ -66,17 +66,17 @@ func (h *Handlers) GetProposal(c echo.Context) error {
 	return c.JSON(http.StatusOK, newProposalJSON(p, agent, h.clock.Now()))
 }
 
-// waitParam parses ?wait=N: whole seconds 0..60, capped at protocol.MaxWait.
+// waitParam parses ?wait=N: whole seconds 0..60, capped at writes.MaxWait.
 func waitParam(v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
-	max := int(protocol.MaxWait / time.Second)
+	max := int(writes.MaxWait / time.Second)
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > max {
 		return 0, models.Errorf(models.EInvalidRequest, "wait must be a whole number of seconds from 0 to %d", max)
 	}
-	return min(time.Duration(n)*time.Second, protocol.MaxWait), nil
+	return min(time.Duration(n)*time.Second, writes.MaxWait), nil
 }
 
 // sinceParam parses ?since=<revision>.

@@ -8,10 +8,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
-// maxListLimit mirrors protocol.ListQuery's documented bound.
+// maxListLimit mirrors writes.ListQuery's documented bound.
 const maxListLimit = 100
 
 // ListProposals handles GET /api/v1/proposals?status=a,b&tool=&tier=&limit=&cursor=:
@@ -21,7 +21,7 @@ func (h *Handlers) ListProposals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := protocol.ListQuery{
+	q := writes.ListQuery{
 		AgentID: agent.ID,
 		Tool:    c.QueryParam("tool"),
 		Tier:    c.QueryParam("tier"),

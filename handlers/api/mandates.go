@@ -11,14 +11,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // Mandates is what the standing-mandate endpoints need from the domain
-// (*protocol.Service).
+// (*writes.Service).
 type Mandates interface {
 	// RequestMandate creates a proposal of kind mandate for the agent.
-	RequestMandate(ctx context.Context, agent models.Agent, in protocol.MandateInput) (*models.Proposal, bool, error)
+	RequestMandate(ctx context.Context, agent models.Agent, in writes.MandateInput) (*models.Proposal, bool, error)
 	// Mandate returns a mandate of the tenant (ENotFound otherwise).
 	Mandate(ctx context.Context, tenantID, id string) (models.Mandate, error)
 }
@@ -55,7 +55,7 @@ func (h *Handlers) RequestMandate(c echo.Context) error {
 			Fields: []models.FieldProblem{{Pointer: "/terms", Message: msg}}}
 	}
 	p, created, err := h.mandates.RequestMandate(c.Request().Context(), agent,
-		protocol.MandateInput{Terms: terms, RequestKey: req.RequestKey, Context: req.Context})
+		writes.MandateInput{Terms: terms, RequestKey: req.RequestKey, Context: req.Context})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 func TestGetProposalETag(t *testing.T) {
@@ -235,12 +235,12 @@ func TestConfirmationTokenVisibility(t *testing.T) {
 func TestListProposals(t *testing.T) {
 	f := newFake()
 	var gotTenant string
-	var gotQuery protocol.ListQuery
+	var gotQuery writes.ListQuery
 	confirmed := sampleProposal("prop_2")
 	confirm(confirmed)
-	f.listFn = func(tenant string, q protocol.ListQuery) (protocol.Page, error) {
+	f.listFn = func(tenant string, q writes.ListQuery) (writes.Page, error) {
 		gotTenant, gotQuery = tenant, q
-		return protocol.Page{Items: []*models.Proposal{confirmed, sampleProposal("prop_1")}, Next: "c2"}, nil
+		return writes.Page{Items: []*models.Proposal{confirmed, sampleProposal("prop_1")}, Next: "c2"}, nil
 	}
 	srv := newServer(t, f)
 

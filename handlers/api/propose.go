@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 type proposeRequest struct {
@@ -33,7 +33,7 @@ func (h *Handlers) Propose(c echo.Context) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
-	p, created, err := h.p.Propose(c.Request().Context(), agent, protocol.ProposeInput{
+	p, created, err := h.p.Propose(c.Request().Context(), agent, writes.ProposeInput{
 		Tool:       req.Tool,
 		Arguments:  req.Arguments,
 		RequestKey: req.RequestKey,

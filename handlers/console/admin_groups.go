@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views/admin"
 	"github.com/countersign/countersign/views/layout"
@@ -15,7 +15,7 @@ import (
 )
 
 // GroupService is what the reviewer-group page needs from the domain
-// (*protocol.Service). Every method acts on the administrator's tenant and
+// (*writes.Service). Every method acts on the administrator's tenant and
 // answers EForbidden for anyone else.
 type GroupService interface {
 	Groups(ctx context.Context, admin models.User) ([]models.ReviewerGroup, error)
@@ -23,7 +23,7 @@ type GroupService interface {
 	SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) error
 }
 
-var _ GroupService = (*protocol.Service)(nil)
+var _ GroupService = (*writes.Service)(nil)
 
 // Groups serve /admin/groups. Build them with NewGroups.
 type Groups struct {

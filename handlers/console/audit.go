@@ -18,7 +18,7 @@ import (
 	"github.com/countersign/countersign/web/session"
 )
 
-// AuditProtocol is what the audit pages need (*protocol.Service).
+// AuditProtocol is what the audit pages need (*writes.Service).
 type AuditProtocol interface {
 	// Receipt returns a settled execution's signed receipt.
 	Receipt(ctx context.Context, tenantID, executionID string) (string, models.SignedReceipt, error)

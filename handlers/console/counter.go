@@ -11,8 +11,8 @@ import (
 
 	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/views/proposals"
 	"github.com/countersign/countersign/web/session"
 )
@@ -28,7 +28,7 @@ func (h *Pages) Counter(c echo.Context) error {
 		return err
 	}
 	id, args, reason := c.Param("id"), c.FormValue("arguments"), c.FormValue("reason")
-	rev, err := h.p.Counter(c.Request().Context(), protocol.CounterInput{Reviewer: s.User, ProposalID: id,
+	rev, err := h.p.Counter(c.Request().Context(), writes.CounterInput{Reviewer: s.User, ProposalID: id,
 		DigestSeen: c.FormValue("digest"), Arguments: json.RawMessage(args), Reason: reason})
 	if err == nil {
 		return seeOther(c, proposalURL(rev.ID))

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // A reviewer enrolled by the administrator who created the agent is told
@@ -24,7 +24,7 @@ func TestSeparationOfDutiesOnTheProposalPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.signIn(models.Tenant{ID: dave.TenantID, Name: "demo"}, dave)
-	p, _, err := e.svc.Propose(e.ctx, agent, protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1003", 100)})
+	p, _, err := e.svc.Propose(e.ctx, agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1003", 100)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 // TestEvidenceCannotBeForged compiles, as a handler would, the two ways to
 // claim a security-key approval without the step-up service: a struct
-// literal of protocol.Evidence, and the constructor the step-up service
+// literal of writes.Evidence, and the constructor the step-up service
 // calls. Neither compiles outside models; passing on auth's sign-in
 // evidence does.
 func TestEvidenceCannotBeForged(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/views/history"
 	"github.com/countersign/countersign/views/ui"
 )
@@ -44,7 +44,7 @@ func (h *Pages) History(c echo.Context) error {
 		}
 		statuses = []models.Status{models.Status(status)}
 	}
-	q := protocol.ListQuery{Statuses: statuses, Resource: search.Target, AgentName: search.Agent, ReviewerName: search.Reviewer,
+	q := writes.ListQuery{Statuses: statuses, Resource: search.Target, AgentName: search.Agent, ReviewerName: search.Reviewer,
 		Tool: search.Tool, Cursor: cursor, Limit: historyPageSize}
 	if search.Before != "" {
 		day, err := time.ParseInLocation("2006-01-02", search.Before, h.loc)

@@ -16,7 +16,7 @@ import (
 )
 
 // MandatesProtocol is what the mandates page needs from the domain
-// (*protocol.Service).
+// (*writes.Service).
 type MandatesProtocol interface {
 	Mandates(ctx context.Context, tenantID string) ([]models.Mandate, error)
 	RevokeMandate(ctx context.Context, admin models.User, id string) (models.Mandate, error)

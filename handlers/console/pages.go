@@ -16,9 +16,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/views/layout"
 	"github.com/countersign/countersign/views/ui"
@@ -26,7 +26,7 @@ import (
 )
 
 // PagesProtocol is what the reviewer pages need from the domain.
-// *protocol.Service implements it. Every method scopes by the tenant it is
+// *writes.Service implements it. Every method scopes by the tenant it is
 // given (or the reviewer's tenant) and answers ENotFound for other tenants'
 // ids.
 type PagesProtocol interface {
@@ -34,26 +34,26 @@ type PagesProtocol interface {
 	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
 	// List returns one page of proposals, newest first (no decisions,
 	// tokens or executions).
-	List(ctx context.Context, tenantID string, q protocol.ListQuery) (protocol.Page, error)
+	List(ctx context.Context, tenantID string, q writes.ListQuery) (writes.Page, error)
 	// WaitAny returns a channel closed at the next change of any proposal
 	// of the tenant, and only of that tenant.
 	WaitAny(tenantID string) <-chan struct{}
 	// Confirm records an approval bound to the digest the reviewer saw.
-	Confirm(ctx context.Context, in protocol.ConfirmInput) (*models.Proposal, error)
+	Confirm(ctx context.Context, in writes.ConfirmInput) (*models.Proposal, error)
 	// Decline records a refusal with its reason.
-	Decline(ctx context.Context, in protocol.DeclineInput) (*models.Proposal, error)
+	Decline(ctx context.Context, in writes.DeclineInput) (*models.Proposal, error)
 	// Revoke withdraws a confirmed, unused token (administrators only).
 	Revoke(ctx context.Context, admin models.User, proposalID string) (*models.Proposal, error)
 	// Counter turns a reviewer's edit into a new version that supersedes
 	// the proposal.
-	Counter(ctx context.Context, in protocol.CounterInput) (*models.Proposal, error)
+	Counter(ctx context.Context, in writes.CounterInput) (*models.Proposal, error)
 	// Registry is the tool registry, for titles and display re-rendering.
 	Registry() *registry.Registry
 	// CountAwaiting counts the tenant's proposals awaiting a decision.
 	CountAwaiting(ctx context.Context, tenantID string) (int, error)
 }
 
-var _ PagesProtocol = (*protocol.Service)(nil)
+var _ PagesProtocol = (*writes.Service)(nil)
 
 // Page sizes of the lists.
 const (

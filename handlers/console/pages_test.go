@@ -21,11 +21,11 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/web/session"
 )
@@ -40,7 +40,7 @@ type env struct {
 	ctx      context.Context
 	clock    *models.FixedClock
 	store    *store.Store
-	svc      *protocol.Service
+	svc      *writes.Service
 	agent    models.Agent
 	alice    models.User
 	admin    models.User
@@ -86,7 +86,7 @@ func newEnvRegistry(t *testing.T, reg *registry.Registry) *env {
 		adapters[tool.Name] = ledger
 	}
 	tokens := token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
-	e.svc, err = protocol.New(e.ctx, protocol.Config{Store: st, Registry: reg, Tokens: tokens, Adapters: adapters,
+	e.svc, err = writes.New(e.ctx, writes.Config{Store: st, Registry: reg, Tokens: tokens, Adapters: adapters,
 		Clock: e.clock, ExecutionLease: 10 * time.Second, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func refundArgs(order string, amount int64) json.RawMessage {
 // propose creates a proposal as the demo agent.
 func (e *env) propose(tool string, args json.RawMessage, context string) *models.Proposal {
 	e.t.Helper()
-	p, created, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: tool, Arguments: args, Context: context})
+	p, created, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: tool, Arguments: args, Context: context})
 	if err != nil || !created {
 		e.t.Fatalf("propose %s: created=%v, err=%v", tool, created, err)
 	}
@@ -227,7 +227,7 @@ func (e *env) confirm(p *models.Proposal, u models.User) *models.Proposal {
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		return e.stepUpConfirm(p, u)
 	}
-	in := protocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
+	in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {
 		e.t.Fatalf("confirm: %v", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/views/pending"
 	"github.com/countersign/countersign/web/session"
 )
@@ -83,7 +83,7 @@ func (h *Pages) PendingRows(c echo.Context) error {
 // pendingRows loads one page of pending proposals and maps it.
 func (h *Pages) pendingRows(c echo.Context, s *session.Session, q pendingQuery) (pending.Rows, error) {
 	ctx := c.Request().Context()
-	res, err := h.p.List(ctx, s.User.TenantID, protocol.ListQuery{
+	res, err := h.p.List(ctx, s.User.TenantID, writes.ListQuery{
 		Statuses: []models.Status{models.StatusAwaitingConfirmation},
 		Tool:     q.Tool, Tier: q.Tier, ByTimeLeft: q.Sort == "", WithDecisions: true,
 		Cursor: q.Cursor, Limit: pendingPageSize,

@@ -15,8 +15,8 @@ import (
 	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/visible"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/views/proposals"
 	"github.com/countersign/countersign/views/ui"
 	"github.com/countersign/countersign/web/session"
@@ -88,7 +88,7 @@ func (h *Pages) Approve(c echo.Context) error {
 	}
 	h = h.as(s)
 	id := c.Param("id")
-	_, err = h.p.Confirm(c.Request().Context(), protocol.ConfirmInput{
+	_, err = h.p.Confirm(c.Request().Context(), writes.ConfirmInput{
 		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), EffectSeen: c.FormValue("effect"),
 		Evidence: auth.ApprovalEvidence(s.User, s.AMR), Comment: c.FormValue("comment"),
 	})
@@ -108,7 +108,7 @@ func (h *Pages) Decline(c echo.Context) error {
 	}
 	h = h.as(s)
 	id, reason := c.Param("id"), c.FormValue("reason")
-	_, err = h.p.Decline(c.Request().Context(), protocol.DeclineInput{
+	_, err = h.p.Decline(c.Request().Context(), writes.DeclineInput{
 		Reviewer: s.User, ProposalID: id, DigestSeen: c.FormValue("digest"), Reason: reason,
 	})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 func TestProposalPageShowsMachineAndDisplayValues(t *testing.T) {
@@ -354,7 +354,7 @@ func TestSelfApprovalIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := e.svc.Propose(e.ctx, bot, protocol.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1001", 19900)})
+	p, _, err := e.svc.Propose(e.ctx, bot, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1001", 19900)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // multiRoundTripVersion is the first protocol revision in which a server
@@ -82,7 +82,7 @@ func (h *Handler) announceDecision(ss *mcp.ServerSession, p *models.Proposal, ke
 	}()
 	rev := p.Revision
 	for ctx.Err() == nil {
-		next, err := h.p.Wait(ctx, p.TenantID, p.ID, rev, protocol.MaxWait)
+		next, err := h.p.Wait(ctx, p.TenantID, p.ID, rev, writes.MaxWait)
 		if err != nil || ctx.Err() != nil {
 			return
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // MandateToolName is the MCP tool that asks for a standing mandate, unless
@@ -72,7 +72,7 @@ func (h *Handler) requestMandate(ctx context.Context, req *mcp.CallToolRequest) 
 	if err := decodeArgs(req, &terms); err != nil {
 		return h.toolError(ctx, err)
 	}
-	in := protocol.MandateInput{Terms: terms}
+	in := writes.MandateInput{Terms: terms}
 	in.RequestKey, _ = req.Params.Meta[MetaRequestKey].(string)
 	in.Context, _ = req.Params.Meta[MetaContext].(string)
 	p, _, err := h.p.RequestMandate(ctx, agent, in)

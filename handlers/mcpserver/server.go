@@ -27,17 +27,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
 )
 
-// Protocol is what the MCP tools need from the domain; *protocol.Service
+// Protocol is what the MCP tools need from the domain; *writes.Service
 // implements it.
 type Protocol interface {
 	// AuthenticateAgent resolves an API key (EUnauthenticated).
 	AuthenticateAgent(ctx context.Context, apiKey string) (models.Agent, error)
 	// Propose creates a proposal awaiting confirmation.
-	Propose(ctx context.Context, agent models.Agent, in protocol.ProposeInput) (*models.Proposal, bool, error)
+	Propose(ctx context.Context, agent models.Agent, in writes.ProposeInput) (*models.Proposal, bool, error)
 	// Get returns a proposal of the tenant (ENotFound).
 	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
 	// Wait returns when the proposal's revision differs from since, or
@@ -48,7 +48,7 @@ type Protocol interface {
 	// Execute redeems a confirmation token once.
 	Execute(ctx context.Context, agent models.Agent, proposalID, token string) (*models.Execution, error)
 	// RequestMandate creates a proposal of kind mandate for the agent.
-	RequestMandate(ctx context.Context, agent models.Agent, in protocol.MandateInput) (*models.Proposal, bool, error)
+	RequestMandate(ctx context.Context, agent models.Agent, in writes.MandateInput) (*models.Proposal, bool, error)
 }
 
 // Config configures the MCP endpoint.

@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // RequestToolName is the MCP name of a registry tool: request_<tool>, which
@@ -141,7 +141,7 @@ func (h *Handler) requestTool(t *registry.Tool) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = []byte("{}")
 		}
-		in := protocol.ProposeInput{Tool: t.Name, Arguments: args}
+		in := writes.ProposeInput{Tool: t.Name, Arguments: args}
 		in.RequestKey, _ = req.Params.Meta[MetaRequestKey].(string)
 		in.Context, _ = req.Params.Meta[MetaContext].(string)
 		p, _, err := h.p.Propose(ctx, agent, in)
@@ -171,7 +171,7 @@ func (h *Handler) getProposal(ctx context.Context, req *mcp.CallToolRequest) (*m
 	}
 	wait := DefaultWait
 	if in.WaitSeconds != nil {
-		if *in.WaitSeconds < 0 || *in.WaitSeconds > int(protocol.MaxWait/time.Second) {
+		if *in.WaitSeconds < 0 || *in.WaitSeconds > int(writes.MaxWait/time.Second) {
 			return h.toolError(ctx, &models.Error{Code: models.ESchemaViolation, Message: "wait_seconds must be from 0 to 60",
 				Fields: []models.FieldProblem{{Pointer: "/wait_seconds", Message: "must be from 0 to 60"}}})
 		}

@@ -31,11 +31,11 @@ import (
 	"github.com/countersign/countersign/models/adapters/httpadapter"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/events"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/static"
 	"github.com/countersign/countersign/web"
 	"github.com/countersign/countersign/web/session"
@@ -64,17 +64,17 @@ type Config struct {
 	Logger *slog.Logger
 	// ExecutionLease is the longest lease an execution attempt may hold, and
 	// LeaseMargin the time on top of an adapter's timeout to record the
-	// outcome (see protocol.Config); protocol's defaults when zero.
+	// outcome (see writes.Config); protocol's defaults when zero.
 	ExecutionLease, LeaseMargin time.Duration
 	// HeartbeatInterval and InstanceTimeout: how often this server renews
 	// its heartbeat, and how old another's may be before its executions are
-	// taken over (see protocol.Config); protocol's defaults when zero.
+	// taken over (see writes.Config); protocol's defaults when zero.
 	HeartbeatInterval, InstanceTimeout time.Duration
 	// PollInterval bounds how long a long-poll sleeps before it compares
-	// the clock with its proposal's expiry again (see protocol.Config);
+	// the clock with its proposal's expiry again (see writes.Config);
 	// changes wake long-polls through notifications.
 	PollInterval time.Duration
-	// Limits are the default per-agent limits (see protocol.Config); the
+	// Limits are the default per-agent limits (see writes.Config); the
 	// zero value limits nothing.
 	Limits models.Limits
 
@@ -150,7 +150,7 @@ type App struct {
 	Store    *store.Store
 	Registry *registry.Registry
 	Tokens   *token.Service
-	Protocol *protocol.Service
+	Protocol *writes.Service
 	Auth     *auth.Service
 	// Passwords hashes reviewer passwords with the configured costs.
 	Passwords *secret.Passwords
@@ -226,7 +226,7 @@ func (a *App) init(ctx context.Context) error {
 		adapters[name] = a.Metrics.Adapter(name, ad)
 	}
 	a.Tokens = token.New(a.Store, token.Config{Issuer: a.cfg.Issuer, Audience: a.cfg.Audience, Clock: a.cfg.Clock})
-	a.Protocol, err = protocol.New(ctx, protocol.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
+	a.Protocol, err = writes.New(ctx, writes.Config{Store: a.Store, Registry: a.Registry, Tokens: a.Tokens,
 		Adapters: adapters, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
 		ExecutionLease: a.cfg.ExecutionLease, LeaseMargin: a.cfg.LeaseMargin, PollInterval: a.cfg.PollInterval,
 		HeartbeatInterval: a.cfg.HeartbeatInterval, InstanceTimeout: a.cfg.InstanceTimeout, Limits: a.cfg.Limits,

@@ -15,7 +15,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // contrast is the WCAG 2 contrast ratio of two CSS rgb()/rgba() colours
@@ -295,7 +295,7 @@ func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
 	big := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_2006","amount_minor":499999,"currency":"CNY","reason":"Full refund"}}`)
 	logs := agent.propose(`{"tool":"delete_logs","arguments":{"log_ids":["log_0009","log_0011","log_0012","log_0013","log_0014","log_0015"],"reason":"Old traces"}}`)
 	admin := terminalUser(t, term, d.creds.Admin)
-	if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: ids[0],
+	if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: ids[0],
 		DigestSeen: mustDigest(t, term, admin, ids[0]), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // The two screens every console page is checked on.
@@ -264,7 +264,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
+		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(live, s.name+": approval from the terminal shows", statusIs("Confirmed"))
@@ -287,7 +287,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 			chromedp.Navigate(d.base+"/proposals/"+b.ID),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
 		)
-		pb, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID), Evidence: auth.ApprovalEvidence(admin, nil)})
+		pb, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID), Evidence: auth.ApprovalEvidence(admin, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +335,7 @@ func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
 		row := fmt.Sprintf(`document.querySelector('[data-testid=pending-row] a[href="/proposals/%s"]')`, p.ID)
 		j.step("list at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/"))
 		j.within(5*time.Second, s.name+": the proposal is listed", row)
-		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: p.ID,
+		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: p.ID,
 			DigestSeen: mustDigest(t, term, admin, p.ID), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
@@ -469,7 +469,7 @@ func TestBrowserPendingTriage(t *testing.T) {
 		keep := ids[8]
 		j.step("focus a row", chromedp.Focus(chromedp.CSS(row(keep)+`a[data-testid=tool-title]`)))
 		gone := ids[12-decided]
-		if _, err := term.Protocol.Confirm(context.Background(), protocol.ConfirmInput{Reviewer: admin, ProposalID: gone,
+		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: gone,
 			DigestSeen: mustDigest(t, term, admin, gone), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
@@ -506,7 +506,7 @@ func TestBrowserHistoryAnswersQuestions(t *testing.T) {
 	ctx := context.Background()
 	approve := func(u models.User, id, comment string) *models.Proposal {
 		t.Helper()
-		p, err := term.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Evidence: auth.ApprovalEvidence(u, nil), Comment: comment})
+		p, err := term.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Evidence: auth.ApprovalEvidence(u, nil), Comment: comment})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +518,7 @@ func TestBrowserHistoryAnswersQuestions(t *testing.T) {
 		t.Fatalf("execute: %v", exec)
 	}
 	declined := other.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1002","amount_minor":7000,"currency":"CNY","reason":"Late"}}`)
-	if _, err := term.Protocol.Decline(ctx, protocol.DeclineInput{Reviewer: alice, ProposalID: declined.ID,
+	if _, err := term.Protocol.Decline(ctx, writes.DeclineInput{Reviewer: alice, ProposalID: declined.ID,
 		DigestSeen: mustDigest(t, term, alice, declined.ID), Reason: "Already compensated by coupon"}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // These tests decide proposals through the fully built server, as a
@@ -23,7 +23,7 @@ func (c *console) propose(order string, amount int64) *models.Proposal {
 		c.t.Fatal(err)
 	}
 	args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": "CNY", "reason": "damaged"})
-	p, _, err := c.app.Protocol.Propose(context.Background(), agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args})
+	p, _, err := c.app.Protocol.Propose(context.Background(), agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // served is one application serving on a loopback port until stop.
@@ -81,14 +81,14 @@ func TestShutdownAnswersUnavailable(t *testing.T) {
 	}
 	propose := func(order string) *models.Proposal {
 		args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": 100, "currency": "CNY", "reason": "damaged"})
-		p, _, err := s.app.Protocol.Propose(ctx, agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args})
+		p, _, err := s.app.Protocol.Propose(ctx, agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
 	p := propose("ord_1001")
-	confirmed, err := s.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+	confirmed, err := s.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // Over MCP the agent learns that a reviewer edited its request: the
@@ -23,7 +23,7 @@ func TestMCPSeesTheEditAndExecutesTheNewVersion(t *testing.T) {
 	bob := c.user("demo", "bob", models.RoleReviewer, "bob-password-1")
 	orig := c.reloadProposal(p.ProposalID)
 	args, _ := json.Marshal(map[string]any{"order_id": "ord_1001", "amount_minor": 4000, "currency": "CNY", "reason": "damaged"})
-	rev, err := c.app.Protocol.Counter(context.Background(), protocol.CounterInput{Reviewer: bob, ProposalID: orig.ID,
+	rev, err := c.app.Protocol.Counter(context.Background(), writes.CounterInput{Reviewer: bob, ProposalID: orig.ID,
 		DigestSeen: orig.ArgsDigest, Arguments: args, Reason: "only the broken part"})
 	if err != nil {
 		t.Fatal(err)

@@ -23,8 +23,8 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // These tests drive /mcp with the go-sdk client over real HTTP against the
@@ -352,7 +352,7 @@ func TestMCPSchemaViolationNamesThePointer(t *testing.T) {
 			t.Errorf("%s: %q does not name %s", name, text(res), tc.pointer)
 		}
 	}
-	if page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), protocol.ListQuery{}); err != nil || len(page.Items) != 0 {
+	if page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), writes.ListQuery{}); err != nil || len(page.Items) != 0 {
 		t.Errorf("refused calls stored proposals: %v %v", page.Items, err)
 	}
 }
@@ -448,7 +448,7 @@ func TestMCPInputRequiredOnTheNewRevision(t *testing.T) {
 	if len(el) != 1 || el[0].Mode != "url" || el[0].URL != p.ConsoleURL {
 		t.Fatalf("input requests %+v, want the console URL %s", el, p.ConsoleURL)
 	}
-	page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), protocol.ListQuery{})
+	page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), writes.ListQuery{})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("the retry created another proposal: %d (%v)", len(page.Items), err)
 	}
@@ -714,7 +714,7 @@ func TestMCPRevokedKeyIsRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("a revoked key was served")
 	}
-	if page, _ := c.app.Protocol.List(context.Background(), agent.TenantID, protocol.ListQuery{}); len(page.Items) != 0 {
+	if page, _ := c.app.Protocol.List(context.Background(), agent.TenantID, writes.ListQuery{}); len(page.Items) != 0 {
 		t.Errorf("a revoked key created %d proposals", len(page.Items))
 	}
 }

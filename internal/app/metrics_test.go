@@ -19,7 +19,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // eachDB runs fn with the URL of a fresh SQLite and a fresh PostgreSQL
@@ -152,7 +152,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		}
 		propose := func(order string) *models.Proposal {
 			args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": 100, "currency": "CNY", "reason": "damaged"})
-			p, _, err := a.Protocol.Propose(ctx, agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args, RequestKey: "k-" + order})
+			p, _, err := a.Protocol.Propose(ctx, agent, writes.ProposeInput{Tool: "refund_order", Arguments: args, RequestKey: "k-" + order})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		p1 := propose("ord_1001")
 		propose("ord_1001") // the same request key again: a replay, not a new proposal
 		clock.Advance(90 * time.Second)
-		c1, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+		c1, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		// Declined 10 s after it was proposed.
 		p2 := propose("ord_1002")
 		clock.Advance(10 * time.Second)
-		if _, err := a.Protocol.Decline(ctx, protocol.DeclineInput{Reviewer: alice, ProposalID: p2.ID, DigestSeen: p2.ArgsDigest, Reason: "no"}); err != nil {
+		if _, err := a.Protocol.Decline(ctx, writes.DeclineInput{Reviewer: alice, ProposalID: p2.ID, DigestSeen: p2.ArgsDigest, Reason: "no"}); err != nil {
 			t.Fatal(err)
 		}
 

@@ -19,8 +19,8 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/adaptertest"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // The whole server, its reconciler running every 50ms on the real clock,
@@ -97,7 +97,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string), Evidence: auth.ApprovalEvidence(alice, nil)})
+	p, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string), Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // TestConsoleRevokesAFailedRetryableWrite: the business system refused a
@@ -23,7 +23,7 @@ func TestConsoleRevokesAFailedRetryableWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+	p, err = c.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/countersign/countersign/internal/webauthntest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // These tests run security-key registrations and step-up approvals
@@ -636,7 +636,7 @@ func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := c.app.Protocol.Propose(ctx, agent, protocol.ProposeInput{Tool: "refund_order",
+	p, _, err := c.app.Protocol.Propose(ctx, agent, writes.ProposeInput{Tool: "refund_order",
 		Arguments: json.RawMessage(`{"order_id":"ord_2005","amount_minor":50000,"currency":"CNY","reason":"mine"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -645,7 +645,7 @@ func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
 	status, out := k.b.postJSON(stepUpPath(p, "begin"), digestBody(p))
 	wantRefusal(t, "requester begins", status, out, http.StatusForbidden, models.ESelfApproval, "may not approve it yourself")
 	// Past the console, Confirm refuses as well: the protocol decides.
-	_, err = c.app.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: carol, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+	_, err = c.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: carol, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 		Evidence: auth.ApprovalEvidence(carol, nil)})
 	if !models.IsCode(err, models.ESelfApproval) {
 		t.Errorf("Confirm by the requester: %v", err)

@@ -23,8 +23,8 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/adaptertest"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // recordingBiz is the reference business system, noting the traceparent
@@ -149,7 +149,7 @@ func TestTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := a.Protocol.Confirm(ctx, protocol.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+		c, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func TestTraces(t *testing.T) {
 				continue
 			}
 			for _, kv := range s.Attributes {
-				if kv.Key == protocol.AttrProposalID && kv.Value.AsString() == proposalID {
+				if kv.Key == writes.AttrProposalID && kv.Value.AsString() == proposalID {
 					return s
 				}
 			}

@@ -1,5 +1,5 @@
 // Package metrics exposes countersign's Prometheus metrics. Every number is
-// either observed from the result of a protocol call (protocol.Observer), an
+// either observed from the result of a protocol call (writes.Observer), an
 // adapter call (Adapter), or read from the database at scrape time; nothing
 // here decides anything.
 package metrics
@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // namespace prefixes every metric of countersign's own.
@@ -151,39 +151,39 @@ func Protect(h http.Handler, token string) http.Handler {
 	})
 }
 
-// Observe implements protocol.Observer.
-func (m *Metrics) Observe(_ context.Context, ev protocol.Event) {
+// Observe implements writes.Observer.
+func (m *Metrics) Observe(_ context.Context, ev writes.Event) {
 	code := models.ErrorCode(ev.Err)
 	if ev.Err != nil {
 		m.refusals.WithLabelValues(string(ev.Op), string(code)).Inc()
 	}
 	p := ev.Proposal
 	switch ev.Op {
-	case protocol.OpPropose:
+	case writes.OpPropose:
 		if ev.Err == nil && ev.Created && p != nil {
 			m.proposed.WithLabelValues(p.Tool, p.Tier.Name, string(p.Status)).Inc()
 		}
-	case protocol.OpConfirm, protocol.OpDecline:
+	case writes.OpConfirm, writes.OpDecline:
 		if ev.Err != nil || p == nil {
 			return
 		}
 		decision := "approve"
 		settled := models.StatusConfirmed
-		if ev.Op == protocol.OpDecline {
+		if ev.Op == writes.OpDecline {
 			decision, settled = "decline", models.StatusDeclined
 		}
 		m.decisions.WithLabelValues(decision, p.Tool, p.Tier.Name).Inc()
 		if p.Status == settled {
 			m.timeToDecision.WithLabelValues(decision, p.Tier.Name).Observe(max(ev.Now.Sub(p.CreatedAt), 0).Seconds())
 		}
-	case protocol.OpExecute:
+	case writes.OpExecute:
 		tool, outcome := "", string(code)
 		if e := ev.Execution; e != nil {
 			tool, outcome = e.Operation, string(e.Status)
 		}
 		m.executeDuration.WithLabelValues(tool).Observe(ev.Duration.Seconds())
 		m.executions.WithLabelValues(tool, outcome).Inc()
-	case protocol.OpReconcile:
+	case writes.OpReconcile:
 		tool, result := "", "ok"
 		if ev.Execution != nil {
 			tool = ev.Execution.Operation

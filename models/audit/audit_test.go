@@ -21,11 +21,11 @@ import (
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/checkpoint"
 	"github.com/countersign/countersign/models/internal/verified"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/stepup"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // Every test opens its own database, so they run in parallel, more at once
@@ -44,7 +44,7 @@ type world struct {
 	clock     *models.FixedClock
 	st        *store.Store
 	tokens    *token.Service
-	svc       *protocol.Service
+	svc       *writes.Service
 	tenant    models.Tenant
 	agent     models.Agent
 	reviewer  models.User
@@ -86,7 +86,7 @@ func newWorld(t *testing.T, kind string) *world {
 	for _, tool := range reg.Tools() {
 		adapters[tool.Name] = ledger
 	}
-	w.svc, err = protocol.New(w.ctx, protocol.Config{Store: st, Registry: reg, Tokens: w.tokens, Adapters: adapters, Clock: w.clock})
+	w.svc, err = writes.New(w.ctx, writes.Config{Store: st, Registry: reg, Tokens: w.tokens, Adapters: adapters, Clock: w.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func newWorld(t *testing.T, kind string) *world {
 
 	refund := func(order string, amount int) *models.Proposal {
 		args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": "CNY", "reason": "lost"})
-		p, _, err := w.svc.Propose(w.ctx, demo.Agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args})
+		p, _, err := w.svc.Propose(w.ctx, demo.Agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func newWorld(t *testing.T, kind string) *world {
 
 	// A click approval.
 	p := refund("ord_1001", 1000)
-	c, err := w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+	c, err := w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 		EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(demo.Reviewer, nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func newWorld(t *testing.T, kind string) *world {
 		t.Fatalf("tier %s is not a security-key tier", p.Tier.Name)
 	}
 	ev := assertion(t, w, demo.Reviewer, p)
-	c, err = w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+	c, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 		Evidence: verified.StepUp(auth.ApprovalEvidence(demo.Reviewer, nil), p.ID, p.ArgsDigest, ev)})
 	if err != nil {
 		t.Fatal(err)

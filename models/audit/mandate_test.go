@@ -13,8 +13,8 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/internal/verified"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // mandateReceipt grants a standing mandate over the refund tool's
@@ -27,14 +27,14 @@ func mandateReceipt(t *testing.T, w *world) (string, models.SignedReceipt, model
 	terms := models.MandateTerms{Tool: "refund_order", Tiers: []string{"high"}, ResourcePattern: `ord_2[0-9]{3}`,
 		Money:   &models.MandateMoney{Field: "amount_minor", Currency: "CNY", PerCallCap: 50000, Budget: 100000},
 		MaxUses: 3, ExpiresAt: w.clock.Now().Add(time.Hour), Reason: "damaged-goods refunds during the sale"}
-	mp, _, err := w.svc.RequestMandate(w.ctx, w.agent, protocol.MandateInput{Terms: terms})
+	mp, _, err := w.svc.RequestMandate(w.ctx, w.agent, writes.MandateInput{Terms: terms})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mp.Tier.Confirmation != models.ConfirmWebAuthn {
 		t.Fatalf("the grant's tier %s needs no security key", mp.Tier.Name)
 	}
-	mp, err = w.svc.Confirm(w.ctx, protocol.ConfirmInput{Reviewer: w.reviewer, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest,
+	mp, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: w.reviewer, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest,
 		Evidence: verified.StepUp(auth.ApprovalEvidence(w.reviewer, nil), mp.ID, mp.ArgsDigest, assertion(t, w, w.reviewer, mp))})
 	if err != nil || mp.MandateID == "" {
 		t.Fatalf("grant: %v", err)
@@ -44,7 +44,7 @@ func mandateReceipt(t *testing.T, w *world) (string, models.SignedReceipt, model
 		t.Fatal(err)
 	}
 	args, _ := json.Marshal(map[string]any{"order_id": "ord_2002", "amount_minor": 25000, "currency": "CNY", "reason": "lost"})
-	p, _, err := w.svc.Propose(w.ctx, w.agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args})
+	p, _, err := w.svc.Propose(w.ctx, w.agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
 	if err != nil {
 		t.Fatal(err)
 	}

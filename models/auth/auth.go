@@ -70,7 +70,7 @@ const AMRWebAuthn = models.AMRPasskey
 // the organization, the user, the password or a disabled account.
 const badLoginMessage = "wrong organization, username or password"
 
-// ApprovalEvidence is the evidence protocol.Service.Confirm needs of a
+// ApprovalEvidence is the evidence writes.Service.Confirm needs of a
 // signed-in reviewer's approval: the user and the session's sign-in
 // methods (models.Session.AMR; none means a password). It never says that
 // the write was confirmed with a security key: only models/stepup, having

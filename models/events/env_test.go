@@ -17,10 +17,10 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/events"
-	"github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // Every test opens its own database, so they run in parallel, more at once
@@ -36,7 +36,7 @@ type env struct {
 	clock  models.Clock
 	url    string
 	store  *store.Store
-	svc    *protocol.Service
+	svc    *writes.Service
 	demo   store.DemoResult
 	tenant string
 	agent  models.Agent
@@ -88,7 +88,7 @@ func newEnv(t *testing.T, url string, clock models.Clock, notify ...string) *env
 		adapters[tool.Name] = ledger
 	}
 	tokens := token.New(st, token.Config{Issuer: "t", Audience: "t", Clock: clock})
-	e.svc, err = protocol.New(e.ctx, protocol.Config{Store: st, Registry: reg, Tokens: tokens, Adapters: adapters, Clock: clock})
+	e.svc, err = writes.New(e.ctx, writes.Config{Store: st, Registry: reg, Tokens: tokens, Adapters: adapters, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (e *env) events(cfg events.Config) *events.Service {
 func (e *env) propose(order string, amount int64) *models.Proposal {
 	e.t.Helper()
 	args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": "CNY", "reason": "damaged on arrival"})
-	p, _, err := e.svc.Propose(e.ctx, e.agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args})
+	p, _, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
 	if err != nil {
 		e.t.Fatalf("propose: %v", err)
 	}

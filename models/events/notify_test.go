@@ -20,7 +20,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // mailbox is an in-process SMTP server that requires AUTH PLAIN and keeps
@@ -148,7 +148,7 @@ const trap = "refund <http://evil.example/approve|Approve now> please"
 func (e *env) proposeAs(agent models.Agent, order string, amount int64, reason string) *models.Proposal {
 	e.t.Helper()
 	args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": "CNY", "reason": reason})
-	p, _, err := e.svc.Propose(e.ctx, agent, protocol.ProposeInput{Tool: "refund_order", Arguments: args})
+	p, _, err := e.svc.Propose(e.ctx, agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
 	if err != nil {
 		e.t.Fatalf("propose: %v", err)
 	}
@@ -199,7 +199,7 @@ func TestEmailNotificationOverSMTP(t *testing.T) {
 		// A proposal decided before its notification went out is not
 		// announced any more.
 		q := e.proposeAs(bobsAgent, "ord_1002", 100, "x")
-		if _, err := e.svc.Decline(e.ctx, protocol.DeclineInput{Reviewer: e.demo.Reviewer, ProposalID: q.ID, DigestSeen: q.ArgsDigest, Reason: "no"}); err != nil {
+		if _, err := e.svc.Decline(e.ctx, writes.DeclineInput{Reviewer: e.demo.Reviewer, ProposalID: q.ID, DigestSeen: q.ArgsDigest, Reason: "no"}); err != nil {
 			t.Fatal(err)
 		}
 		drain(t, ev)

@@ -9,7 +9,7 @@
 // instance can finish what another began and no response counts twice.
 // Whether an approval completes a quorum, whether the requester may approve
 // and whether the business state is still fresh stay the protocol's
-// decisions: a verified assertion ends in protocol.Service.Confirm with the
+// decisions: a verified assertion ends in writes.Service.Confirm with the
 // authentication methods ["pwd","webauthn"] and the evidence.
 //
 // Every error is a *models.Error whose message is written for the reviewer;

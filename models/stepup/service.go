@@ -20,8 +20,8 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/internal/verified"
-	cprotocol "github.com/countersign/countersign/models/protocol"
 	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // Defaults for Config's zero values.
@@ -39,12 +39,12 @@ const (
 const MaxKeyName = 64
 
 // Protocol is what the step-up needs from the protocol;
-// *protocol.Service implements it.
+// *writes.Service implements it.
 type Protocol interface {
 	// CheckApprove refuses early what Confirm would refuse anyway.
 	CheckApprove(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (*models.Proposal, error)
 	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
-	Confirm(ctx context.Context, in cprotocol.ConfirmInput) (*models.Proposal, error)
+	Confirm(ctx context.Context, in writes.ConfirmInput) (*models.Proposal, error)
 }
 
 // Config configures a Service.
@@ -427,7 +427,7 @@ func defaultName(c *webauthn.Credential, n int) string {
 // request options as JSON ({"publicKey": {...}}, for
 // PublicKeyCredential.parseRequestOptionsFromJSON).
 //
-// Errors: those of protocol.Service.CheckApprove (ENotFound, EForbidden,
+// Errors: those of writes.Service.CheckApprove (ENotFound, EForbidden,
 // EProposalExpired, EInvalidState, EArgsMismatch, ESelfApproval,
 // EAlreadyDecided), EInvalidRequest (the tier needs no security key),
 // EStepUpRequired (the reviewer has no usable key), EUnavailable.
@@ -475,7 +475,7 @@ type ApprovalInput struct {
 	Reviewer models.User
 	// SignedIn is how the reviewer's session began (auth.ApprovalEvidence);
 	// the verified assertion is added to it.
-	SignedIn   cprotocol.Evidence
+	SignedIn   writes.Evidence
 	ProposalID string // the proposal the answer is posted to
 	Response   []byte // credential.toJSON() of the assertion
 	Comment    string // the reviewer's optional comment (ConfirmInput.Comment)
@@ -484,7 +484,7 @@ type ApprovalInput struct {
 }
 
 // FinishApproval verifies the browser's answer to BeginApproval and, when it
-// holds, records the approval through protocol.Service.Confirm with the
+// holds, records the approval through writes.Service.Confirm with the
 // evidence and returns the proposal as it stands. In order:
 //
 //  1. the response names a ceremony begun for this reviewer and for this
@@ -497,7 +497,7 @@ type ApprovalInput struct {
 //     signature under the registered key (EStepUpFailed);
 //  5. the key's signature counter must move forward; a regression flags the
 //     key and refuses (EStepUpFailed);
-//  6. protocol.Service.Confirm decides the rest (quorum, self-approval,
+//  6. writes.Service.Confirm decides the rest (quorum, self-approval,
 //     expiry, business state) with the sign-in plus the verified assertion
 //     as evidence (AMR: the sign-in's methods and "webauthn").
 //
@@ -559,7 +559,7 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 	}
 	// The one place that makes step-up evidence: the assertion above
 	// verified over this proposal's challenge.
-	return s.proto.Confirm(ctx, cprotocol.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
+	return s.proto.Confirm(ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: c.ArgsDigest,
 		Evidence: verified.StepUp(in.SignedIn, p.ID, c.ArgsDigest, raw), Comment: in.Comment, EffectSeen: in.EffectSeen})
 }
 

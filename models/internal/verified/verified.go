@@ -1,4 +1,4 @@
-// Package verified holds the one value that protocol.Service.Confirm
+// Package verified holds the one value that writes.Service.Confirm
 // accepts as proof of how a reviewer authenticated an approval.
 //
 // Evidence has only unexported fields and this package is internal to

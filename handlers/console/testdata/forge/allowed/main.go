@@ -8,11 +8,11 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
-	"github.com/countersign/countersign/models/protocol"
+	"github.com/countersign/countersign/models/writes"
 )
 
 func main() {
 	u := models.User{ID: "usr_alice"}
-	in := protocol.ConfirmInput{Reviewer: u, Evidence: auth.ApprovalEvidence(u, nil)}
+	in := writes.ConfirmInput{Reviewer: u, Evidence: auth.ApprovalEvidence(u, nil)}
 	fmt.Println(in.Evidence.SteppedUp())
 }

@@ -1,0 +1,60 @@
+package writes
+
+import (
+	"context"
+	"errors"
+
+	"github.com/countersign/countersign/models"
+)
+
+// describe asks the business system of a tool what the write would do now
+// (models.DescribeAdapter) and returns the checked description and its
+// digest; nil and "" when the adapter describes nothing for the tool.
+//
+// Errors: EUnavailable when the business system could not be asked or
+// answered a description out of bounds.
+func (s *Service) describe(ctx context.Context, tool string, args []byte, tenantID string) (*models.Description, string, error) {
+	da, ok := s.adapters[tool].(models.DescribeAdapter)
+	if !ok {
+		return nil, "", nil
+	}
+	d, err := da.Describe(ctx, models.DescribeRequest{Tool: tool, Arguments: args, Tenant: tenantID})
+	if errors.Is(err, models.ErrNoDescription) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", adapterErr(err)
+	}
+	if err := d.Check(); err != nil {
+		return nil, "", models.Wrap(models.EUnavailable, err, "the business system described the write out of bounds")
+	}
+	digest, err := models.DescriptionDigest(d)
+	if err != nil {
+		return nil, "", models.Wrap(models.EInternal, err, "the description cannot be digested")
+	}
+	return &d, digest, nil
+}
+
+// effectUnchanged refuses an approval that names an effect digest other
+// than the stored one (seen; "" when the caller showed no preview), and
+// any approval when the business system now
+// describes the write differently than when it was proposed: the stored
+// preview is then no longer what the write would do.
+func (s *Service) effectUnchanged(ctx context.Context, p *models.Proposal, seen string) error {
+	if seen != "" && seen != p.EffectDigest {
+		return models.Errorf(models.EEffectChanged, "the effect you were shown is not the one stored with the proposal; reload it")
+	}
+	if p.Kind == models.KindMandate {
+		return nil
+	}
+	_, now, err := s.describe(ctx, p.Tool, p.Arguments, p.TenantID)
+	if err != nil {
+		return err
+	}
+	if now != p.EffectDigest {
+		return &models.Error{Code: models.EEffectChanged,
+			Message: "the business system now describes this write differently than the preview you approved; the agent must propose again",
+			Details: map[string]any{"effect_digest": p.EffectDigest, "described_now": now}}
+	}
+	return nil
+}

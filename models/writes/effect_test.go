@@ -1,0 +1,140 @@
+package writes_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
+)
+
+// The reference business system describes a refund when it is proposed;
+// the description and its digest are stored, an approval naming that
+// digest is recorded with it, and the signed receipt carries it.
+func TestEffectPreviewIsStoredApprovedAndReceipted(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, _ := httpEnv(t, kind, 2*time.Second)
+		p := e.propose("ord_1001", 5000)
+		if p.Effect == nil || len(p.Effect.Changes) != 1 || string(p.Effect.Changes[0].Before) != "19900" ||
+			string(p.Effect.Changes[0].After) != "14900" {
+			t.Fatalf("effect = %+v", p.Effect)
+		}
+		want, err := models.DescriptionDigest(*p.Effect)
+		if err != nil || p.EffectDigest != want {
+			t.Fatalf("effect digest %s, the description digests to %s (%v)", p.EffectDigest, want, err)
+		}
+		stored, err := e.svc.Get(e.ctx, e.tenant, p.ID)
+		if err != nil || stored.EffectDigest != p.EffectDigest || stored.Effect == nil ||
+			stored.Effect.Facts[0].Value != "Order …1001 · Yunqi Rd 88, Hangzhou" {
+			t.Fatalf("stored effect %+v %s (%v)", stored.Effect, stored.EffectDigest, err)
+		}
+		c, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Decisions) != 1 || c.Decisions[0].EffectSeen != p.EffectDigest {
+			t.Fatalf("decision %+v does not record the effect shown", c.Decisions)
+		}
+		ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, c.Token.Compact)
+		if err != nil || ex.Status != models.StatusSucceeded {
+			t.Fatalf("execute: %v", err)
+		}
+		_, rc, err := e.svc.Receipt(e.ctx, e.tenant, ex.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.EffectDigest != p.EffectDigest || len(rc.Approvers) != 1 || rc.Approvers[0].EffectSeen != p.EffectDigest {
+			t.Fatalf("receipt effect %q approvers %+v, want %s", rc.EffectDigest, rc.Approvers, p.EffectDigest)
+		}
+	})
+}
+
+// When the business system describes the write differently between the
+// reviewer's view and the approval — here the order's label changed, which
+// the business system does not version — the approval is
+// refused with effect_changed and nothing is recorded; so is an approval
+// naming an effect digest that is not the stored one.
+func TestApprovalRefusedWhenTheDescribedStateChanged(t *testing.T) {
+	eachKind(t, func(t *testing.T, kind string) {
+		e, biz := httpEnv(t, kind, 2*time.Second)
+		p := e.propose("ord_1001", 5000)
+
+		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			EffectSeen: "sha256:" + strings.Repeat("0", 64), Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		wantCode(t, err, models.EEffectChanged)
+
+		biz.Relabel("ord_1001", "Order …1001 · Ada Lovelace, new address")
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		wantCode(t, err, models.EEffectChanged)
+		// Without a digest named (a caller showing no preview), the business system
+		// is asked all the same.
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		wantCode(t, err, models.EEffectChanged)
+		got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
+		if err != nil || len(got.Decisions) != 0 || got.Status != models.StatusAwaitingConfirmation {
+			t.Fatalf("a refused approval left %d decisions, status %s (%v)", len(got.Decisions), got.Status, err)
+		}
+		// A new proposal is described as things stand now and can be approved.
+		q := e.propose("ord_1001", 4000)
+		if q.EffectDigest == p.EffectDigest {
+			t.Fatal("the new proposal has the stale effect digest")
+		}
+		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest,
+			EffectSeen: q.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// withoutDescribe is an adapter offering only the required calls.
+type withoutDescribe struct{ models.Adapter }
+
+// An adapter without describe keeps working: no effect preview, no effect
+// digest, approvals and receipts as before.
+func TestAdapterWithoutDescribe(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		e = newEnv(t, e.dbKind, func(e *env) *registry.Registry {
+			e.adapter["refund_order"] = withoutDescribe{e.ledger}
+			return registry.Demo()
+		})
+		p := e.propose("ord_1001", 1000)
+		if p.Effect != nil || p.EffectDigest != "" {
+			t.Fatalf("effect %+v %q from an adapter without describe", p.Effect, p.EffectDigest)
+		}
+		c := e.confirm(p)
+		ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, c.Token.Compact)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rc, err := e.svc.Receipt(e.ctx, e.tenant, ex.ID)
+		if err != nil || rc.EffectDigest != "" {
+			t.Fatalf("receipt effect %q (%v)", rc.EffectDigest, err)
+		}
+	})
+}
+
+// A reviewer's edit is described anew: its version carries the effect of
+// the edited arguments.
+func TestCounterVersionIsDescribedAnew(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		p := e.propose("ord_1003", 5000)
+		bob := e.user("bob", models.RoleReviewer)
+		args, _ := json.Marshal(map[string]any{"order_id": "ord_1003", "amount_minor": 3000, "currency": "CNY", "reason": "damaged on arrival"})
+		v2, err := e.svc.Counter(e.ctx, writes.CounterInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Arguments: args, Reason: "only part was damaged"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v2.Effect == nil || v2.EffectDigest == "" || v2.EffectDigest == p.EffectDigest ||
+			string(v2.Effect.Changes[1].After) != "16900" {
+			t.Fatalf("edited version effect %+v %s (original %s)", v2.Effect, v2.EffectDigest, p.EffectDigest)
+		}
+	})
+}

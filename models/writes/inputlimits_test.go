@@ -1,0 +1,86 @@
+package writes_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/writes"
+)
+
+// TestRequestKeysTheAdapterCannotSend: keys that could not travel as a
+// header and a path segment, or that read as path steps, are refused at
+// propose time; nothing is stored and the business system is not asked.
+func TestRequestKeysTheAdapterCannotSend(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		for _, key := range []string{".", "..", "a b", "a/b", "clé", "a\nb", "ключ", "k\u200bey", strings.Repeat("k", 201)} {
+			_, _, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order",
+				Arguments: refundArgs("ord_1003", 100), RequestKey: key})
+			wantCode(t, err, models.EInvalidRequest)
+		}
+		// The limits are inclusive.
+		p, created, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order",
+			Arguments: refundArgs("ord_1003", 100), RequestKey: strings.Repeat("k", 198) + "..",
+			Context: strings.Repeat("é", writes.MaxContext)})
+		if err != nil || !created {
+			t.Fatalf("200-character key and %d-character context: %v", writes.MaxContext, err)
+		}
+		_, _, err = e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order",
+			Arguments: refundArgs("ord_1004", 100), Context: strings.Repeat("é", writes.MaxContext+1)})
+		wantCode(t, err, models.EInvalidRequest)
+		page, err := e.svc.List(e.ctx, e.tenant, writes.ListQuery{})
+		if err != nil || len(page.Items) != 1 || page.Items[0].ID != p.ID {
+			t.Fatalf("refused proposals were stored: %d items (%v)", len(page.Items), err)
+		}
+	})
+}
+
+// TestDerivedKeyFromAnUnsendableResource: without a request_key the key is
+// derived from the resource id; a resource id no key can carry is refused
+// before the business system is asked, with a hint to send a key.
+func TestDerivedKeyFromAnUnsendableResource(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		asked := 0
+		e2 := newEnv(t, e.dbKind, func(e2 *env) *registry.Registry {
+			yaml := strings.Replace(string(registry.DemoYAML()), `pattern: "^ord_[0-9]{4}$"`, `minLength: 1`, 1)
+			reg, err := registry.Parse([]byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e2.adapter["refund_order"] = countingAdapter{Adapter: e2.ledger, calls: &asked}
+			return reg
+		})
+		for _, order := range []string{"ord 1001", "заказ-1", "ord/1001"} {
+			_, _, err := e2.svc.Propose(e2.ctx, e2.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs(order, 100)})
+			wantCode(t, err, models.EInvalidRequest)
+			if !strings.Contains(err.Error(), "request_key") {
+				t.Errorf("%q: %v; want a hint to send a request_key", order, err)
+			}
+		}
+		if asked != 0 {
+			t.Fatalf("the business system was asked %d times", asked)
+		}
+		// With a key of its own, the same write goes through to validation.
+		_, _, err := e2.svc.Propose(e2.ctx, e2.agent, writes.ProposeInput{Tool: "refund_order",
+			Arguments: refundArgs("ord 1001", 100), RequestKey: "refund-ord-1001"})
+		wantCode(t, err, models.EBusinessRule) // no such order in the demo ledger
+		if asked != 1 {
+			t.Fatalf("asked %d times, want 1", asked)
+		}
+	})
+}
+
+// countingAdapter counts validations.
+type countingAdapter struct {
+	models.Adapter
+	calls *int
+}
+
+func (c countingAdapter) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
+	*c.calls++
+	return c.Adapter.Validate(ctx, req)
+}

@@ -1,0 +1,126 @@
+package writes_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
+	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
+)
+
+// statementLog records the SQL of every statement a store runs while on.
+type statementLog struct {
+	mu   sync.Mutex
+	on   bool
+	sqls []string
+}
+
+func (l *statementLog) record(q string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.on {
+		l.sqls = append(l.sqls, q)
+	}
+}
+
+func (l *statementLog) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on, l.sqls = true, nil
+}
+
+func (l *statementLog) stop() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on = false
+	return l.sqls
+}
+
+// countedService is a service over the env's database whose store (and the
+// demo ledger's writes, which share its handle) report every statement.
+func (e *env) countedService(log *statementLog) *writes.Service {
+	e.t.Helper()
+	st, err := store.Open(e.dbURL, store.Options{Clock: e.clock, OnStatement: log.record})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { st.Close() })
+	ledger := demoledger.New(st)
+	adapters := map[string]models.Adapter{}
+	reg := registry.Demo()
+	for _, tool := range reg.Tools() {
+		adapters[tool.Name] = ledger
+	}
+	tokens := token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
+	svc, err := writes.New(e.ctx, writes.Config{Store: st, Registry: reg, Tokens: tokens,
+		Adapters: adapters, Clock: e.clock, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return svc
+}
+
+// The statements one execute runs, the business system's write included,
+// are counted (not timed): the execute's cost is mostly per statement, so a
+// change that adds statements to the hot path must show up here and be
+// argued for. Redeeming reads the proposal with its token, then its
+// decisions; consuming is the token's UPDATE, the execution's INSERT, the
+// proposal's status, its event and its audit entry; the demo ledger's
+// refund is its guarded UPDATE and the key's record; recording the outcome
+// is the execution's UPDATE, the proposal's status, its event and its audit
+// entry. PostgreSQL adds a change notification after each of the two
+// commits that concern waiters. (25 statements on both databases before
+// the execute path was folded.)
+func TestExecuteStatementCount(t *testing.T) {
+	limits := map[string]int{"sqlite": 13, "postgres": 15}
+	eachDB(t, func(t *testing.T, e *env) {
+		log := &statementLog{}
+		svc := e.countedService(log)
+		p := e.confirm(e.propose("ord_1004", 1000))
+		log.start()
+		ex, err := svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+		sqls := log.stop()
+		if err != nil || ex.Status != models.StatusSucceeded {
+			t.Fatalf("execute: %+v %v", ex, err)
+		}
+		t.Logf("%d statements", len(sqls))
+		for i, q := range sqls {
+			t.Logf("%2d %s", i+1, q)
+		}
+		if n, limit := len(sqls), limits[e.dbKind]; n > limit {
+			t.Errorf("one execute ran %d statements, at most %d expected", n, limit)
+		}
+	})
+}
+
+// The statements one create (Propose) runs, counted as for execute: the
+// agent's limit overrides, the business system's validation and its
+// description of the effect (two calls of the adapter contract, so two
+// reads of the order in the demo ledger), the proposal's INSERT, its two events in one INSERT, its audit entry and,
+// after the commit, the standing mandates that might confirm it
+// (PostgreSQL adds the change notification).
+func TestProposeStatementCount(t *testing.T) {
+	limits := map[string]int{"sqlite": 7, "postgres": 8}
+	eachDB(t, func(t *testing.T, e *env) {
+		log := &statementLog{}
+		svc := e.countedService(log)
+		log.start()
+		_, created, err := svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1005", 1000)})
+		sqls := log.stop()
+		if err != nil || !created {
+			t.Fatalf("propose: %v", err)
+		}
+		t.Logf("%d statements", len(sqls))
+		for i, q := range sqls {
+			t.Logf("%2d %s", i+1, q)
+		}
+		if n, limit := len(sqls), limits[e.dbKind]; n > limit {
+			t.Errorf("one create ran %d statements, at most %d expected", n, limit)
+		}
+	})
+}
