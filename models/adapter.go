@@ -121,7 +121,7 @@ const (
 )
 
 // Check refuses a description outside the bounds or with machine values
-// that are not JSON, and fills absent lists with empty ones so that every
+// that are not JSON with a canonical form, and fills absent lists with empty ones so that every
 // description has one canonical form.
 func (d *Description) Check() error {
 	if d.Facts == nil {
@@ -149,6 +149,11 @@ func (d *Description) Check() error {
 			}
 			if len(*v) > MaxDescribeMachine || !json.Valid(*v) {
 				return fmt.Errorf("change %d: machine values must be JSON of at most %d bytes", i, MaxDescribeMachine)
+			}
+			// The effect digest is over the canonical form (RFC 8785),
+			// which some valid JSON lacks (1e400, a duplicate key).
+			if _, err := Canonical(*v); err != nil {
+				return fmt.Errorf("change %d: a machine value has no canonical form: %w", i, err)
 			}
 		}
 	}

@@ -64,9 +64,16 @@ func TestDescriptionCheckRefusesOutOfBounds(t *testing.T) {
 		"not json":       {Changes: []models.Change{{Field: "f", Label: "l", Before: json.RawMessage(`{`), After: json.RawMessage(`1`)}}},
 		"change label":   {Changes: []models.Change{{Field: "f", Before: json.RawMessage(`1`), After: json.RawMessage(`2`)}}},
 		"long machine":   {Changes: []models.Change{{Field: "f", Label: "l", Before: json.RawMessage(`"` + strings.Repeat("x", models.MaxDescribeMachine) + `"`), After: json.RawMessage(`1`)}}},
+		// Valid JSON without a canonical form, which the digest needs.
+		"number out of range": {Changes: []models.Change{{Field: "f", Label: "l", Before: json.RawMessage(`1e400`), After: json.RawMessage(`1`)}}},
+		"duplicate key":       {Changes: []models.Change{{Field: "f", Label: "l", Before: json.RawMessage(`1`), After: json.RawMessage(`{"a":1,"a":2}`)}}},
+		"lone surrogate":      {Changes: []models.Change{{Field: "f", Label: "l", Before: json.RawMessage(`"\ud800"`), After: json.RawMessage(`1`)}}},
 	} {
 		if err := d.Check(); err == nil {
 			t.Errorf("%s: accepted", name)
+			if _, err := models.DescriptionDigest(d); err != nil {
+				t.Errorf("%s: accepted, then the digest fails: %v", name, err)
+			}
 		}
 	}
 	d := models.Description{Changes: []models.Change{{Field: "f", Label: "l"}}}

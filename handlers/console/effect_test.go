@@ -50,3 +50,25 @@ func TestProposalPageShowsTheEffectBeforeAndAfter(t *testing.T) {
 		t.Errorf("decision records effect %q, want %q", got.Decisions[0].EffectSeen, p.EffectDigest)
 	}
 }
+
+// Text the business system wrote into the effect preview is shown like
+// the agent's: a hidden code point becomes ⟨U+…⟩ and the page warns about
+// it, so a reviewer does not approve a preview that reads otherwise
+// elsewhere; a line break in a display value is escaped, not kept.
+func TestEffectPreviewWarnsOfHiddenCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := e.store.Gorm().Exec("UPDATE demo_orders SET label = ? WHERE id = ?",
+		"Order \u202E1001\u202C\nfor Alice", "ord_1001").Error; err != nil {
+		t.Fatal(err)
+	}
+	p := e.refund("ord_1001", 5000)
+	r := e.get("/proposals/"+p.ID, "alice")
+	wantStatus(t, r, http.StatusOK)
+	facts := text(one(t, r.doc, "effect"))
+	wantContains(t, "effect", facts, "Order ⟨U+202E⟩1001⟨U+202C⟩⟨U+000A⟩for Alice")
+	if strings.ContainsAny(facts, "\u202E\u202C") {
+		t.Errorf("the effect preview still holds a hidden code point: %q", facts)
+	}
+	wantContains(t, "warning", text(one(t, r.doc, "hidden-warning")), "direction control", "U+202E")
+}

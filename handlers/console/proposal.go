@@ -300,6 +300,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, mode)})
 		page.Fields[len(page.Fields)-1].Hidden = len(seen.found) > before
 	}
+	page.Effect = effectView(p, &seen)
 	page.HiddenWarning = visible.Warning(seen.found)
 	for _, pr := range p.Problems {
 		page.Problems = append(page.Problems, pr.Message)
@@ -351,7 +352,6 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 			return page, err
 		}
 	}
-	page.Effect = effectView(p)
 	switch {
 	case awaiting && decided:
 		page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s from other reviewers.",
@@ -397,12 +397,14 @@ const contextFold = 280
 
 // effectView shows the effect preview stored with the proposal: what the
 // business system said the write would do when it was proposed, the
-// description whose digest an approval confirms.
-func effectView(p *models.Proposal) *proposals.Effect {
+// description whose digest an approval confirms. The business system's
+// text is shown like the agent's values (visible.Strict), and what seen
+// finds in it joins the page's warning.
+func effectView(p *models.Proposal, seen *revealer) *proposals.Effect {
 	if p.Effect == nil {
 		return nil
 	}
-	free := func(s string) string { return visible.Reveal(s, visible.FreeText).Shown }
+	free := func(s string) string { return seen.show(s, visible.Strict) }
 	out := &proposals.Effect{Digest: digest(p.EffectDigest)}
 	for _, f := range p.Effect.Facts {
 		out.Facts = append(out.Facts, proposals.Fact{Label: free(f.Label), Value: free(f.Value)})
