@@ -41,8 +41,12 @@ type Protocol interface {
 	// Get returns a proposal of the tenant (ENotFound).
 	Get(ctx context.Context, tenantID, id string) (*models.Proposal, error)
 	// Wait returns when the proposal's revision differs from since, or
-	// after max.
+	// after max. The server's own watchers use it.
 	Wait(ctx context.Context, tenantID, id string, since int64, max time.Duration) (*models.Proposal, error)
+	// AgentWait is the wait an agent asks for, within its limit of
+	// concurrent long-polls (ERateLimited beyond it), the same limit the
+	// HTTP API's ?wait= holds to.
+	AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error)
 	// Cancel withdraws the agent's own proposal.
 	Cancel(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error)
 	// Execute redeems a confirmation token once.

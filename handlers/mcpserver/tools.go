@@ -262,9 +262,10 @@ func (h *Handler) own(ctx context.Context, agent models.Agent, id string) (*mode
 	return p, nil
 }
 
-// waitOwn waits up to max for p to change.
+// waitOwn waits up to max for p to change, counted against the agent's
+// limit of concurrent long-polls like a wait over the HTTP API.
 func (h *Handler) waitOwn(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
-	next, err := h.p.Wait(ctx, agent.TenantID, p.ID, p.Revision, max)
+	next, err := h.p.AgentWait(ctx, agent, p, max)
 	if err != nil {
 		if ctx.Err() != nil {
 			return p, nil

@@ -880,3 +880,72 @@ func TestMCPRequestKeyMakesRetriesIdempotent(t *testing.T) {
 		t.Errorf("other arguments under the same key: %s", code)
 	}
 }
+
+// TestMCPWaitsCountAgainstTheAgentsLimit: get_proposal's wait holds one of
+// the agent's concurrent long-polls, as ?wait= does over HTTP: beyond the
+// limit the call is refused with rate_limited, an answer without a wait is
+// still given, and the place is free again once the wait ends.
+func TestMCPWaitsCountAgainstTheAgentsLimit(t *testing.T) {
+	t.Parallel()
+	c := openMCP(t)
+	ctx := context.Background()
+	first := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	second := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	p := first.refund("ord_1016", 100)
+	q := first.refund("ord_1017", 100)
+	agent, err := c.app.Protocol.AuthenticateAgent(ctx, c.creds.AgentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	if err := c.app.Store.SetLimitOverride(ctx, agent.TenantID, agent.ID, models.LimitOverride{ConcurrentWaits: &one}, c.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	held := func() int {
+		var n int
+		if err := c.app.Store.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM agent_waits WHERE agent_id = $1", agent.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	got := make(chan mcpserver.ProposalResult, 1)
+	go func() {
+		var out mcpserver.ProposalResult
+		res, err := first.session.CallTool(ctx, &mcp.CallToolParams{Name: "get_proposal",
+			Arguments: map[string]any{"proposal_id": p.ProposalID, "wait_seconds": 60}})
+		if err == nil && !res.IsError {
+			b, _ := json.Marshal(res.StructuredContent)
+			json.Unmarshal(b, &out)
+		}
+		got <- out
+	}()
+	for deadline := time.Now().Add(20 * time.Second); held() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first wait holds %d places, want 1", held())
+		}
+	}
+	res := second.call("get_proposal", map[string]any{"proposal_id": q.ProposalID, "wait_seconds": 5}, nil)
+	if code := toolErrorCode(t, res); code != models.ERateLimited {
+		t.Fatalf("a second wait beyond the limit: %s", code)
+	}
+	if out := second.get(q.ProposalID, 0); out.Status != models.StatusAwaitingConfirmation {
+		t.Fatalf("an answer without a wait: %s", out.Status)
+	}
+	c.approve(p.ProposalID)
+	select {
+	case out := <-got:
+		if out.Status != models.StatusConfirmed {
+			t.Fatalf("the held wait answered %q", out.Status)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held wait did not wake")
+	}
+	for deadline := time.Now().Add(10 * time.Second); held() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d places still held after the wait ended", held())
+		}
+	}
+	if out := second.get(q.ProposalID, 1); out.Status != models.StatusAwaitingConfirmation {
+		t.Fatalf("a wait once the place is free: %s", out.Status)
+	}
+}
