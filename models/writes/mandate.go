@@ -79,23 +79,13 @@ func (s *Service) RequestMandate(ctx context.Context, agent models.Agent, in Man
 	requestKey := in.RequestKey
 	if requestKey == "" {
 		requestKey = fmt.Sprintf("mandate:%s:%s:%s", tool.Name, agent.TenantID, id)
-	} else {
-		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, agent.ID, in.RequestKey)
-		if err == nil {
-			return sameRequest(prev, agent, tool.Name, digest)
-		}
-		if !models.IsCode(err, models.ENotFound) {
-			return nil, false, err
-		}
 	}
-	limits, err := s.AgentLimits(ctx, agent)
+	prev, limits, err := s.admit(ctx, agent, in.RequestKey, now)
 	if err != nil {
 		return nil, false, err
 	}
-	if limits.ProposalsPerMinute > 0 {
-		if err := s.store.TakeProposal(ctx, agent.ID, limits.ProposalsPerMinute, now); err != nil {
-			return nil, false, err
-		}
+	if prev != nil {
+		return sameRequest(prev, agent, tool.Name, digest)
 	}
 	expires := now.Add(MandateRequestWindow)
 	if terms.ExpiresAt.Before(expires) {

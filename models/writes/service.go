@@ -311,25 +311,14 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 					"send a request_key of your own", target, MaxRequestKey)
 		}
 	}
-	if in.RequestKey != "" {
-		// A retry must find its proposal even when the business state has
-		// moved on since (e.g. the refund ran), so look before validating.
-		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, agent.ID, in.RequestKey)
-		if err == nil {
-			return sameRequest(prev, agent, tool.Name, digest)
-		}
-		if !models.IsCode(err, models.ENotFound) {
-			return nil, false, err
-		}
-	}
-	limits, err := s.AgentLimits(ctx, agent)
+	// A retry must find its proposal even when the business state has
+	// moved on since (e.g. the refund ran), so look before validating.
+	prev, limits, err := s.admit(ctx, agent, in.RequestKey, s.clock.Now())
 	if err != nil {
 		return nil, false, err
 	}
-	if limits.ProposalsPerMinute > 0 {
-		if err := s.store.TakeProposal(ctx, agent.ID, limits.ProposalsPerMinute, s.clock.Now()); err != nil {
-			return nil, false, err
-		}
+	if prev != nil {
+		return sameRequest(prev, agent, tool.Name, digest)
 	}
 	vr, err := s.adapters[tool.Name].Validate(ctx, models.ValidateRequest{
 		Tool: tool.Name, Arguments: prep.Arguments, Tenant: agent.TenantID, Principal: agent.ID})
@@ -530,6 +519,31 @@ func (s *Service) AgentWait(ctx context.Context, agent models.Agent, p *models.P
 		}()
 	}
 	return s.WaitChange(ctx, p, max)
+}
+
+// admit is what each new proposal of an agent passes before it is made,
+// whatever its kind: a retry under a request key the agent used before gets
+// that proposal back (prev), and otherwise one of the agent's proposals per
+// minute is taken. It returns the agent's limits for the insert.
+func (s *Service) admit(ctx context.Context, agent models.Agent, requestKey string, now time.Time) (prev *models.Proposal, limits models.Limits, err error) {
+	if requestKey != "" {
+		prev, err := s.store.ProposalByRequestKey(ctx, agent.TenantID, agent.ID, requestKey)
+		if err == nil {
+			return prev, limits, nil
+		}
+		if !models.IsCode(err, models.ENotFound) {
+			return nil, limits, err
+		}
+	}
+	if limits, err = s.AgentLimits(ctx, agent); err != nil {
+		return nil, limits, err
+	}
+	if limits.ProposalsPerMinute > 0 {
+		if err := s.store.TakeProposal(ctx, agent.ID, limits.ProposalsPerMinute, now); err != nil {
+			return nil, limits, err
+		}
+	}
+	return nil, limits, nil
 }
 
 // AgentLimits returns the limits that hold for the agent: the service's
