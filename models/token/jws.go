@@ -35,6 +35,13 @@ func (s *Service) SignDocument(ctx context.Context, typ string, payload []byte) 
 	if _, err := objectFields(payload); err != nil {
 		return "", "", models.Wrap(models.EInternal, err, "document is not a JSON object")
 	}
+	return s.signActive(ctx, jose.ContentType(typ), payload)
+}
+
+// signActive signs payload with the active key under the JWS type typ and
+// returns the compact JWS and the key id: the one signing step of tokens,
+// receipts and checkpoints. EInternal when there is no active private key.
+func (s *Service) signActive(ctx context.Context, typ jose.ContentType, payload []byte) (compact, kid string, err error) {
 	if s.neverLoaded() {
 		if err := s.reload(ctx); err != nil {
 			return "", "", err
@@ -43,23 +50,26 @@ func (s *Service) SignDocument(ctx context.Context, typ string, payload []byte) 
 	s.mu.RLock()
 	k, ok := s.keys[s.active]
 	s.mu.RUnlock()
-	if !ok || k.Private == nil {
+	if !ok {
 		return "", "", models.Errorf(models.EInternal, "no active signing key")
+	}
+	if k.Private == nil {
+		return "", "", models.Errorf(models.EInternal, "active signing key %s has no private half", k.ID)
 	}
 	signer, err := jose.NewSigner(
 		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: k.Private, KeyID: k.ID}},
-		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)),
+		(&jose.SignerOptions{}).WithType(typ),
 	)
 	if err != nil {
 		return "", "", models.Wrap(models.EInternal, err, "signer cannot be created")
 	}
 	jws, err := signer.Sign(payload)
 	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "document cannot be signed")
+		return "", "", models.Wrap(models.EInternal, err, "payload cannot be signed")
 	}
 	compact, err = jws.CompactSerialize()
 	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "document cannot be serialized")
+		return "", "", models.Wrap(models.EInternal, err, "signature cannot be serialized")
 	}
 	return compact, k.ID, nil
 }

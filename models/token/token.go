@@ -172,44 +172,17 @@ func (s *Service) Sign(ctx context.Context, c models.Claims) (compact, kid strin
 	if err := checkClaims(c); err != nil {
 		return "", "", err
 	}
-	if s.neverLoaded() {
-		if err := s.reload(ctx); err != nil {
-			return "", "", err
-		}
-	}
-	s.mu.RLock()
-	k, ok := s.keys[s.active]
-	s.mu.RUnlock()
-	if !ok {
-		return "", "", models.Errorf(models.EInternal, "no active signing key")
-	}
-	if k.Private == nil {
-		return "", "", models.Errorf(models.EInternal, "active signing key %s has no private half", k.ID)
-	}
-
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", "", models.Wrap(models.EInternal, err, "claims cannot be encoded")
 	}
-	signer, err := jose.NewSigner(
-		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: k.Private, KeyID: k.ID}},
-		(&jose.SignerOptions{}).WithType(tokenType),
-	)
-	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "token signer cannot be created")
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "token cannot be signed")
-	}
-	compact, err = jws.CompactSerialize()
-	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "token cannot be serialized")
+	if compact, kid, err = s.signActive(ctx, tokenType, payload); err != nil {
+		return "", "", err
 	}
 	if len(compact) > maxTokenLen {
 		return "", "", models.Errorf(models.EInternal, "token of %d bytes exceeds the %d Verify accepts", len(compact), maxTokenLen)
 	}
-	return compact, k.ID, nil
+	return compact, kid, nil
 }
 
 // Verify checks that compact is a confirmation token signed by one of our keys
