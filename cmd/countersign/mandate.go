@@ -93,25 +93,9 @@ the first line of stdin. Prints the mandate's status (revoked) on stdout.`, c.st
 }
 
 func (c *cli) parseMandate(cmd *command, args []string, cfg *reviewConfig, wantID bool) (string, error) {
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return "", err
-	}
-	var names []string
+	idName := ""
 	if wantID {
-		names = []string{"MANDATE_ID"}
+		idName = "MANDATE_ID"
 	}
-	if err := cmd.wantArgs(pos, names...); err != nil {
-		return "", err
-	}
-	if err := cmd.required(map[string]string{"db": cfg.DB, "tenant": cfg.Tenant, "user": cfg.User}); err != nil {
-		return "", err
-	}
-	if wantID {
-		if strings.TrimSpace(pos[0]) == "" {
-			return "", usagef(cmd.synopsis, "MANDATE_ID is empty")
-		}
-		return pos[0], nil
-	}
-	return "", nil
+	return c.parseSignedIn(cmd, args, cfg, idName)
 }

@@ -54,13 +54,25 @@ func (c *cli) newReviewCommand(name, synopsis, about string, cfg *reviewConfig, 
 // parseReview parses a review command's arguments: the proposal id when
 // wantID, and the shared flags.
 func (c *cli) parseReview(cmd *command, args []string, cfg *reviewConfig, wantID bool) (string, error) {
+	idName := ""
+	if wantID {
+		idName = "PROPOSAL_ID"
+	}
+	return c.parseSignedIn(cmd, args, cfg, idName)
+}
+
+// parseSignedIn parses the arguments of a command run by a signed-in user
+// (review, revoke, mandate): the one positional id named idName ("" for
+// none) and the required database, tenant and user, plus issuer and
+// audience where the command has them.
+func (c *cli) parseSignedIn(cmd *command, args []string, cfg *reviewConfig, idName string) (string, error) {
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return "", err
 	}
 	var names []string
-	if wantID {
-		names = []string{"PROPOSAL_ID"}
+	if idName != "" {
+		names = []string{idName}
 	}
 	if err := cmd.wantArgs(pos, names...); err != nil {
 		return "", err
@@ -72,9 +84,9 @@ func (c *cli) parseReview(cmd *command, args []string, cfg *reviewConfig, wantID
 	if err := cmd.required(req); err != nil {
 		return "", err
 	}
-	if wantID {
+	if idName != "" {
 		if strings.TrimSpace(pos[0]) == "" {
-			return "", usagef(cmd.synopsis, "PROPOSAL_ID is empty")
+			return "", usagef(cmd.synopsis, "%s is empty", idName)
 		}
 		return pos[0], nil
 	}
