@@ -34,6 +34,21 @@ func (c *cli) openStore(ctx context.Context, db string) (*store.Store, error) {
 	return st, nil
 }
 
+// openTenant opens the store as openStore does and looks the tenant up by
+// name (ENotFound for an unknown one). The caller closes the store.
+func (c *cli) openTenant(ctx context.Context, db, tenant string) (*store.Store, models.Tenant, error) {
+	st, err := c.openStore(ctx, db)
+	if err != nil {
+		return nil, models.Tenant{}, err
+	}
+	t, err := st.TenantByName(ctx, tenant)
+	if err != nil {
+		st.Close()
+		return nil, models.Tenant{}, err
+	}
+	return st, t, nil
+}
+
 func joinInts(vs []int64) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
@@ -157,15 +172,11 @@ confirmations.
 	if err := checkName("user", name); err != nil {
 		return usagef(cmd.synopsis, "%v", err)
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	password, err := c.readNewPassword(ctx, name)
 	if err != nil {
 		return err
@@ -218,15 +229,11 @@ list every proposal of its tenant (never cancel or redeem another agent's).`, c.
 	if err := checkName("agent", name); err != nil {
 		return usagef(cmd.synopsis, "%v", err)
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	var ownerID string
 	if owner != "" {
 		u, _, err := st.UserCredentials(ctx, t.ID, owner)
@@ -329,15 +336,11 @@ takes it back, so that it reads only the proposals it made.`, c.stdout)
 	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
 		return err
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	a, err := st.AgentByName(ctx, t.ID, name)
 	if err != nil {
 		return err

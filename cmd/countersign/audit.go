@@ -53,15 +53,11 @@ duration back from now (72h). Without it the whole log is written.
 	if err != nil {
 		return usagef(cmd.synopsis, "--since: %v", err)
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	tokens := token.New(st, token.Config{Issuer: issuer})
 	if err := tokens.EnsureKey(ctx); err != nil {
 		return err
@@ -127,15 +123,11 @@ propose nor redeem, and agent keys cannot read the audit log.`, c.stdout)
 	if err := checkName("audit reader", name); err != nil {
 		return usagef(cmd.synopsis, "%v", err)
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	raw, err := secret.RandomToken(32)
 	if err != nil {
 		return err

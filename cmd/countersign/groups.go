@@ -117,14 +117,10 @@ Lists a tenant's reviewer groups, one a line: the name, then its members.
 // withTenant opens the store and runs fn for the named tenant, acting as
 // the command line.
 func (c *cli) withTenant(ctx context.Context, db, tenant string, fn func(st *store.Store, a store.GroupActor) error) error {
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	return fn(st, store.GroupActor{TenantID: t.ID})
 }

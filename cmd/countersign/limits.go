@@ -149,15 +149,11 @@ func (c *cli) limits(ctx context.Context, args []string, agent bool) error {
 	if err := cmd.required(required); err != nil {
 		return err
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	agentID, who := "", "tenant "+t.Name
 	if agent {
 		a, err := st.AgentByName(ctx, t.ID, name)

@@ -28,15 +28,11 @@ a reviewer (the server sends e-mail when started with --smtp-addr). An empty
 	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
 		return err
 	}
-	st, err := c.openStore(ctx, db)
+	st, t, err := c.openTenant(ctx, db, tenant)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	t, err := st.TenantByName(ctx, tenant)
-	if err != nil {
-		return err
-	}
 	u, _, err := st.UserCredentials(ctx, t.ID, name)
 	if err != nil {
 		return err
