@@ -246,7 +246,33 @@ type Mandate struct {
 // Live reports whether the mandate may confirm writes at now (right-open
 // at ExpiresAt): active, unexpired, and no grantor disabled.
 func (m *Mandate) Live(now time.Time) bool {
-	return m.Status == MandateActive && now.Before(m.Terms.ExpiresAt) && !m.GrantorDisabled
+	return m.State(now) == MandateStateLive
+}
+
+// MandateState is what a mandate's stored status and terms mean at a
+// moment, as people are shown it.
+type MandateState string
+
+// Mandate states, in the order State decides them.
+const (
+	MandateStateRevoked MandateState = "revoked" // an administrator revoked it
+	MandateStateStopped MandateState = "stopped" // a grantor's account is disabled
+	MandateStateExpired MandateState = "expired" // its terms' expiry has passed
+	MandateStateLive    MandateState = "active"  // it may confirm writes that fit
+)
+
+// State is the mandate's state at now: revoked first, then stopped, then
+// expired (right-open at the terms' ExpiresAt), else live.
+func (m *Mandate) State(now time.Time) MandateState {
+	switch {
+	case m.Status == MandateRevoked:
+		return MandateStateRevoked
+	case m.GrantorDisabled:
+		return MandateStateStopped
+	case m.Status != MandateActive || !now.Before(m.Terms.ExpiresAt):
+		return MandateStateExpired
+	}
+	return MandateStateLive
 }
 
 // Covers reports whether the mandate is meant for the agent's proposals of
@@ -277,13 +303,15 @@ const (
 // expiry, status, budget and count.
 func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) {
 	t := &m.Terms
-	switch {
-	case m.Status == MandateRevoked:
+	switch m.State(now) {
+	case MandateStateRevoked:
 		return 0, MandateRevokedReason
-	case m.GrantorDisabled:
+	case MandateStateStopped:
 		return 0, MandateGrantorOff
-	case !m.Live(now):
+	case MandateStateExpired:
 		return 0, MandateExpired
+	}
+	switch {
 	case p.PolicyVersion != t.PolicyVersion:
 		return 0, MandatePolicyOther
 	case !slices.Contains(t.Tiers, p.Tier.Name):

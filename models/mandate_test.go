@@ -109,3 +109,32 @@ func TestMandateFit(t *testing.T) {
 		t.Errorf("uses exhausted: %q", reason)
 	}
 }
+
+// TestMandateState: revoked wins over a disabled grantor, which wins over
+// expiry; expiry is right-open at the terms' ExpiresAt, and Live is the
+// live state alone.
+func TestMandateState(t *testing.T) {
+	exp := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		status   models.MandateStatus
+		disabled bool
+		at       time.Time
+		want     models.MandateState
+	}{
+		{models.MandateActive, false, exp.Add(-time.Nanosecond), models.MandateStateLive},
+		{models.MandateActive, false, exp, models.MandateStateExpired},
+		{models.MandateActive, true, exp.Add(-time.Hour), models.MandateStateStopped},
+		{models.MandateActive, true, exp.Add(time.Hour), models.MandateStateStopped},
+		{models.MandateRevoked, true, exp.Add(-time.Hour), models.MandateStateRevoked},
+		{models.MandateRevoked, false, exp.Add(time.Hour), models.MandateStateRevoked},
+		{"", false, exp.Add(-time.Hour), models.MandateStateExpired},
+	} {
+		m := &models.Mandate{Status: c.status, GrantorDisabled: c.disabled, Terms: models.MandateTerms{ExpiresAt: exp}}
+		if got := m.State(c.at); got != c.want {
+			t.Errorf("%s, grantor disabled %v, at %s: %s, want %s", c.status, c.disabled, c.at, got, c.want)
+		}
+		if got, want := m.Live(c.at), c.want == models.MandateStateLive; got != want {
+			t.Errorf("%s, grantor disabled %v, at %s: Live %v", c.status, c.disabled, c.at, got)
+		}
+	}
+}

@@ -38,13 +38,7 @@ user's password is the first line of stdin.`, c.stdout)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTOOL\tSTATE\tSPENT\tUSES\tEXPIRES\tGRANTED BY")
 	for _, m := range ms {
-		state := string(m.Status)
-		switch {
-		case m.Status == "active" && m.GrantorDisabled:
-			state = "stopped"
-		case m.Status == "active" && !m.Live(now):
-			state = "expired"
-		}
+		state := string(m.State(now))
 		spent := fmt.Sprint(m.Spent)
 		if mo := m.Terms.Money; mo != nil && mo.Budget > 0 {
 			spent = fmt.Sprintf("%d/%d %s", m.Spent, mo.Budget, mo.Currency)

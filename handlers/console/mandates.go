@@ -99,12 +99,12 @@ func (h *Mandates) row(m models.Mandate, names map[string]string, now time.Time,
 	if t.MaxUses > 0 {
 		r.Uses = fmt.Sprintf("%d / %d", m.Uses, t.MaxUses)
 	}
-	switch {
-	case m.Status == models.MandateRevoked:
+	switch m.State(now) {
+	case models.MandateStateRevoked:
 		r.TimeLeft = "revoked"
-	case m.GrantorDisabled:
+	case models.MandateStateStopped:
 		r.TimeLeft = "stopped: a grantor was disabled"
-	case !m.Live(now):
+	case models.MandateStateExpired:
 		r.TimeLeft = "expired"
 	default:
 		r.TimeLeft = left(t.ExpiresAt.Sub(now)) + " left"
