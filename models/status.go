@@ -81,6 +81,20 @@ func (s Status) Terminal() bool { return len(transitions[s]) == 0 }
 // Pending reports whether s waits for a reviewer.
 func (s Status) Pending() bool { return s == StatusAwaitingConfirmation }
 
+// Executable reports whether redeeming the token of a proposal in s can
+// start an execution or report the one it started: s is confirmed, or
+// executing and every state reachable from there. In every other state the
+// proposal waits for a person or ended without a write that ran (declined,
+// cancelled, expired, revoked, rejected, superseded), and execute has
+// nothing to do.
+func (s Status) Executable() bool {
+	switch s {
+	case StatusConfirmed, StatusExecuting, StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown:
+		return true
+	}
+	return false
+}
+
 // TokenStatus is the consumption state of a confirmation token (SPEC section 5).
 type TokenStatus string
 

@@ -57,3 +57,31 @@ func TestStateMachine(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutable: execute has something to do exactly in confirmed and in
+// executing and what the state machine reaches from executing without a
+// new confirmation, except expired and revoked: reached after
+// failed_retryable they end a write that wrote nothing, and reached from
+// confirmed they end one that never ran, so they stay out.
+func TestExecutable(t *testing.T) {
+	reach := map[Status]bool{StatusExecuting: true}
+	for changed := true; changed; {
+		changed = false
+		for _, from := range AllStatuses {
+			if !reach[from] {
+				continue
+			}
+			for _, to := range AllStatuses {
+				if CanTransition(from, to) && !reach[to] && to != StatusExpired && to != StatusRevoked {
+					reach[to], changed = true, true
+				}
+			}
+		}
+	}
+	reach[StatusConfirmed] = true
+	for _, s := range AllStatuses {
+		if got := s.Executable(); got != reach[s] {
+			t.Errorf("%s: Executable %v, want %v", s, got, reach[s])
+		}
+	}
+}

@@ -210,9 +210,7 @@ func (h *Handler) executeConfirmed(ctx context.Context, req *mcp.CallToolRequest
 		return h.toolError(ctx, err)
 	}
 	switch {
-	case p.Status.Pending(), p.Status == models.StatusDeclined, p.Status == models.StatusCancelled,
-		p.Status == models.StatusExpired, p.Status == models.StatusRevoked, p.Status == models.StatusRejected,
-		p.Token == nil, p.Token.Compact == "":
+	case !p.Status.Executable(), p.Token == nil, p.Token.Compact == "":
 		// Nothing to redeem: an outcome to report, not an error to retry.
 		// Whatever else Execute is asked, the protocol decides.
 		return h.notExecuted(p), nil
