@@ -64,8 +64,10 @@ func (s *Service) RequestMandate(ctx context.Context, agent models.Agent, in Man
 	}
 	preview, err := terms.Preview(registry.FormatMoney)
 	if err != nil {
+		// The formatter's own text names the package; the agent is told
+		// what to change.
 		return nil, false, &models.Error{Code: models.EInvalidRequest, Message: "the mandate's currency is unknown",
-			Fields: []models.FieldProblem{{Pointer: "/money/currency", Message: err.Error()}}}
+			Fields: []models.FieldProblem{{Pointer: "/money/currency", Message: "is not an ISO 4217 currency this server formats"}}}
 	}
 	args, digest, err := terms.Canonical()
 	if err != nil {

@@ -2,6 +2,7 @@ package writes_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -128,9 +129,19 @@ func TestMandateTermsRefused(t *testing.T) {
 			t.Errorf("%s: %v, want invalid_request", name, err)
 		}
 	}
+	// An unknown currency is named by its pointer, in the server's words
+	// rather than the formatter's.
 	terms := lowRefunds(e, 1000, 5000, 0)
-	terms.Agents = []string{e.agent.ID, "agt_other"}
+	terms.Money.Currency = "XYZ"
 	_, _, err := e.svc.RequestMandate(e.ctx, e.agent, writes.MandateInput{Terms: terms})
+	var me *models.Error
+	if !errors.As(err, &me) || len(me.Fields) != 1 || me.Fields[0].Pointer != "/money/currency" ||
+		strings.Contains(me.Fields[0].Message, "registry") {
+		t.Errorf("unknown currency: %+v", err)
+	}
+	terms = lowRefunds(e, 1000, 5000, 0)
+	terms.Agents = []string{e.agent.ID, "agt_other"}
+	_, _, err = e.svc.RequestMandate(e.ctx, e.agent, writes.MandateInput{Terms: terms})
 	wantCode(t, err, models.EForbidden)
 }
 
