@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/countersign/countersign/models"
 )
@@ -86,13 +87,16 @@ func (s *Store) SetLimitOverride(ctx context.Context, tenantID, agentID string, 
 				return notFound(err, "no agent %q in this tenant", agentID)
 			}
 		}
-		if err := tx.Where("tenant_id = ? AND agent_id = ?", tenantID, agentID).Delete(&limitOverrideRow{}).Error; err != nil {
-			return err
-		}
 		if o.ProposalsPerMinute == nil && o.OpenProposals == nil && o.ConcurrentWaits == nil {
-			return nil
+			return tx.Where("tenant_id = ? AND agent_id = ?", tenantID, agentID).Delete(&limitOverrideRow{}).Error
 		}
-		return tx.Create(&limitOverrideRow{TenantID: tenantID, AgentID: agentID, ProposalsPerMinute: o.ProposalsPerMinute,
+		// One upsert: two administrators setting the same override at once
+		// both succeed, the later write winning whole (a delete and an
+		// insert would collide on the key).
+		return tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "tenant_id"}, {Name: "agent_id"}},
+			DoUpdates: clause.AssignmentColumns([]string{"proposals_per_minute", "open_proposals", "concurrent_waits", "updated_at"}),
+		}).Create(&limitOverrideRow{TenantID: tenantID, AgentID: agentID, ProposalsPerMinute: o.ProposalsPerMinute,
 			OpenProposals: o.OpenProposals, ConcurrentWaits: o.ConcurrentWaits, UpdatedAt: ms(now)}).Error
 	})
 }
