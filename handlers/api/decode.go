@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/handlers/jsonerr"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/visible"
 )
@@ -265,39 +266,16 @@ func syntaxError(err error, offset int64) error {
 // decodeError turns what the struct decoder reports (the document is already
 // known to be well-formed) into a message naming the field.
 func decodeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
+	if field, got, want, ok := jsonerr.WrongType(err); ok {
+		if field == "" {
 			return models.Errorf(models.EInvalidRequest, "request body must be a JSON object")
 		}
-		return models.Errorf(models.EInvalidRequest, "field %q must be %s, not %s", te.Field, jsonType(te.Type), te.Value)
+		return models.Errorf(models.EInvalidRequest, "field %q must be %s, not %s", field, want, got)
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return models.Errorf(models.EInvalidRequest, "unknown field %s", name)
+	if name, ok := jsonerr.UnknownField(err); ok {
+		return models.Errorf(models.EInvalidRequest, "unknown field %q", name)
 	}
 	return models.Wrap(models.EInvalidRequest, err, "request body does not match the expected shape")
-}
-
-// jsonType names the JSON type that decodes into t.
-func jsonType(t reflect.Type) string {
-	if t == reflect.TypeFor[json.RawMessage]() {
-		return "a JSON value"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "a " + t.String()
 }
 
 // describe names a container for messages: the top level or its pointer.

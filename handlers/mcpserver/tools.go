@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/handlers/jsonerr"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/writes"
@@ -291,15 +291,12 @@ func decodeArgs(req *mcp.CallToolRequest, v any) error {
 		// Never the decoder's own text: it names Go types and fields.
 		msg := "does not match the tool's schema"
 		ptr := ""
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			ptr = "/" + strings.Trim(name, `"`)
+		if name, ok := jsonerr.UnknownField(err); ok {
+			ptr = "/" + name
 			msg = "is not a parameter of this tool"
-		} else {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				ptr = "/" + strings.ReplaceAll(te.Field, ".", "/")
-				msg = fmt.Sprintf("must be %s", te.Type)
-			}
+		} else if field, _, want, ok := jsonerr.WrongType(err); ok {
+			ptr = "/" + strings.ReplaceAll(field, ".", "/")
+			msg = "must be " + want
 		}
 		return &models.Error{Code: models.ESchemaViolation, Message: "the arguments break the tool's schema",
 			Fields: []models.FieldProblem{{Pointer: ptr, Message: msg}}}

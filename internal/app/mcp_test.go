@@ -352,6 +352,15 @@ func TestMCPSchemaViolationNamesThePointer(t *testing.T) {
 			t.Errorf("%s: %q does not name %s", name, text(res), tc.pointer)
 		}
 	}
+	// A built-in tool's argument of the wrong JSON type is named in JSON's
+	// words, never the server's Go types.
+	res := a.call("get_proposal", map[string]any{"proposal_id": "prop_x", "wait_seconds": "soon"}, nil)
+	if code := toolErrorCode(t, res); code != models.ESchemaViolation {
+		t.Errorf("wait_seconds as a string: code %s", code)
+	}
+	if got := text(res); !strings.Contains(got, "/wait_seconds: must be a number") || strings.Contains(got, "int") {
+		t.Errorf("wait_seconds as a string: %q", got)
+	}
 	if page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), writes.ListQuery{}); err != nil || len(page.Items) != 0 {
 		t.Errorf("refused calls stored proposals: %v %v", page.Items, err)
 	}
