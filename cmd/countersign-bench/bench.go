@@ -187,18 +187,25 @@ func benchKind(ctx context.Context, cfg config, dir, kind string, rep *report) e
 	srv.stop()
 	srv.stop = func() {}
 
-	ldb, err := openDB(ctx, cfg, dir, kind, "history")
-	if err != nil {
-		return err
+	// Two histories side by side, 1,000 and cfg.ListN stored, so that
+	// each list is timed on both in turn.
+	var hist [2]*server
+	for i, name := range []string{"history-1k", "history"} {
+		hdb, err := openDB(ctx, cfg, dir, kind, name)
+		if err != nil {
+			return err
+		}
+		defer hdb.drop()
+		hsrv, err := startServer(ctx, kind, hdb.url)
+		if err != nil {
+			return err
+		}
+		defer hsrv.stop()
+		hsrv.raw = hdb.raw
+		hist[i] = hsrv
 	}
-	defer ldb.drop()
-	lsrv, err := startServer(ctx, kind, ldb.url)
-	if err != nil {
-		return err
-	}
-	lsrv.raw = ldb.raw
-	defer lsrv.stop()
-	if err := benchList(ctx, cfg, lsrv, rep); err != nil {
+	lsrv := hist[1]
+	if err := benchList(ctx, cfg, hist[0], lsrv, rep); err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
 	if err := benchReadStall(ctx, cfg, lsrv, rep); err != nil {

@@ -16,50 +16,79 @@ import (
 // grows: less than a page.
 const pendingCount = 20
 
-// benchList times the reads whose cost must not grow with history, with
-// 1,000 stored proposals and again with cfg.ListN, the pending ones always
-// the same handful: the agent API's status-filtered list, the console's
-// pending list and history (also searched by a target with no settled
-// proposal), and the audit views (a page of the tenant's chain from its
-// middle, one proposal's trail). History rows are copies of a real
-// proposal inserted with SQL in bulk (older than the pending ones, in
-// settled states, each with an audit entry), which is what months of use
-// leave behind. The console's views are timed at the model the console
-// calls, without HTTP and page rendering.
-func benchList(ctx context.Context, cfg config, srv *server, rep *report) error {
-	var tmpl string
-	for i := range pendingCount {
-		p, err := srv.propose(ctx, i)
-		if err != nil {
+// benchList times the reads whose cost must not grow with history, on two
+// databases side by side: small with 1,000 stored proposals and large with
+// cfg.ListN, the pending ones always the same handful. The reads are the
+// agent API's status-filtered list, the console's pending list and history
+// (also searched by a target with no settled proposal), and the audit
+// views (a page of the tenant's chain from its middle, one proposal's
+// trail). Each read is timed on one database and then on the other, call by
+// call (timePair), so that machine noise falls on both alike; the ratio
+// is of the medians. History rows are
+// copies of a real proposal inserted with SQL in bulk (older than the
+// pending ones, in settled states, each with an audit entry), which is
+// what months of use leave behind. The console's views are timed at the
+// model the console calls, without HTTP and page rendering.
+func benchList(ctx context.Context, cfg config, small, large *server, rep *report) error {
+	var views [2][]view
+	for k, srv := range []*server{small, large} {
+		var tmpl string
+		for i := range pendingCount {
+			p, err := srv.propose(ctx, i)
+			if err != nil {
+				return err
+			}
+			tmpl = p.ID
+		}
+		n := 1000
+		if srv == large {
+			n = cfg.ListN
+		}
+		if err := grow(ctx, srv, tmpl, n-pendingCount, 0); err != nil {
 			return err
 		}
-		tmpl = p.ID
+		views[k] = listViews(srv, tmpl)
 	}
-	if err := grow(ctx, srv, tmpl, 1000-pendingCount, 0); err != nil {
-		return err
-	}
-	views := listViews(srv, tmpl)
-	small := make([]time.Duration, len(views))
-	for i, v := range views {
-		d, err := timeView(ctx, v.read)
+	for i := range views[0] {
+		at, err := timePair(ctx, cfg.Rounds, views[0][i].read, views[1][i].read)
 		if err != nil {
-			return fmt.Errorf("%s: %w", v.name, err)
+			return fmt.Errorf("%s: %w", views[0][i].name, err)
 		}
-		small[i] = d
-	}
-	if err := grow(ctx, srv, tmpl, cfg.ListN-1000, 1000); err != nil {
-		return err
-	}
-	for i, v := range views {
-		large, err := timeView(ctx, v.read)
-		if err != nil {
-			return fmt.Errorf("%s: %w", v.name, err)
-		}
-		rep.rows = append(rep.rows, row{Name: fmt.Sprintf("%s, %s, 1k vs %s stored", v.name, srv.kind, count(cfg.ListN)),
-			Product: fmt.Sprintf("p50 %s at %s", ms(large), count(cfg.ListN)), Baseline: fmt.Sprintf("p50 %s at 1k", ms(small[i])),
-			Ratio: float64(large) / float64(small[i]), RatioOf: "time at N vs at 1k"})
+		s, l := median(at[0]), median(at[1])
+		rep.rows = append(rep.rows, row{Name: fmt.Sprintf("%s, %s, 1k vs %s stored", views[0][i].name, large.kind, count(cfg.ListN)),
+			Product: fmt.Sprintf("p50 %s at %s", ms(l), count(cfg.ListN)), Baseline: fmt.Sprintf("p50 %s at 1k", ms(s)),
+			Ratio: float64(l) / float64(s), RatioOf: "time at N vs at 1k"})
 	}
 	return nil
+}
+
+// timePair times two reads alternately, one call of each after the
+// other, which goes first alternating too: rounds of 25 pairs, the first
+// 5 of each round a warm-up. Noise of the machine falls on both alike.
+func timePair(ctx context.Context, rounds int, a, b func(context.Context) error) ([2][]time.Duration, error) {
+	var at [2][]time.Duration
+	reads := [2]func(context.Context) error{a, b}
+	for r := range rounds {
+		for i := range 25 {
+			for j := range 2 {
+				k := (i + r + j) % 2
+				t := time.Now()
+				if err := reads[k](ctx); err != nil {
+					return at, err
+				}
+				if i >= 5 {
+					at[k] = append(at[k], time.Since(t))
+				}
+			}
+		}
+	}
+	return at, nil
+}
+
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
 }
 
 // view is one read the list measurement times.
@@ -127,23 +156,6 @@ func count(n int) string {
 		return fmt.Sprintf("%dk", n/1000)
 	}
 	return fmt.Sprint(n)
-}
-
-// timeView is the median time of a read, over several tries after a
-// warm-up.
-func timeView(ctx context.Context, read func(context.Context) error) (time.Duration, error) {
-	var d []time.Duration
-	for i := range 25 {
-		t := time.Now()
-		if err := read(ctx); err != nil {
-			return 0, err
-		}
-		if i >= 5 {
-			d = append(d, time.Since(t))
-		}
-	}
-	slices.Sort(d)
-	return d[len(d)/2], nil
 }
 
 // grow inserts n settled copies of proposal tmpl, numbered from offset,
