@@ -302,7 +302,6 @@ const (
 // or the reason it does not fit. The store decides again atomically on
 // expiry, status, budget and count.
 func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) {
-	t := &m.Terms
 	switch m.State(now) {
 	case MandateStateRevoked:
 		return 0, MandateRevokedReason
@@ -311,15 +310,50 @@ func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) 
 	case MandateStateExpired:
 		return 0, MandateExpired
 	}
-	switch {
-	case p.PolicyVersion != t.PolicyVersion:
-		return 0, MandatePolicyOther
-	case !slices.Contains(t.Tiers, p.Tier.Name):
-		return 0, MandateTierAbove
-	}
 	ids := p.ResourceSet
 	if !p.Batch() {
 		ids = []string{p.Resource}
+	}
+	amount, reason = m.Terms.Admit(MandateWrite{PolicyVersion: p.PolicyVersion, Tier: p.Tier.Name,
+		Resources: ids, Arguments: p.Arguments})
+	if reason != "" {
+		return 0, reason
+	}
+	t := &m.Terms
+	if t.Money != nil && t.Money.Budget > 0 && m.Spent+amount > t.Money.Budget {
+		return 0, MandateBudgetOut
+	}
+	if t.MaxUses > 0 && m.Uses >= t.MaxUses {
+		return 0, MandateUsesOut
+	}
+	return amount, ""
+}
+
+// MandateWrite is what the terms of a mandate judge of one write.
+type MandateWrite struct {
+	PolicyVersion string
+	Tier          string
+	// Resources are the write's target ids (a batch's set); nil when not
+	// known, and then not checked.
+	Resources []string
+	// Arguments are the write's normalized arguments; nil when not known
+	// (a receipt that keeps them out), and then the terms on arguments
+	// (enums, patterns, money) are not checked and amount is 0.
+	Arguments json.RawMessage
+}
+
+// Admit decides whether the terms allow one write, whatever the mandate's
+// state and consumption: the policy version, the tier, every target and
+// the terms on arguments. It returns the amount the write spends (0
+// without a money term) or the reason it does not fit. Tool and agent are
+// the caller's to match (Mandate.Covers). Fit applies it to a proposal;
+// a receipt's verifier applies it to what the receipt states.
+func (t *MandateTerms) Admit(w MandateWrite) (amount int64, reason string) {
+	switch {
+	case w.PolicyVersion != t.PolicyVersion:
+		return 0, MandatePolicyOther
+	case !slices.Contains(t.Tiers, w.Tier):
+		return 0, MandateTierAbove
 	}
 	var re *regexp.Regexp
 	if t.ResourcePattern != "" {
@@ -328,13 +362,16 @@ func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) 
 			return 0, MandateResourceOut
 		}
 	}
-	for _, id := range ids {
+	for _, id := range w.Resources {
 		if (re != nil && !re.MatchString(id)) || (len(t.Resources) > 0 && !slices.Contains(t.Resources, id)) {
 			return 0, MandateResourceOut
 		}
 	}
+	if w.Arguments == nil {
+		return 0, ""
+	}
 	args := map[string]json.RawMessage{}
-	dec := json.NewDecoder(bytes.NewReader(p.Arguments))
+	dec := json.NewDecoder(bytes.NewReader(w.Arguments))
 	dec.UseNumber()
 	if err := dec.Decode(&args); err != nil {
 		return 0, "arguments unreadable"
@@ -369,13 +406,7 @@ func (m *Mandate) Fit(p *Proposal, now time.Time) (amount int64, reason string) 
 		if mo.PerCallCap > 0 && v > mo.PerCallCap {
 			return 0, MandateOverCap
 		}
-		if mo.Budget > 0 && m.Spent+v > mo.Budget {
-			return 0, MandateBudgetOut
-		}
 		amount = v
-	}
-	if t.MaxUses > 0 && m.Uses >= t.MaxUses {
-		return 0, MandateUsesOut
 	}
 	return amount, ""
 }
