@@ -14,9 +14,16 @@
 //     JWKS, with requested = approved = executed digest, every approver saw
 //     it, and the chain records the proposal's creation, its token and this
 //     execution's outcome under a valid checkpoint;
+//   - the receipt's arguments, when it carries them, hash to its digest
+//     (SHA-256 of their RFC 8785 canonical JSON);
 //   - a write confirmed by a standing mandate names no approver, its token's
 //     entry names the mandate, and the chain records the mandate's grant with
-//     the receipt's terms digest, grantors and decisions;
+//     the receipt's terms digest, grantors and decisions; the receipt's terms
+//     hash to that digest and the write fits them (tool, agent, tier, target,
+//     and with the arguments: enums, patterns, currency and per-call cap);
+//     counting the chain's tokens under the mandate up to this one, it is
+//     within the use count and budget, issued before the terms' expiry and
+//     not after a revocation;
 //   - an approver shown an effect preview was shown the receipt's
 //     effect_digest.
 // It does not re-verify WebAuthn assertions (`countersign verify` does).
@@ -46,6 +53,18 @@ function args(argv) {
 }
 
 const sha256 = (text) => "sha256:" + createHash("sha256").update(text, "utf8").digest("hex");
+
+// canonical is RFC 8785 (JCS): members sorted by their names' UTF-16 code
+// units, no whitespace, and strings and numbers as ECMAScript writes them,
+// which is what JSON.stringify does.
+function canonical(v) {
+  if (Array.isArray(v)) return "[" + v.map(canonical).join(",") + "]";
+  if (v !== null && typeof v === "object") {
+    return "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + canonical(v[k])).join(",") + "}";
+  }
+  return JSON.stringify(v);
+}
+const digest = (v) => sha256(canonical(v));
 const b64url = (s) => Buffer.from(s, "base64url");
 
 // verifyJWS checks a compact JWS of type typ against the JWKS and returns
@@ -69,6 +88,78 @@ function verifyJWS(compact, typ, keys, element) {
   } catch {
     fail(element, "the payload is not JSON");
   }
+}
+
+// checkTerms checks that a mandate receipt carries the terms its grantors
+// approved and that the write fits them, as the server decides it
+// (MandateTerms.Admit in models/mandate.go). Patterns are RE2 on the
+// server; the ones a mandate takes (ids, codes) read the same here.
+function checkTerms(rc, element) {
+  const m = rc.mandate;
+  const t = m.terms;
+  if (t === undefined || t === null) fail(element, `it names mandate ${m.id} without its terms: whether the write fits them cannot be checked`);
+  if (digest(t) !== m.terms_digest) fail(element, `the terms of mandate ${m.id} do not hash to its terms digest`);
+  const where = `the write does not fit the terms of mandate ${m.id}`;
+  if (t.tool !== rc.tool) fail(element, `${where}: they cover tool ${t.tool}`);
+  if (!(t.agents || []).includes(rc.agent)) fail(element, `${where}: they do not cover agent ${rc.agent}`);
+  const tiers = t.tiers || [];
+  if (tiers[0] !== m.risk_tier) fail(element, `mandate ${m.id} was granted under the ${m.risk_tier} tier, its terms' strictest is ${tiers[0]}`);
+  if (t.policy_version !== rc.policy_version) fail(element, `${where}: the tool's rules changed since the mandate was granted`);
+  if (!tiers.includes(rc.risk_tier)) fail(element, `${where}: risk tier above the mandate`);
+  const whole = (pattern) => {
+    try {
+      return new RegExp(`^(?:${pattern})$`, "u");
+    } catch {
+      fail(element, `the pattern ${JSON.stringify(pattern)} of mandate ${m.id} does not compile here`);
+    }
+  };
+  if (!rc.resource_set_digest) {
+    if (t.resource_pattern && !whole(t.resource_pattern).test(rc.resource)) fail(element, `${where}: resource not covered by the mandate`);
+    if (t.resources && t.resources.length > 0 && !t.resources.includes(rc.resource)) fail(element, `${where}: resource not covered by the mandate`);
+  }
+  const a = rc.arguments;
+  if (a === undefined) return;
+  const str = (f) => (typeof a[f] === "string" ? a[f] : undefined);
+  for (const f of Object.keys(t.enums || {}).sort()) {
+    if (str(f) === undefined || !t.enums[f].includes(str(f))) fail(element, `${where}: ${f} not among the mandate's values`);
+  }
+  for (const f of Object.keys(t.patterns || {}).sort()) {
+    if (str(f) === undefined || !whole(t.patterns[f]).test(str(f))) fail(element, `${where}: ${f} does not match the mandate's pattern`);
+  }
+  const mo = t.money;
+  if (mo) {
+    if (str(mo.currency_field) !== mo.currency) fail(element, `${where}: currency not covered by the mandate`);
+    const v = a[mo.field];
+    if (!Number.isInteger(v) || v < 0) fail(element, `${where}: ${mo.field} is not an amount`);
+    if (mo.per_call_cap > 0 && v > mo.per_call_cap) fail(element, `${where}: over per-call cap`);
+  }
+}
+
+// checkUse counts the chain's tokens issued under the receipt's mandate up
+// to this write's, and checks this one was within the use count and the
+// budget, before the terms' expiry and not after a revocation. It returns
+// how the use reads.
+function checkUse(rc, element) {
+  const m = rc.mandate;
+  const t = m.terms;
+  let uses = 0;
+  let spent = 0;
+  let revoked = 0;
+  for (const [seq, e] of [...bySeq].sort((x, y) => x[0] - y[0])) {
+    if (e.body.data.mandate_id !== m.id) continue;
+    if (e.body.kind === "mandate.revoked" && !revoked) revoked = seq;
+    if (e.body.kind !== "token.issued") continue;
+    uses++;
+    spent += e.body.data.amount || 0;
+    if (e.body.data.jti !== rc.jti || e.body.proposal_id !== rc.proposal_id) continue;
+    if (revoked) fail(element, `its token was issued at entry ${seq}, after the mandate was revoked at entry ${revoked}`);
+    if (!(e.body.at < Date.parse(t.expires_at))) fail(element, `its token was issued after the terms of mandate ${m.id} expired`);
+    if (t.max_uses > 0 && uses > t.max_uses) fail(element, `this was use ${uses} of a mandate for ${t.max_uses}`);
+    const budget = t.money && t.money.budget > 0 ? t.money.budget : 0;
+    if (budget && spent > budget) fail(element, `with this write mandate ${m.id} spent ${spent} ${t.money.currency} of a budget of ${budget}`);
+    return `use ${uses}${t.max_uses > 0 ? ` of ${t.max_uses}` : ""}${budget ? `, ${spent} of a budget of ${budget} ${t.money.currency} spent with it` : ""}`;
+  }
+  fail(element, `the chain holds no token.issued entry for its token under mandate ${m.id}`);
 }
 
 const opts = args(process.argv.slice(2));
@@ -155,6 +246,7 @@ for (let text of wanted) {
     if (a.digest_seen !== d) fail(element, `approver ${a.user_id} saw another digest`);
     if (a.effect_seen && a.effect_seen !== rc.effect_digest) fail(element, `approver ${a.user_id} was shown another effect preview`);
   }
+  if (rc.arguments !== undefined && digest(rc.arguments) !== d) fail(element, "its arguments do not hash to its requested digest");
   const m = rc.mandate;
   if (m) {
     if (rc.approvers.length !== 0) fail(element, `it names mandate ${m.id} and approvers`);
@@ -162,6 +254,7 @@ for (let text of wanted) {
     for (const g of m.grantors) {
       if (g.digest_seen !== m.terms_digest) fail(element, `grantor ${g.user_id} of mandate ${m.id} saw another digest than its terms`);
     }
+    checkTerms(rc, element);
   } else if (rc.approvers.length < Math.max(rc.quorum, 1)) fail(element, "fewer approvers than the quorum");
   let created = 0;
   let outcome = 0;
@@ -188,13 +281,16 @@ for (let text of wanted) {
       if (e.body.data.result_digest !== rc.result_digest) fail(element, "the chain records another result");
     }
   }
+  if (m) checkUse(rc, element);
   if (!created) fail(element, "the proposal's creation is not in the chain");
   if (!issued) fail(element, "the token's issue is not in the chain");
   if (m && !granted) fail(element, `the grant of mandate ${m.id} is not in the chain`);
   if (!outcome) fail(element, "the execution's outcome is not in the chain");
   if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
   const who = (list) => list.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ");
-  const how = m ? `confirmed by mandate ${m.id} (terms ${m.terms_digest}) granted by ${who(m.grantors)}` : `approved by ${who(rc.approvers)}`;
+  const how = m
+    ? `confirmed by mandate ${m.id} (terms ${m.terms_digest}) granted by ${who(m.grantors)}; the write fits its terms, ${checkUse(rc, element)}`
+    : `approved by ${who(rc.approvers)}`;
   const effect = rc.effect_digest ? `, effect ${rc.effect_digest}` : "";
   console.log(`ok   ${element}: ${rc.tool} ${d} ${how}${effect}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);
 }

@@ -75,12 +75,15 @@ type ReceiptApprover struct {
 }
 
 // ReceiptMandate is the standing mandate named by a receipt: its id, the
-// proposal that asked for it and the digest of its terms (what the
-// grantors approved), the tier it was granted under, and each grantor's
-// approval of those terms, as for approvers of a write.
+// proposal that asked for it, its terms (canonical MandateTerms, what the
+// grantors approved) and their digest, the tier it was granted under, and
+// each grantor's approval of those terms, as for approvers of a write.
+// With the terms in the receipt, a verifier checks offline that the write
+// fits them (MandateTerms.Admit), not only that the mandate exists.
 type ReceiptMandate struct {
 	ID           string            `json:"id"`
 	ProposalID   string            `json:"proposal_id"`
+	Terms        json.RawMessage   `json:"terms"`
 	TermsDigest  string            `json:"terms_digest"`
 	RiskTier     string            `json:"risk_tier"`
 	Confirmation Confirmation      `json:"confirmation"`
@@ -92,7 +95,7 @@ type ReceiptMandate struct {
 // NewReceiptMandate describes mandate m, granted by the approvals of its
 // proposal grant, for a receipt.
 func NewReceiptMandate(m Mandate, grant *Proposal) *ReceiptMandate {
-	return &ReceiptMandate{ID: m.ID, ProposalID: grant.ID, TermsDigest: m.TermsDigest, RiskTier: grant.Tier.Name,
+	return &ReceiptMandate{ID: m.ID, ProposalID: grant.ID, Terms: grant.Arguments, TermsDigest: m.TermsDigest, RiskTier: grant.Tier.Name,
 		Confirmation: grant.Tier.Confirmation, Quorum: grant.Tier.Quorum, GrantedAt: stamp(m.GrantedAt),
 		Grantors: receiptApprovers(grant)}
 }

@@ -3,8 +3,10 @@ package audit
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/stepup"
@@ -186,6 +188,9 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 //     token's entry names the mandate, the grantors approved the mandate's
 //     terms digest (their security keys checked as above) under its tier,
 //     and the chain records the grant with those grantors and decisions;
+//     the receipt's terms hash to that digest and the write fits them
+//     (mandateTerms), and the chain's tokens under the mandate up to this
+//     one keep within its uses, budget, expiry and revocation (mandateUse);
 //   - every approver shown an effect preview was shown the receipt's
 //     effect digest, as the chain's decision entries record.
 func (x *Export) VerifyReceipt(compact string) *Report {
@@ -213,6 +218,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 	}
 	x.digests(r, rc)
 	x.approvals(r, rc, bySeq)
+	terms := mandateTerms(r, rc)
 	if len(bySeq) == 0 {
 		if len(x.Entries) == 0 {
 			r.ok("audit chain", "not checked: no export given")
@@ -221,7 +227,132 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 	}
 	r.ChainChecked = true
 	x.story(r, rc, compact, bySeq, anchored)
+	if terms != nil {
+		mandateUse(r, rc, terms, bySeq)
+	}
 	return r
+}
+
+// mandateTerms checks, for a write a standing mandate confirmed, that the
+// receipt carries the terms its grantors approved (they hash to the terms
+// digest) and that the write fits them: tool, agent, the grant taken under
+// the strictest tier the terms cover, the write's tier among them, its
+// target, and the terms on its arguments when the receipt carries them
+// (models.MandateTerms.Admit, the rule the server applied). It returns the
+// terms, nil when there are none to go on.
+func mandateTerms(r *Report, rc models.SignedReceipt) *models.MandateTerms {
+	m := rc.Mandate
+	if m == nil {
+		return nil
+	}
+	name := "terms of mandate " + m.ID
+	if len(m.Terms) == 0 || string(m.Terms) == "null" {
+		r.fail(name, "the receipt names the mandate without its terms: whether the write fits them cannot be checked")
+		return nil
+	}
+	if got, err := models.Digest(m.Terms); err != nil || got != m.TermsDigest {
+		r.fail(name, "the receipt's terms hash to %s, not to the terms digest %s the grantors approved", got, m.TermsDigest)
+		return nil
+	}
+	var t models.MandateTerms
+	if err := json.Unmarshal(m.Terms, &t); err != nil {
+		r.fail(name, "the terms do not decode: %v", err)
+		return nil
+	}
+	switch {
+	case t.Tool != rc.Tool:
+		r.fail(name, "they cover tool %s, the write is of %s", t.Tool, rc.Tool)
+		return nil
+	case !slices.Contains(t.Agents, rc.Agent):
+		r.fail(name, "they cover agents %v, the write is agent %s's", t.Agents, rc.Agent)
+		return nil
+	case len(t.Tiers) == 0 || t.Tiers[0] != m.RiskTier:
+		r.fail(name, "the grant was taken under the %s tier, the strictest tier the terms cover is %v", m.RiskTier, t.Tiers)
+		return nil
+	}
+	w := models.MandateWrite{PolicyVersion: rc.PolicyVersion, Tier: rc.RiskTier}
+	var unchecked []string
+	if rc.ResourceSetDigest == "" {
+		w.Resources = []string{rc.Resource}
+	} else if t.ResourcePattern != "" || len(t.Resources) > 0 {
+		unchecked = append(unchecked, "the batch's targets (the receipt binds them by digest)")
+	}
+	if len(rc.Arguments) > 0 {
+		w.Arguments = rc.Arguments
+	} else if t.Money != nil || len(t.Enums) > 0 || len(t.Patterns) > 0 {
+		unchecked = append(unchecked, "the terms on arguments (the receipt leaves the arguments out)")
+	}
+	amount, reason := t.Admit(w)
+	if reason != "" {
+		r.fail(name, "the write does not fit them: %s", reason)
+		return nil
+	}
+	detail := fmt.Sprintf("they hash to %s; tool %s, agent %s, tier %s among %v", m.TermsDigest, t.Tool, rc.Agent, rc.RiskTier, t.Tiers)
+	if t.Money != nil && w.Arguments != nil {
+		detail += fmt.Sprintf(", %s %d %s within the per-call cap", t.Money.Field, amount, t.Money.Currency)
+	}
+	if len(unchecked) > 0 {
+		detail += "; not checkable from the receipt: " + strings.Join(unchecked, ", ")
+	}
+	r.ok(name, "the write fits the terms: %s", detail)
+	return &t
+}
+
+// mandateUse checks the write's token against the chain's record of the
+// mandate: issued before the terms' expiry and before any revocation of
+// the mandate, and, counting every token the mandate confirmed up to and
+// including this one, within its use count and budget.
+func mandateUse(r *Report, rc models.SignedReceipt, t *models.MandateTerms, bySeq map[int64]decoded) {
+	m := rc.Mandate
+	name := "use of mandate " + m.ID
+	seqs := slices.Sorted(maps.Keys(bySeq))
+	var uses, spent int64
+	revoked := int64(0)
+	for _, s := range seqs {
+		d := bySeq[s]
+		var data struct {
+			MandateID string `json:"mandate_id"`
+			JTI       string `json:"jti"`
+			Amount    int64  `json:"amount"`
+		}
+		if json.Unmarshal(d.body.Data, &data) != nil || data.MandateID != m.ID {
+			continue
+		}
+		switch d.body.Kind {
+		case models.AuditMandateRevoked:
+			if revoked == 0 {
+				revoked = s
+			}
+		case models.AuditTokenIssued:
+			uses++
+			spent += data.Amount
+			if data.JTI != rc.TokenID || d.body.ProposalID != rc.ProposalID {
+				continue
+			}
+			at := time.UnixMilli(d.body.At)
+			switch {
+			case revoked != 0:
+				r.fail(name, "the token was issued at entry %d, after the mandate was revoked at entry %d", s, revoked)
+			case !at.Before(t.ExpiresAt):
+				r.fail(name, "the token was issued at %s, the terms expired at %s", at.UTC().Format(time.RFC3339Nano), t.ExpiresAt.Format(time.RFC3339))
+			case t.MaxUses > 0 && uses > t.MaxUses:
+				r.fail(name, "this was use %d of a mandate for %d", uses, t.MaxUses)
+			case t.Money != nil && t.Money.Budget > 0 && spent > t.Money.Budget:
+				r.fail(name, "with this write the mandate spent %d %s of a budget of %d", spent, t.Money.Currency, t.Money.Budget)
+			default:
+				use := fmt.Sprintf("use %d", uses)
+				if t.MaxUses > 0 {
+					use += fmt.Sprintf(" of %d", t.MaxUses)
+				}
+				if t.Money != nil && t.Money.Budget > 0 {
+					use += fmt.Sprintf(", %d of a budget of %d %s spent with it", spent, t.Money.Budget, t.Money.Currency)
+				}
+				r.ok(name, "%s; issued at entry %d, before the terms expired and while the mandate was not revoked", use, s)
+			}
+			return
+		}
+	}
+	r.fail(name, "the chain holds no token.issued entry for token %s under the mandate", rc.TokenID)
 }
 
 func (x *Export) digests(r *Report, rc models.SignedReceipt) {

@@ -1,0 +1,200 @@
+package audit_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
+)
+
+// mandateRefund has the mandate of mandateReceipt confirm and execute one
+// more refund and returns its receipt.
+func mandateRefund(t *testing.T, w *world, mandateID, order string, amount int64) string {
+	t.Helper()
+	w.clock.Advance(time.Second)
+	args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": amount, "currency": "CNY", "reason": "lost"})
+	p, _, err := w.svc.Propose(w.ctx, w.agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MandateID != mandateID || p.Token == nil {
+		t.Fatalf("the refund of %d was not confirmed by mandate %s: status %s, note %q", amount, mandateID, p.Status, p.MandateNote)
+	}
+	e, err := w.svc.Execute(w.ctx, w.agent, p.ID, p.Token.Compact)
+	if err != nil || e.ReceiptJWS == "" {
+		t.Fatalf("execute: %v %+v", err, e)
+	}
+	return e.ReceiptJWS
+}
+
+// loosen rewrites the stored mandate, as someone with write access to the
+// database (or a bug) could: the terms the server then applies, and the
+// columns its conditional spend checks. What the grantors approved — the
+// grant proposal's arguments and their digest in the chain — stays.
+func loosen(t *testing.T, w *world, mandateID string, change func(*models.MandateTerms)) {
+	t.Helper()
+	m, err := w.svc.Mandate(w.ctx, w.tenant.ID, mandateID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms := m.Terms
+	change(&terms)
+	raw, err := json.Marshal(terms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.st.Gorm().Exec("UPDATE mandates SET terms = ?, budget = ?, max_uses = ? WHERE id = ?",
+		string(raw), terms.Money.Budget, terms.MaxUses, mandateID).Error; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failsWith checks that both verifiers refuse a receipt, naming why.
+func failsWith(t *testing.T, export []byte, receipt, goWant, nodeWant string) {
+	t.Helper()
+	r := verify(t, export, receipt)
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), goWant) {
+		t.Errorf("countersign verify: %v, want a failure saying %q\n%+v", err, goWant, r.Checks)
+	}
+	out, err := runNode(t, export, receipt)
+	if err == nil || !strings.Contains(out, "FAIL") || !strings.Contains(out, nodeWant) {
+		t.Errorf("node verifier: %v, want a failure saying %q\n%s", err, nodeWant, out)
+	}
+}
+
+func runNode(t *testing.T, export []byte, receipt string) (string, error) {
+	t.Helper()
+	node, script := nodeVerifier(t)
+	dir := t.TempDir()
+	ex, rf := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "r.jws")
+	if err := os.WriteFile(ex, export, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rf, []byte(receipt), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, script, "--export", ex, "--receipt", rf).CombinedOutput()
+	return string(out), err
+}
+
+// A mandate receipt carries the terms the grantors approved, and both
+// verifiers check the write against them: its tier, target and amount, and
+// in the chain its place among the mandate's uses (count, budget, expiry,
+// revocation).
+func TestMandateReceiptCarriesTermsAndTheWriteFitsThem(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	compact, rc, m := mandateReceipt(t, w)
+	if got, err := models.Digest(rc.Mandate.Terms); err != nil || got != m.TermsDigest {
+		t.Fatalf("the receipt's terms hash to %s (%v), the mandate's digest is %s", got, err, m.TermsDigest)
+	}
+	r := verify(t, w.export(t), compact)
+	if err := r.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, r.Checks)
+	}
+	var fits, use bool
+	for _, c := range r.Checks {
+		fits = fits || (c.OK && c.Element == "terms of mandate "+m.ID && strings.Contains(c.Detail, "tier high among [high low]") &&
+			strings.Contains(c.Detail, "amount_minor 25000 CNY within the per-call cap"))
+		use = use || (c.OK && c.Element == "use of mandate "+m.ID && strings.Contains(c.Detail, "use 1 of 3") &&
+			strings.Contains(c.Detail, "25000 of a budget of 100000 CNY"))
+	}
+	if !fits || !use {
+		t.Fatalf("the report does not show the write against the terms (fits %v, use %v): %+v", fits, use, r.Checks)
+	}
+	if out, err := runNode(t, w.export(t), compact); err != nil || !strings.Contains(out, "fits its terms") ||
+		!strings.Contains(out, "use 1 of 3") {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+}
+
+// Receipts re-signed with the server's key (a leaked key) cannot change or
+// drop the terms: they must hash to the digest the grantors approved.
+func TestMandateReceiptTermsTampering(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	compact, rc, m := mandateReceipt(t, w)
+	export := w.export(t)
+	resign := func(rc models.SignedReceipt) string {
+		payload, err := json.Marshal(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := w.tokens.SignDocument(w.ctx, token.TypeReceipt, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	terms := m.Terms
+	terms.Money.PerCallCap = 10_000_000
+	raw, _ := json.Marshal(terms)
+	forged := rc
+	fm := *rc.Mandate
+	fm.Terms = raw
+	forged.Mandate = &fm
+	failsWith(t, export, resign(forged), "not to the terms digest", "do not hash to its terms digest")
+
+	fm.Terms = nil
+	failsWith(t, export, resign(forged), "without its terms", "without its terms")
+
+	// Other arguments under the same digest: both verifiers hash them.
+	forged = rc
+	forged.Arguments = json.RawMessage(strings.Replace(string(rc.Arguments), "25000", "24000", 1))
+	failsWith(t, export, resign(forged), "the receipt's arguments hash to", "do not hash to its requested digest")
+
+	// Unsigned edits fail on the signature, as before.
+	parts := strings.Split(compact, ".")
+	payload, _ := json.Marshal(forged)
+	unsigned := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
+	failsWith(t, export, unsigned, "signature", "signature")
+}
+
+// When the stored mandate is loosened behind the grantors' backs, the
+// server confirms what the loosened terms allow, and its own signed
+// receipts then fail verification: the write exceeds the approved per-call
+// cap, the budget or the use count.
+func TestMandateReceiptOutsideApprovedTerms(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			w := newWorld(t, kind)
+			first, _, m := mandateReceipt(t, w) // use 1: 25000 of 100000, cap 50000, 3 uses
+			loosen(t, w, m.ID, func(t *models.MandateTerms) {
+				t.Money.PerCallCap, t.Money.Budget, t.MaxUses = 90_000, 1_000_000, 10
+			})
+			overCap := mandateRefund(t, w, m.ID, "ord_2003", 70_000)    // use 2: 95000 spent
+			overBudget := mandateRefund(t, w, m.ID, "ord_2004", 10_000) // use 3: 105000 spent
+			overUses := mandateRefund(t, w, m.ID, "ord_2005", 1_000)    // use 4
+			export := w.export(t)
+			if r := verify(t, export, first); r.Err() != nil {
+				t.Fatalf("use 1, within every approved term: %v\n%+v", r.Err(), r.Checks)
+			}
+			failsWith(t, export, overCap, models.MandateOverCap, models.MandateOverCap)
+			failsWith(t, export, overBudget, "spent 105000 CNY of a budget of 100000", "spent 105000 CNY of a budget of 100000")
+			failsWith(t, export, overUses, "use 4 of a mandate for 3", "use 4 of a mandate for 3")
+		})
+	}
+}
+
+// A token the chain shows issued after the mandate's revocation fails,
+// whatever the server's row says now.
+func TestMandateReceiptAfterRevocation(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	_, _, m := mandateReceipt(t, w)
+	w.clock.Advance(time.Second)
+	if err := w.st.RevokeMandate(w.ctx, w.tenant.ID, m.ID, w.reviewer.ID, w.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.st.Gorm().Exec("UPDATE mandates SET status = ?, revoked_at = NULL WHERE id = ?",
+		string(models.MandateActive), m.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	after := mandateRefund(t, w, m.ID, "ord_2003", 1_000)
+	failsWith(t, w.export(t), after, "after the mandate was revoked", "after the mandate was revoked")
+}
