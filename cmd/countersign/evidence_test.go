@@ -84,7 +84,7 @@ func TestEvidenceVerify(t *testing.T) {
 
 	// Someone with write access to the database changes the approved
 	// digest: the signature no longer covers the stored proposal.
-	db, err := sql.Open("sqlite", strings.TrimPrefix(f.db, "sqlite://"))
+	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(f.db, "sqlite://")+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

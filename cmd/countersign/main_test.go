@@ -608,7 +608,7 @@ func TestReview(t *testing.T) {
 	t.Run("disabled users are refused", func(t *testing.T) {
 		t.Parallel()
 		mustExec(t, nil, "dave's long password\n", "user", "create", "--tenant", "demo", "--name", "dave", "--db", f.db)
-		sqlDB, err := sql.Open("sqlite", strings.TrimPrefix(f.db, "sqlite://"))
+		sqlDB, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(f.db, "sqlite://")+"?_pragma=busy_timeout(10000)")
 		if err != nil {
 			t.Fatal(err)
 		}
