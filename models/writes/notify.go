@@ -39,10 +39,13 @@ type waker interface {
 // so it sees the change; a thousand waiters on one proposal cost one read,
 // not a thousand.
 type waiters struct {
-	members map[waker]struct{}
-	once    sync.Once
-	p       *models.Proposal
-	err     error
+	// one is a member; more holds the others, made only for a second
+	// (most proposals have one long-poll at most).
+	one  waker
+	more map[waker]struct{}
+	once sync.Once
+	p    *models.Proposal
+	err  error
 }
 
 // reload returns the proposal as load returns it, loading it once for all
@@ -63,10 +66,17 @@ func (n *notifier) subscribe(k ref, m waker) *waiters {
 	defer n.mu.Unlock()
 	w, ok := n.waits[k]
 	if !ok {
-		w = &waiters{members: map[waker]struct{}{}}
+		w = &waiters{}
 		n.waits[k] = w
 	}
-	w.members[m] = struct{}{}
+	switch {
+	case w.one == nil:
+		w.one = m
+	case w.more == nil:
+		w.more = map[waker]struct{}{m: {}}
+	default:
+		w.more[m] = struct{}{}
+	}
 	return w
 }
 
@@ -76,8 +86,12 @@ func (n *notifier) subscribe(k ref, m waker) *waiters {
 func (n *notifier) unsubscribe(k ref, w *waiters, m waker) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delete(w.members, m)
-	if len(w.members) == 0 && n.waits[k] == w {
+	if w.one == m {
+		w.one = nil
+	} else {
+		delete(w.more, m)
+	}
+	if w.len() == 0 && n.waits[k] == w {
 		delete(n.waits, k)
 	}
 }
@@ -113,9 +127,20 @@ func (n *notifier) notify(tenant, id string) {
 
 // wakeAll wakes every member of w; the notifier's lock is held.
 func (w *waiters) wakeAll() {
-	for m := range w.members {
+	if w.one != nil {
+		w.one.wake(w)
+	}
+	for m := range w.more {
 		m.wake(w)
 	}
+}
+
+// len is how many members w has; the notifier's lock is held.
+func (w *waiters) len() int {
+	if w.one != nil {
+		return 1 + len(w.more)
+	}
+	return len(w.more)
 }
 
 // wakeEveryone wakes every waiter and listener once, so that each looks at
@@ -140,7 +165,7 @@ func (n *notifier) waiting() int {
 	defer n.mu.Unlock()
 	total := 0
 	for _, w := range n.waits {
-		total += len(w.members)
+		total += w.len()
 	}
 	return total
 }

@@ -85,3 +85,44 @@ func TestNotifierKeepsTenantsApart(t *testing.T) {
 		t.Errorf("%d tenant channels and %d proposals left after every one was woken", len(n.tenants), n.pending())
 	}
 }
+
+// TestNotifierWakesEveryMemberOnce: whichever member leaves first (the one
+// kept apart or one of the others), every member still there is woken once
+// and none that left.
+func TestNotifierWakesEveryMemberOnce(t *testing.T) {
+	t.Parallel()
+	for leaving := range 3 {
+		n := newNotifier()
+		k := ref{"t1", "p1"}
+		ms := []*testWaker{{}, {}, {}}
+		var w *waiters
+		for _, m := range ms {
+			w = n.subscribe(k, m)
+		}
+		if got, want := n.waiting(), 3; got != want {
+			t.Fatalf("waiting = %d, want %d", got, want)
+		}
+		n.unsubscribe(k, w, ms[leaving])
+		if got, want := n.waiting(), 2; got != want {
+			t.Fatalf("after one left: waiting = %d, want %d", got, want)
+		}
+		late := &testWaker{}
+		n.subscribe(k, late)
+		n.notify("t1", "p1")
+		for i, m := range ms {
+			want := 1
+			if i == leaving {
+				want = 0
+			}
+			if m.n != want {
+				t.Errorf("member %d (member %d left) woken %d times, want %d", i, leaving, m.n, want)
+			}
+		}
+		if late.n != 1 {
+			t.Errorf("a member that came after one left was woken %d times, want 1", late.n)
+		}
+		if got := n.waiting(); got != 0 {
+			t.Errorf("waiting = %d after the change", got)
+		}
+	}
+}

@@ -19,23 +19,32 @@ import (
 //
 // The rules are those of every long-poll of the service (Wait, WaitChange,
 // AgentWait are built on Parked): it ends with the first revision that
-// differs from the one it waits on, with the state it has when the deadline
-// (at most MaxWait) passes or Stop is called, or with the error of a load.
-// It reads the database only when it was told of a change or its proposal
-// falls due, never to poll.
+// differs from the one it waits on, with none when the deadline (at most
+// MaxWait) passes or Stop is called, or with the error of a load. It reads
+// the database only when it was told of a change or its proposal falls due,
+// never to poll.
+//
+// While it waits it keeps only what it needs to tell a change and the
+// proposal's expiry (see watched), not the proposal: a parked long-poll
+// is a few hundred bytes.
 type Parked struct {
 	s   *Service
 	k   ref
 	ctx context.Context // values of the caller's context, never its end
 	end time.Time
-	// release gives the agent's long-poll slot back; nil without a slot.
-	release func()
+	// slot is the agent's long-poll slot, given back when the long-poll
+	// ends; "" without one.
+	slot, agentID string
 
 	// Only the one worker running the long-poll (or its creator, before
-	// Start) touches p, w and timer.
-	p     *models.Proposal
+	// Start) touches these.
 	w     *waiters
 	timer *time.Timer
+	// What the long-poll keeps of the proposal: the revision it waits to
+	// change, and when the proposal falls due for expiry (dueAt).
+	revision int64
+	at       time.Time
+	due      bool
 
 	mu       sync.Mutex
 	done     func(*models.Proposal, error) // set by Start
@@ -48,30 +57,45 @@ type Parked struct {
 
 // park subscribes a long-poll on the tenant's proposal id; the caller
 // loads or checks the proposal next (so that a change between that look and
-// the wait still wakes it), sets p, and then either Starts the long-poll or
-// abandons it.
-func (s *Service) park(ctx context.Context, tenantID, id string, max time.Duration, release func()) *Parked {
+// the wait still wakes it), calls watch, and then either Starts the
+// long-poll or abandons it. slot is the agent's long-poll slot, or "".
+func (s *Service) park(ctx context.Context, tenantID, id string, max time.Duration, slot, agentID string) *Parked {
 	max = min(max, MaxWait)
-	pk := &Parked{s: s, k: ref{tenantID, id}, ctx: context.WithoutCancel(ctx), end: time.Now().Add(max), release: release}
+	pk := &Parked{s: s, k: ref{tenantID, id}, ctx: context.WithoutCancel(ctx), end: time.Now().Add(max),
+		slot: slot, agentID: agentID}
 	pk.w = s.changes.subscribe(pk.k, pk)
 	return pk
 }
 
-// abandon ends a long-poll that was never started: it leaves the
-// notifier and gives the slot back.
+// watch sets the revision of p as the one the long-poll waits to change,
+// keeping of p only that and when it falls due.
+func (pk *Parked) watch(p *models.Proposal) {
+	pk.revision = p.Revision
+	pk.at, pk.due = dueAt(p)
+}
+
+// abandon ends a long-poll that was never started, or is over: it leaves
+// the notifier and gives the slot back.
 func (pk *Parked) abandon() {
 	pk.s.changes.unsubscribe(pk.k, pk.w, pk)
-	if pk.release != nil {
-		pk.release()
+	if pk.slot != "" {
+		if err := pk.s.store.ReleaseWait(pk.ctx, pk.slot); err != nil {
+			pk.s.log.Warn("releasing a long-poll slot", "agent", pk.agentID, "err", err)
+		}
 	}
 }
 
 // Start lets the long-poll run: done is called exactly once, on a worker
-// goroutine, with the proposal (or a load's error) when the wait is over;
-// the agent's long-poll slot is already given back then. done runs while
-// other long-polls wait for the workers, so it must not block for long.
-// Start may be called once.
-func (pk *Parked) Start(done func(*models.Proposal, error)) {
+// goroutine, when the wait is over, with the newer revision of the
+// proposal, with nil when there is none (the deadline passed or Stop was
+// called), or with a load's error; the agent's long-poll slot is already
+// given back then. done runs while other long-polls wait for the workers,
+// so it must not block for long. The long-poll's loads carry ctx's values
+// (never its end) instead of those of the context it was made with; a
+// caller that returns meanwhile passes a context that keeps no more than
+// it needs. Start may be called once.
+func (pk *Parked) Start(ctx context.Context, done func(*models.Proposal, error)) {
+	pk.ctx = context.WithoutCancel(ctx)
 	pk.timer = time.AfterFunc(pk.nextLook(time.Until(pk.end)), pk.fire)
 	pk.mu.Lock()
 	defer pk.mu.Unlock()
@@ -79,7 +103,7 @@ func (pk *Parked) Start(done func(*models.Proposal, error)) {
 	pk.schedule()
 }
 
-// Stop ends the long-poll with the state it has, as if its deadline had
+// Stop ends the long-poll without a newer revision, as if its deadline had
 // passed (a shutdown answers every long-poll this way). It does nothing
 // once the long-poll is over.
 func (pk *Parked) Stop() {
@@ -89,15 +113,15 @@ func (pk *Parked) Stop() {
 	pk.schedule()
 }
 
-// Wait starts the long-poll and blocks until it is over; when ctx ends
-// first, it stops it and returns the state it has.
+// Wait starts the long-poll and blocks until it is over: it returns what
+// Start's done would get. When ctx ends first, it stops the long-poll.
 func (pk *Parked) Wait(ctx context.Context) (*models.Proposal, error) {
 	type result struct {
 		p   *models.Proposal
 		err error
 	}
 	ch := make(chan result, 1)
-	pk.Start(func(p *models.Proposal, err error) { ch <- result{p, err} })
+	pk.Start(ctx, func(p *models.Proposal, err error) { ch <- result{p, err} })
 	select {
 	case r := <-ch:
 		return r.p, r.err
@@ -155,19 +179,19 @@ func (pk *Parked) run() {
 }
 
 // step looks at the proposal after a wake (woken is the group the change
-// woke), a timer or Stop, and reports whether the long-poll is over with p
-// or err; otherwise it re-arms the timer.
+// woke), a timer or Stop, and reports whether the long-poll is over, with
+// the newer revision (nil: none) or err; otherwise it re-arms the timer.
 func (pk *Parked) step(woken *waiters, stopped bool) (*models.Proposal, error, bool) {
-	s, p := pk.s, pk.p
+	s := pk.s
 	if stopped {
-		return p, nil, true
+		return nil, nil, true
 	}
 	if woken == nil {
 		left := time.Until(pk.end)
 		if left <= 0 {
-			return p, nil, true
+			return nil, nil, true
 		}
-		if !s.due(p, s.clock.Now()) {
+		if !pk.due || s.clock.Now().Before(pk.at) {
 			// No database read: nothing can have changed unseen.
 			pk.timer.Reset(pk.nextLook(left))
 			return nil, nil, false
@@ -180,22 +204,22 @@ func (pk *Parked) step(woken *waiters, stopped bool) (*models.Proposal, error, b
 	if woken != nil {
 		// The waiters woken with this one share one load that began
 		// after the change was committed.
-		q, err := woken.reload(func() (*models.Proposal, error) { return s.Get(pk.ctx, p.TenantID, p.ID) })
-		if err != nil || q.Revision != p.Revision {
+		q, err := woken.reload(func() (*models.Proposal, error) { return s.Get(pk.ctx, pk.k.tenant, pk.k.id) })
+		if err != nil || q.Revision != pk.revision {
 			return q, err, true
 		}
 		// Woken without a new revision (every waiter is woken after a
 		// lost notification connection): the shared load may have begun
 		// before the new subscription, so look once more.
 	}
-	q, err := s.Get(pk.ctx, p.TenantID, p.ID)
-	if err != nil || q.Revision != p.Revision {
+	q, err := s.Get(pk.ctx, pk.k.tenant, pk.k.id)
+	if err != nil || q.Revision != pk.revision {
 		return q, err, true
 	}
-	pk.p = q
+	pk.watch(q)
 	left := time.Until(pk.end)
 	if left <= 0 {
-		return q, nil, true
+		return nil, nil, true
 	}
 	pk.timer.Reset(pk.nextLook(left))
 	return nil, nil, false
@@ -204,7 +228,7 @@ func (pk *Parked) step(woken *waiters, stopped bool) (*models.Proposal, error, b
 // nextLook is when the long-poll looks again without being woken: at its
 // deadline, or earlier to compare the clock with the proposal's expiry.
 func (pk *Parked) nextLook(left time.Duration) time.Duration {
-	return max(min(left, pk.s.recheckAfter(pk.p)), 0)
+	return max(min(left, pk.s.recheckAfter(pk.at, pk.due)), 0)
 }
 
 // finish ends the long-poll: timer, subscription and slot go, then done

@@ -450,15 +450,27 @@ func (s *Service) AgentList(ctx context.Context, agent models.Agent, q ListQuery
 
 // due reports whether p has something to expire at now.
 func (s *Service) due(p *models.Proposal, now time.Time) bool {
+	at, ok := dueAt(p)
+	return ok && !now.Before(at)
+}
+
+// dueAt is when p has something to expire, if it ever has: its window
+// while it awaits a decision, its token's lifetime while the token is
+// unused (confirmed) or may be used again (failed_retryable).
+func dueAt(p *models.Proposal) (time.Time, bool) {
 	switch p.Status {
 	case models.StatusAwaitingConfirmation:
-		return p.Expired(now)
+		return p.ExpiresAt, true
 	case models.StatusConfirmed:
-		return p.Token != nil && p.Token.Status == models.TokenIssued && !now.Before(p.Token.ExpiresAt)
+		if p.Token != nil && p.Token.Status == models.TokenIssued {
+			return p.Token.ExpiresAt, true
+		}
 	case models.StatusFailedRetryable:
-		return p.Token != nil && !now.Before(p.Token.ExpiresAt)
+		if p.Token != nil {
+			return p.Token.ExpiresAt, true
+		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // Wait returns the proposal as soon as its revision differs from
@@ -470,14 +482,24 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error) {
 	// Subscribe before looking, so that a change between the look and the
 	// wait still wakes us.
-	pk := s.park(ctx, tenantID, id, max, nil)
+	pk := s.park(ctx, tenantID, id, max, "", "")
 	p, err := s.Get(ctx, tenantID, id)
 	if err != nil || p.Revision != sinceRevision {
 		pk.abandon()
 		return p, err
 	}
-	pk.p = p
-	return pk.Wait(ctx)
+	pk.watch(p)
+	return waitOn(ctx, pk, p)
+}
+
+// waitOn waits on pk, the long-poll on p: it returns the newer revision of
+// p, or p when there is none.
+func waitOn(ctx context.Context, pk *Parked, p *models.Proposal) (*models.Proposal, error) {
+	q, err := pk.Wait(ctx)
+	if q == nil && err == nil {
+		return p, nil
+	}
+	return q, err
 }
 
 // WaitChange is Wait for a caller that has just loaded p (e.g. to answer a
@@ -485,19 +507,19 @@ func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision i
 // one, or p when max (capped at MaxWait) elapsed or ctx ended. It reads only
 // p's revision before it waits, to see a change made since p was loaded.
 func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
-	pk, q, err := s.parkChange(ctx, p, max, nil)
+	pk, q, err := s.parkChange(ctx, p, max, "", "")
 	if pk == nil {
 		return q, err
 	}
-	return pk.Wait(ctx)
+	return waitOn(ctx, pk, p)
 }
 
 // parkChange subscribes a long-poll on p and returns it, unstarted, unless
-// p changed since it was loaded: then it returns the newer revision.
-// release is called when the long-poll ends, or at once when it does not
-// begin.
-func (s *Service) parkChange(ctx context.Context, p *models.Proposal, max time.Duration, release func()) (*Parked, *models.Proposal, error) {
-	pk := s.park(ctx, p.TenantID, p.ID, max, release)
+// p changed since it was loaded: then it returns the newer revision. The
+// agent's slot is given back when the long-poll ends, or at once when it
+// does not begin.
+func (s *Service) parkChange(ctx context.Context, p *models.Proposal, max time.Duration, slot, agentID string) (*Parked, *models.Proposal, error) {
+	pk := s.park(ctx, p.TenantID, p.ID, max, slot, agentID)
 	rev, _, err := s.store.ProposalRevision(ctx, p.TenantID, p.ID)
 	if err != nil || rev != p.Revision {
 		pk.abandon()
@@ -507,7 +529,7 @@ func (s *Service) parkChange(ctx context.Context, p *models.Proposal, max time.D
 		q, err := s.Get(ctx, p.TenantID, p.ID)
 		return nil, q, err
 	}
-	pk.p = p
+	pk.watch(p)
 	return pk, nil, nil
 }
 
@@ -520,13 +542,14 @@ func (s *Service) AgentWait(ctx context.Context, agent models.Agent, p *models.P
 	if pk == nil {
 		return q, err
 	}
-	return pk.Wait(ctx)
+	return waitOn(ctx, pk, p)
 }
 
 // AgentPark begins AgentWait without holding the caller: it takes the
 // agent's long-poll slot and returns the long-poll on p, not yet started
-// (see Parked: Start it, or Wait on it), or, when p already changed since
-// it was loaded, no long-poll and the newer revision. The slot is given
+// (see Parked: Start it, or Wait on it; either gives nil, not p, when p
+// stays unchanged), or, when p already changed since it was loaded, no
+// long-poll and the newer revision. The slot is given
 // back when the long-poll ends. Errors: those of AgentWait.
 func (s *Service) AgentPark(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*Parked, *models.Proposal, error) {
 	if p.TenantID != agent.TenantID {
@@ -536,20 +559,13 @@ func (s *Service) AgentPark(ctx context.Context, agent models.Agent, p *models.P
 	if err != nil {
 		return nil, nil, err
 	}
-	var release func()
+	var slot string
 	if limits.ConcurrentWaits > 0 {
-		id, err := s.store.AcquireWait(ctx, agent.ID, limits.ConcurrentWaits, s.clock.Now(), min(max, MaxWait))
-		if err != nil {
+		if slot, err = s.store.AcquireWait(ctx, agent.ID, limits.ConcurrentWaits, s.clock.Now(), min(max, MaxWait)); err != nil {
 			return nil, nil, err
 		}
-		rctx := context.WithoutCancel(ctx)
-		release = func() {
-			if err := s.store.ReleaseWait(rctx, id); err != nil {
-				s.log.Warn("releasing a long-poll slot", "agent", agent.ID, "err", err)
-			}
-		}
 	}
-	return s.parkChange(ctx, p, max, release)
+	return s.parkChange(ctx, p, max, slot, agent.ID)
 }
 
 // admit is what each new proposal of an agent passes before it is made,
@@ -583,17 +599,12 @@ func (s *Service) AgentLimits(ctx context.Context, agent models.Agent) (models.L
 	return s.store.EffectiveLimits(ctx, agent.TenantID, agent.ID, s.limits)
 }
 
-// recheckAfter is how long a long-poll on p sleeps before it compares the
-// clock with p's own expiry again: until that expiry, but at most the
-// recheck interval (an injected clock does not move with real time).
-func (s *Service) recheckAfter(p *models.Proposal) time.Duration {
-	var at time.Time
-	switch {
-	case p.Status == models.StatusAwaitingConfirmation:
-		at = p.ExpiresAt
-	case p.Status == models.StatusConfirmed && p.Token != nil && p.Token.Status == models.TokenIssued:
-		at = p.Token.ExpiresAt
-	default:
+// recheckAfter is how long a long-poll sleeps before it compares the clock
+// with its proposal's own expiry (at, when due) again: until that expiry,
+// but at most the recheck interval (an injected clock does not move with
+// real time).
+func (s *Service) recheckAfter(at time.Time, due bool) time.Duration {
+	if !due {
 		return s.poll
 	}
 	return min(max(at.Sub(s.clock.Now()), time.Millisecond), s.poll)
