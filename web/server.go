@@ -243,11 +243,13 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	}
 	e.HTTPErrorHandler = errorHandler(logger, page)
 
-	// Outermost first: every response, including errors and recovered
-	// panics, gets a request id, nosniff, the security headers (CSP, no
+	// Outermost first: every request may be detached (a parked long-poll,
+	// answered after its handler returned; see package detach), and every
+	// response, including errors and recovered panics, gets a request id, nosniff, the security headers (CSP, no
 	// framing, no-store unless a handler allows caching) and an access-log
 	// line.
 	e.Use(
+		detachable(logger),
 		requestID(),
 		serverSpan(cfg.Tracer),
 		noSniff,
