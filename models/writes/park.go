@@ -74,15 +74,16 @@ func (pk *Parked) watch(p *models.Proposal) {
 	pk.at, pk.due = dueAt(p)
 }
 
-// abandon ends a long-poll that was never started, or is over: it leaves
-// the notifier and gives the slot back.
+// abandon ends a long-poll that was never started, or is over: it gives
+// the slot back and leaves the notifier (in that order, so that once
+// Service.Waiting no longer counts it, its slot is free).
 func (pk *Parked) abandon() {
-	pk.s.changes.unsubscribe(pk.k, pk.w, pk)
 	if pk.slot != "" {
 		if err := pk.s.store.ReleaseWait(pk.ctx, pk.slot); err != nil {
 			pk.s.log.Warn("releasing a long-poll slot", "agent", pk.agentID, "err", err)
 		}
 	}
+	pk.s.changes.unsubscribe(pk.k, pk.w, pk)
 }
 
 // Start lets the long-poll run: done is called exactly once, on a worker
