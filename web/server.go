@@ -51,7 +51,8 @@ type Config struct {
 	// the client, and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
 	// Drain, when set, refuses new requests with 503 once started, for a
-	// graceful shutdown (see Drain).
+	// graceful shutdown (see Drain), and answers parked long-polls at its
+	// End; without it they are answered at their deadline only.
 	Drain *Drain
 	// Metrics, when set, is served at GET /metrics; it does its own
 	// authentication.

@@ -137,8 +137,10 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 	}
 	defer func() {
 		cl.stop()
-		// The server notices the closed connections and lets go.
-		for deadline := time.Now().Add(time.Minute); srv.app.Protocol.Waiting() > 0 && time.Now().Before(deadline); {
+		// A parked long-poll does not watch its connection: those of the
+		// closed connections end at their deadline, as a client gone away
+		// is noticed only when the answer is written.
+		for deadline := time.Now().Add(writes.MaxWait + 10*time.Second); srv.app.Protocol.Waiting() > 0 && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
