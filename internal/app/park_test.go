@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,7 +19,11 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/store"
@@ -473,4 +478,64 @@ func TestParkedLongPollWakesAcrossInstances(t *testing.T) {
 			t.Fatalf("parked on one instance, approved on the other: %d %s", res.StatusCode, body)
 		}
 	})
+}
+
+// TestParkedLongPollSpanEndsWithItsAnswer: the server span of a parked
+// long-poll ends when its answer is written, with the status sent, and its
+// access-log line carries the span's trace.
+func TestParkedLongPollSpanEndsWithItsAnswer(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := &parkEnv{t: t, logs: &lockedBuffer{}}
+	e.s = serveApp(t, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), func(c *app.Config) {
+		c.Logger = slog.New(tracing.LogHandler(slog.NewJSONHandler(e.logs, nil)))
+		c.TracerProvider = tp
+	})
+	creds, err := e.s.app.SeedDemo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.key = creds.AgentKey
+	if e.agent, err = e.s.app.Protocol.AuthenticateAgent(context.Background(), creds.AgentKey); err != nil {
+		t.Fatal(err)
+	}
+
+	p := e.propose()
+	r := e.send(pollPath(p, 1), etagOf(p))
+	e.waiting(1)
+	serverSpans := func() []tracetest.SpanStub {
+		var out []tracetest.SpanStub
+		for _, s := range spans.GetSpans() {
+			if s.Name == "HTTP GET /api/v1/proposals/:id" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if got := serverSpans(); len(got) != 0 {
+		t.Fatalf("the server span of a parked long-poll ended before its answer: %v", got)
+	}
+	if res, _ := r.answer(); res.StatusCode != http.StatusNotModified {
+		t.Fatalf("status %d, want 304", res.StatusCode)
+	}
+	waitUntil(t, "the server span to end", func() bool { return len(serverSpans()) == 1 })
+	span := serverSpans()[0]
+	status := -1
+	for _, a := range span.Attributes {
+		if a.Key == "http.response.status_code" {
+			status = int(a.Value.AsInt64())
+		}
+	}
+	if status != http.StatusNotModified {
+		t.Errorf("span's status code %d, want 304", status)
+	}
+	var lines []map[string]any
+	waitUntil(t, "the access-log line", func() bool {
+		lines = e.accessLines("/api/v1/proposals/" + p.ID)
+		return len(lines) == 1
+	})
+	if got, want := lines[0]["trace_id"], span.SpanContext.TraceID().String(); got != want {
+		t.Errorf("access-log line's trace_id = %v, want the server span's %s (%v)", got, want, lines[0])
+	}
 }
