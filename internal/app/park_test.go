@@ -539,3 +539,27 @@ func TestParkedLongPollSpanEndsWithItsAnswer(t *testing.T) {
 		t.Errorf("access-log line's trace_id = %v, want the server span's %s (%v)", got, want, lines[0])
 	}
 }
+
+// TestLongPollWithABodyIsNotParked: a long-poll whose request has a body
+// is held the blocking way (closing a connection with its body unread
+// could reset it and lose the answer) and keeps its connection.
+func TestLongPollWithABodyIsNotParked(t *testing.T) {
+	e := newParkEnv(t, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), models.Limits{})
+	p := e.propose()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.s.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req, _ := http.NewRequest("GET", e.s.base+pollPath(p, 1), strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	req.Header.Set("If-None-Match", etagOf(p))
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	r := &rawPoll{t: t, conn: conn, req: req}
+	res, _ := r.answer()
+	if res.StatusCode != http.StatusNotModified || res.Close {
+		t.Errorf("a long-poll with a body: %d, Connection: close %v; want 304 on a kept connection", res.StatusCode, res.Close)
+	}
+}
