@@ -316,7 +316,12 @@ func TestParkedLongPollAnswers(t *testing.T) {
 			p      *models.Proposal
 			status float64
 		}{{p, 200}, {q, 304}} {
-			lines := e.accessLines("/api/v1/proposals/" + c.p.ID)
+			// The parked one's line follows its answer.
+			var lines []map[string]any
+			waitUntil(t, "two access-log lines (parked, blocking) for "+c.p.ID, func() bool {
+				lines = e.accessLines("/api/v1/proposals/" + c.p.ID)
+				return len(lines) >= 2
+			})
 			if len(lines) != 2 {
 				t.Fatalf("%d access-log lines for %s, want 2 (parked, blocking): %v", len(lines), c.p.ID, lines)
 			}
