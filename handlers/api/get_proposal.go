@@ -22,7 +22,9 @@ import (
 // If-None-Match names it gets 304. With ?wait=N (0..60 seconds) a request
 // that already has the current revision — through If-None-Match or
 // ?since=<revision> — is held until the proposal changes: 200 with the new
-// body as soon as it does, 304 when the wait elapses without a change.
+// body as soon as it does, 304 when the wait elapses without a change. Over
+// HTTP/1.x a held request is parked: its connection is taken over and
+// answered later, with Connection: close, holding no goroutine (see park).
 func (h *Handlers) GetProposal(c echo.Context) error {
 	agent, err := agentFrom(c)
 	if err != nil {
