@@ -64,8 +64,8 @@ func (h *Handlers) wait(c echo.Context, agent models.Agent, p *models.Proposal, 
 // Connection: close, and closes the connection. It reports false, having
 // done nothing, when the connection cannot be taken over: HTTP/2, a HEAD
 // request or one with a body, a server that does not support detached
-// requests (no detach.Request in the context) or a ResponseWriter that is
-// no http.Hijacker.
+// requests (no detach.Request with an ErrorResponse in the context) or a
+// ResponseWriter that is no http.Hijacker.
 //
 // While parked, a long-poll keeps only what its answer needs: not the
 // request, not the proposal (a 304 needs its ETag; a change brings a newer
@@ -82,7 +82,7 @@ func (h *Handlers) park(c echo.Context, pk *writes.Parked, agent models.Agent, p
 	// A request with a body is not parked either: the body would be left
 	// unread, and closing a connection with unread data resets it, which
 	// may lose the answer on its way.
-	if dr == nil || req.Method != http.MethodGet || req.ProtoMajor != 1 || req.ContentLength != 0 {
+	if dr == nil || dr.ErrorResponse == nil || req.Method != http.MethodGet || req.ProtoMajor != 1 || req.ContentLength != 0 {
 		return false
 	}
 	hdr := headerLines(c.Response().Header())
