@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -90,6 +92,30 @@ func errorHandler(logger *slog.Logger, page errorPage) echo.HTTPErrorHandler {
 				slog.String("request_id", rid), slog.String("err", werr.Error()))
 		}
 	}
+}
+
+// detachedError is errorHandler for an API request whose handler detached
+// it and met err afterwards: the same status, JSON body and Retry-After,
+// and the same log line for a 5xx.
+func detachedError(logger *slog.Logger, ctx context.Context, err error, h http.Header) (int, []byte) {
+	status, body := errorResponse(err)
+	if status >= 500 {
+		logger.LogAttrs(ctx, slog.LevelError, "request failed",
+			slog.String("request_id", h.Get(echo.HeaderXRequestID)),
+			slog.Int("status", status),
+			slog.String("code", string(body.Error.Code)),
+			slog.String("err", err.Error()),
+		)
+	}
+	if secs, ok := models.RetryAfter(err); ok {
+		h.Set(echo.HeaderRetryAfter, strconv.Itoa(secs))
+	}
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(body); err != nil {
+		return http.StatusInternalServerError, nil
+	}
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	return status, b.Bytes()
 }
 
 // errorPage renders the console's HTML error page.

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/web/detach"
 )
 
 // requestIDPattern is what we accept from a client's X-Request-Id (e.g. a
@@ -43,7 +44,9 @@ func noSniff(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // accessLog writes one structured line per request. It hands errors to the
-// error handler itself, so the line carries the status actually sent.
+// error handler itself, so the line carries the status actually sent; for a
+// detached request (a parked long-poll) the line is written when its answer
+// is, with that answer's status and size.
 func accessLog(logger *slog.Logger) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -53,21 +56,54 @@ func accessLog(logger *slog.Logger) echo.MiddlewareFunc {
 				c.Error(err)
 			}
 			req, res := c.Request(), c.Response()
-			level := slog.LevelInfo
-			if res.Status >= 500 {
-				level = slog.LevelError
+			dr := detach.FromContext(req.Context())
+			detached := dr != nil && dr.Detached()
+			ctx := req.Context()
+			if detached {
+				ctx = dr.Context()
 			}
-			logger.LogAttrs(req.Context(), level, "http request",
-				slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
-				slog.String("method", req.Method),
-				slog.String("path", req.URL.Path),
-				slog.String("route", c.Path()),
-				slog.Int("status", res.Status),
-				slog.Int64("bytes", res.Size),
-				slog.Duration("latency", time.Since(start)),
-				slog.String("remote_addr", req.RemoteAddr), // not X-Forwarded-For: clients can forge it
-			)
+			// The line may be written after the handler returned (detached):
+			// it keeps these, not c, which echo reuses.
+			rid, method, path, route := res.Header().Get(echo.HeaderXRequestID), req.Method, req.URL.Path, c.Path()
+			remote := req.RemoteAddr // not X-Forwarded-For: clients can forge it
+			line := func(status int, size int64) {
+				level := slog.LevelInfo
+				if status >= 500 {
+					level = slog.LevelError
+				}
+				logger.LogAttrs(ctx, level, "http request",
+					slog.String("request_id", rid),
+					slog.String("method", method),
+					slog.String("path", path),
+					slog.String("route", route),
+					slog.Int("status", status),
+					slog.Int64("bytes", size),
+					slog.Duration("latency", time.Since(start)),
+					slog.String("remote_addr", remote),
+				)
+			}
+			if detached {
+				dr.OnFinish(line)
+				return nil
+			}
+			line(res.Status, res.Size)
 			return nil
+		}
+	}
+}
+
+// detachable lets handlers detach their requests (see package detach),
+// answering errors after that as errorHandler does.
+func detachable(logger *slog.Logger) echo.MiddlewareFunc {
+	render := func(ctx context.Context, err error, h http.Header) (int, []byte) {
+		return detachedError(logger, ctx, err, h)
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			dr := &detach.Request{ErrorResponse: render}
+			c.SetRequest(req.WithContext(detach.NewContext(req.Context(), dr)))
+			return next(c)
 		}
 	}
 }

@@ -51,7 +51,8 @@ type Config struct {
 	// the client, and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
 	// Drain, when set, refuses new requests with 503 once started, for a
-	// graceful shutdown (see Drain).
+	// graceful shutdown (see Drain), and answers parked long-polls at its
+	// End; without it they are answered at their deadline only.
 	Drain *Drain
 	// Metrics, when set, is served at GET /metrics; it does its own
 	// authentication.
@@ -243,11 +244,13 @@ func NewServer(cfg Config, deps Deps) *echo.Echo {
 	}
 	e.HTTPErrorHandler = errorHandler(logger, page)
 
-	// Outermost first: every response, including errors and recovered
-	// panics, gets a request id, nosniff, the security headers (CSP, no
+	// Outermost first: every request may be detached (a parked long-poll,
+	// answered after its handler returned; see package detach), and every
+	// response, including errors and recovered panics, gets a request id, nosniff, the security headers (CSP, no
 	// framing, no-store unless a handler allows caching) and an access-log
 	// line.
 	e.Use(
+		detachable(logger),
 		requestID(),
 		serverSpan(cfg.Tracer),
 		noSniff,

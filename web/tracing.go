@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/countersign/countersign/internal/tracing"
+	"github.com/countersign/countersign/web/detach"
 )
 
 // serverSpan starts a server span for every request, continuing the
@@ -39,13 +40,21 @@ func serverSpan(tracer trace.Tracer) echo.MiddlewareFunc {
 					attribute.String("http.route", route),
 					attribute.String("countersign.request_id", rid),
 				))
-			defer span.End()
 			c.SetRequest(req.WithContext(ctx))
 			err := next(c)
-			status := c.Response().Status
-			span.SetAttributes(attribute.Int("http.response.status_code", status))
-			if status >= 500 {
-				span.SetStatus(codes.Error, fmt.Sprintf("HTTP %d", status))
+			end := func(status int, _ int64) {
+				span.SetAttributes(attribute.Int("http.response.status_code", status))
+				if status >= 500 {
+					span.SetStatus(codes.Error, fmt.Sprintf("HTTP %d", status))
+				}
+				span.End()
+			}
+			// A detached request (a parked long-poll) ends when its answer
+			// is written.
+			if dr := detach.FromContext(ctx); dr != nil && dr.Detached() {
+				dr.OnFinish(end)
+			} else {
+				end(c.Response().Status, 0)
 			}
 			return err
 		}

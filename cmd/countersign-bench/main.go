@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.SkipSQLite, "skip-sqlite", false, "measure only PostgreSQL (needs --pg)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.BoolVar(&cfg.SignIns, "sign-ins", true, "measure the peak memory of 50 concurrent sign-ins (default password costs)")
-	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile to `file` while the waiters are parked")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile to `file` while the waiters are parked, and `file`.base just before they are")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

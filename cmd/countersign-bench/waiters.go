@@ -58,6 +58,9 @@ func benchWaiters(ctx context.Context, cfg config, srv *server, rep *report) err
 		sample = append(sample, i*n/min(n, 100))
 	}
 	var m idleFigures
+	if cfg.MemProfile != "" {
+		baseProfile = cfg.MemProfile + ".base"
+	}
 	lat, calls, err := wake(ctx, srv, n, n, sample, func() error {
 		var err error
 		m, err = idle(n)
@@ -122,6 +125,11 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 		}
 		baseGoroutines = runtime.NumGoroutine()
 		runtime.ReadMemStats(&baseMem)
+		if baseProfile != "" {
+			if err := writeHeapProfile(baseProfile); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	cl, err := startWaiterClient(ctx, spec)
 	if err != nil {
@@ -129,8 +137,10 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 	}
 	defer func() {
 		cl.stop()
-		// The server notices the closed connections and lets go.
-		for deadline := time.Now().Add(time.Minute); srv.app.Protocol.Waiting() > 0 && time.Now().Before(deadline); {
+		// A parked long-poll does not watch its connection: those of the
+		// closed connections end at their deadline, as a client gone away
+		// is noticed only when the answer is written.
+		for deadline := time.Now().Add(writes.MaxWait + 10*time.Second); srv.app.Protocol.Waiting() > 0 && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
@@ -452,6 +462,9 @@ func idle(n int) (idleFigures, error) {
 // baseRSS and baseGoroutines are the process's RSS and goroutines just
 // before the waiters were started.
 var (
+	// baseProfile is where to write a heap profile with baseRSS, the base
+	// to compare the profile with the waiters parked against (pprof -base).
+	baseProfile    string
 	baseRSS        int64
 	baseGoroutines int
 	baseMem        runtime.MemStats

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -20,7 +22,9 @@ import (
 // If-None-Match names it gets 304. With ?wait=N (0..60 seconds) a request
 // that already has the current revision — through If-None-Match or
 // ?since=<revision> — is held until the proposal changes: 200 with the new
-// body as soon as it does, 304 when the wait elapses without a change.
+// body as soon as it does, 304 when the wait elapses without a change. Over
+// HTTP/1.x a held request is parked: its connection is taken over and
+// answered later, with Connection: close, holding no goroutine (see park).
 func (h *Handlers) GetProposal(c echo.Context) error {
 	agent, err := agentFrom(c)
 	if err != nil {
@@ -50,7 +54,11 @@ func (h *Handlers) GetProposal(c echo.Context) error {
 	if unchanged(p) && wait > 0 {
 		// When since names an older revision the proposal has already
 		// changed and unchanged is false: no wait.
-		p, err = h.p.AgentWait(ctx, agent, p, wait)
+		var parked bool
+		p, parked, err = h.wait(c, agent, p, wait, unchanged)
+		if parked {
+			return nil // answered later, on the connection taken over
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil // the agent went away; nobody to answer
@@ -58,12 +66,45 @@ func (h *Handlers) GetProposal(c echo.Context) error {
 			return err
 		}
 	}
-	c.Response().Header().Set("ETag", etag(p))
-	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
-	if unchanged(p) {
-		return c.NoContent(http.StatusNotModified)
+	_, pretty := c.QueryParams()["pretty"]
+	status, body, err := h.proposalAnswer(c.Response().Header(), p, agent, unchanged(p), pretty)
+	if err != nil {
+		return err
 	}
-	return c.JSON(http.StatusOK, newProposalJSON(p, agent, h.clock.Now()))
+	if status == http.StatusNotModified {
+		return c.NoContent(status)
+	}
+	return c.Blob(status, echo.MIMEApplicationJSON, body)
+}
+
+// proposalAnswer is GET's answer for p, in both the blocking and the parked
+// long-poll: 304 when the caller has p's revision (unchanged), else 200
+// with p as the agent sees it. It sets the ETag and Cache-Control on hdr,
+// and Content-Type when there is a body.
+func (h *Handlers) proposalAnswer(hdr http.Header, p *models.Proposal, agent models.Agent, unchanged, pretty bool) (int, []byte, error) {
+	if unchanged {
+		return notModified(hdr, etag(p)), nil, nil
+	}
+	hdr.Set("ETag", etag(p))
+	hdr.Set(echo.HeaderCacheControl, "no-store")
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	if pretty {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(newProposalJSON(p, agent, h.clock.Now())); err != nil {
+		return 0, nil, err
+	}
+	hdr.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	return http.StatusOK, b.Bytes(), nil
+}
+
+// notModified is the answer to a caller that has the revision whose ETag
+// is tag: 304 with that ETag.
+func notModified(hdr http.Header, tag string) int {
+	hdr.Set("ETag", tag)
+	hdr.Set(echo.HeaderCacheControl, "no-store")
+	return http.StatusNotModified
 }
 
 // waitParam parses ?wait=N: whole seconds 0..60, capped at writes.MaxWait.

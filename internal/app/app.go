@@ -462,10 +462,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	// Shutdown in two steps. First the server keeps listening but answers
 	// every new request 503 unavailable (nothing of it was looked at, so a
 	// retry is safe), while the requests in flight finish: they get
-	// ShutdownGrace, then their contexts end, which makes long-polls (held
-	// up to a minute) answer with the current state at once. Executions run
-	// detached from the request, so a write that reached the business system
-	// is not cut. Then the listener closes and idle connections with it.
+	// ShutdownGrace, then their contexts end and parked long-polls are
+	// stopped, which makes long-polls (held up to a minute) answer with the
+	// current state at once. Executions run detached from the request, so a
+	// write that reached the business system is not cut. Then the listener closes and idle connections with it.
 	reqs, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	hs.BaseContext = func(net.Listener) context.Context { return reqs }
@@ -480,7 +480,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	a.Drain.Start()
 	a.cfg.Logger.Info("shutting down: refusing new requests while those in flight finish",
 		"in_flight", a.Drain.InFlight())
-	grace := time.AfterFunc(ShutdownGrace, endRequests)
+	grace := time.AfterFunc(ShutdownGrace, func() {
+		endRequests()
+		a.Drain.End() // parked long-polls have no context to end
+	})
 	defer grace.Stop()
 	wctx, wcancel := context.WithTimeout(context.Background(), ShutdownGrace+10*time.Second)
 	defer wcancel()

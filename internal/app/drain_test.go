@@ -24,7 +24,7 @@ type served struct {
 	stop func() error
 }
 
-func serveApp(t *testing.T, db string) *served {
+func serveApp(t *testing.T, db string, mutate ...func(*app.Config)) *served {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -32,8 +32,12 @@ func serveApp(t *testing.T, db string) *served {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	a, err := app.Open(ctx, app.Config{DB: db, Addr: ln.Addr().String(), BaseURL: base,
-		Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond, PasswordHash: cheapPasswordHash})
+	cfg := app.Config{DB: db, Addr: ln.Addr().String(), BaseURL: base,
+		Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond, PasswordHash: cheapPasswordHash}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	a, err := app.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

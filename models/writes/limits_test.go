@@ -275,3 +275,85 @@ func TestLimitOverrides(t *testing.T) {
 		wantCode(t, err, models.EInvalidRequest)
 	})
 }
+
+// TestAgentParkCallsBackOnce: a long-poll handed out by AgentPark holds
+// the agent's slot until it ends, calls back exactly once (nil when
+// stopped without a change, the new revision at a change), gives the slot
+// back before it calls, and is not handed out at all for a proposal that
+// changed since it was loaded.
+func TestAgentParkCallsBackOnce(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		svc := e.services(models.Limits{ConcurrentWaits: 1})[0]
+		held := func() int {
+			var n int
+			if err := e.store.DB().QueryRowContext(e.ctx, "SELECT COUNT(*) FROM agent_waits WHERE agent_id = $1", e.agent.ID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		type result struct {
+			p    *models.Proposal
+			err  error
+			held int
+		}
+		park := func(p *models.Proposal) (*writes.Parked, chan result) {
+			pk, q, err := svc.AgentPark(e.ctx, e.agent, p, writes.MaxWait)
+			if err != nil || pk == nil || q != nil {
+				t.Fatalf("AgentPark on an unchanged proposal: %v, %+v, %v", pk, q, err)
+			}
+			if got := held(); got != 1 {
+				t.Fatalf("%d slots held while parked, want 1", got)
+			}
+			if _, _, err := svc.AgentPark(e.ctx, e.agent, p, writes.MaxWait); !models.IsCode(err, models.ERateLimited) {
+				t.Fatalf("a second long-poll over the limit of one: %v, want rate_limited", err)
+			}
+			out := make(chan result, 2)
+			pk.Start(e.ctx, func(p *models.Proposal, err error) { out <- result{p, err, held()} })
+			return pk, out
+		}
+		once := func(out chan result) result {
+			t.Helper()
+			r := <-out
+			select {
+			case again := <-out:
+				t.Fatalf("called back twice: %+v, then %+v", r, again)
+			case <-time.After(200 * time.Millisecond):
+			}
+			return r
+		}
+
+		p := e.propose("ord_1001", 100)
+		pk, out := park(p)
+		pk.Stop()
+		pk.Stop()
+		if r := once(out); r.p != nil || r.err != nil || r.held != 0 {
+			t.Fatalf("stopped: %+v, %v with %d slots held; want nil, nil, 0", r.p, r.err, r.held)
+		}
+
+		pk, out = park(p)
+		if _, err := svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
+			t.Fatal(err)
+		}
+		r := once(out)
+		if r.err != nil || r.p == nil || r.p.Status != models.StatusConfirmed || r.held != 0 {
+			t.Fatalf("at the decision: %+v, %v with %d slots held", r.p, r.err, r.held)
+		}
+		pk.Stop() // over already: no second call
+		select {
+		case again := <-out:
+			t.Fatalf("Stop after the end called back again: %+v", again)
+		case <-time.After(200 * time.Millisecond):
+		}
+
+		// p (as loaded before the decision) changed: no long-poll.
+		pk, q, err := svc.AgentPark(e.ctx, e.agent, p, writes.MaxWait)
+		if err != nil || pk != nil || q == nil || q.Status != models.StatusConfirmed {
+			t.Fatalf("AgentPark on a proposal that changed: %v, %+v, %v; want the new revision", pk, q, err)
+		}
+		if got := held(); got != 0 {
+			t.Errorf("%d slots held after a long-poll that did not begin", got)
+		}
+	})
+}

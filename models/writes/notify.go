@@ -9,6 +9,9 @@ import (
 // notifier fans proposal changes out to the long-polls and live lists of
 // this process. Changes made by other instances reach it through the
 // database's change notifications (see Service.Listen).
+//
+// A long-poll is not a goroutine here: it is a waker the notifier calls
+// back, which costs a few hundred bytes while it waits (see Parked).
 type notifier struct {
 	mu    sync.Mutex
 	waits map[ref]*waiters
@@ -20,24 +23,33 @@ type notifier struct {
 // ref names one proposal of one tenant.
 type ref struct{ tenant, id string }
 
-// waiters share one channel per proposal, closed at its next change; n
-// counts them so that the entry goes when the last one leaves.
+// A waker is told once, by a call of wake with the group it was in, that
+// its proposal changed. wake is called with the notifier's lock held: it
+// must only take note and return, never call back into the notifier.
+type waker interface {
+	wake(w *waiters)
+}
+
+// waiters are the wakers of one proposal until its next change; at that
+// change the group leaves the notifier whole, and every member is woken.
 //
-// Once ch is closed, the waiters it woke share one load of the proposal:
-// the first to ask loads it, the others wait for that load and get the
-// same result. The load starts after the close, which comes after the
-// change was committed, so it sees the change; a thousand waiters on one
-// proposal cost one read, not a thousand.
+// The members a change woke share one load of the proposal: the first to
+// ask loads it, the others wait for that load and get the same result. The
+// load starts after the wake, which comes after the change was committed,
+// so it sees the change; a thousand waiters on one proposal cost one read,
+// not a thousand.
 type waiters struct {
-	ch   chan struct{}
-	n    int
+	// one is a member; more holds the others, made only for a second
+	// (most proposals have one long-poll at most).
+	one  waker
+	more map[waker]struct{}
 	once sync.Once
 	p    *models.Proposal
 	err  error
 }
 
 // reload returns the proposal as load returns it, loading it once for all
-// the waiters of w. Call it only after w.ch was closed.
+// the members of w. Call it only after w's members were woken.
 func (w *waiters) reload(load func() (*models.Proposal, error)) (*models.Proposal, error) {
 	w.once.Do(func() { w.p, w.err = load() })
 	return w.p, w.err
@@ -47,26 +59,40 @@ func newNotifier() *notifier {
 	return &notifier{waits: map[ref]*waiters{}, tenants: map[string]chan struct{}{}}
 }
 
-// wait returns the waiters of the tenant's proposal id, whose channel is
-// closed at its next change, and a release the caller must call when it
-// stops waiting.
-func (n *notifier) wait(tenant, id string) (*waiters, func()) {
+// subscribe adds m to the waiters of the proposal k and returns the group,
+// which the caller hands back to unsubscribe when it stops waiting.
+func (n *notifier) subscribe(k ref, m waker) *waiters {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	k := ref{tenant, id}
 	w, ok := n.waits[k]
 	if !ok {
-		w = &waiters{ch: make(chan struct{})}
+		w = &waiters{}
 		n.waits[k] = w
 	}
-	w.n++
-	return w, func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		w.n--
-		if w.n == 0 && n.waits[k] == w {
-			delete(n.waits, k)
-		}
+	switch {
+	case w.one == nil:
+		w.one = m
+	case w.more == nil:
+		w.more = map[waker]struct{}{m: {}}
+	default:
+		w.more[m] = struct{}{}
+	}
+	return w
+}
+
+// unsubscribe removes m from w, and w from the notifier when it was the
+// last member. A group a change already woke is no longer in the notifier;
+// leaving it changes nothing there.
+func (n *notifier) unsubscribe(k ref, w *waiters, m waker) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if w.one == m {
+		w.one = nil
+	} else {
+		delete(w.more, m)
+	}
+	if w.len() == 0 && n.waits[k] == w {
+		delete(n.waits, k)
 	}
 }
 
@@ -88,9 +114,10 @@ func (n *notifier) waitTenant(tenant string) <-chan struct{} {
 func (n *notifier) notify(tenant, id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if w, ok := n.waits[ref{tenant, id}]; ok {
-		close(w.ch)
-		delete(n.waits, ref{tenant, id})
+	k := ref{tenant, id}
+	if w, ok := n.waits[k]; ok {
+		delete(n.waits, k)
+		w.wakeAll()
 	}
 	if ch, ok := n.tenants[tenant]; ok {
 		close(ch)
@@ -98,15 +125,33 @@ func (n *notifier) notify(tenant, id string) {
 	}
 }
 
-// wakeAll wakes every waiter and listener once, so that each looks at the
-// database again: after changes may have been missed (the notification
+// wakeAll wakes every member of w; the notifier's lock is held.
+func (w *waiters) wakeAll() {
+	if w.one != nil {
+		w.one.wake(w)
+	}
+	for m := range w.more {
+		m.wake(w)
+	}
+}
+
+// len is how many members w has; the notifier's lock is held.
+func (w *waiters) len() int {
+	if w.one != nil {
+		return 1 + len(w.more)
+	}
+	return len(w.more)
+}
+
+// wakeEveryone wakes every waiter and listener once, so that each looks at
+// the database again: after changes may have been missed (the notification
 // connection was lost).
-func (n *notifier) wakeAll() {
+func (n *notifier) wakeEveryone() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for k, w := range n.waits {
-		close(w.ch)
 		delete(n.waits, k)
+		w.wakeAll()
 	}
 	for t, ch := range n.tenants {
 		close(ch)
@@ -120,7 +165,7 @@ func (n *notifier) waiting() int {
 	defer n.mu.Unlock()
 	total := 0
 	for _, w := range n.waits {
-		total += w.n
+		total += w.len()
 	}
 	return total
 }

@@ -114,6 +114,7 @@ type Service struct {
 	// other instances'.
 	instance string
 	changes  *notifier
+	wakeups  *wakeups
 	limits   models.Limits
 	// installation is this installation's id, part of every downstream
 	// idempotency key.
@@ -137,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{store: cfg.Store, reg: cfg.Registry, tokens: cfg.Tokens, adapters: cfg.Adapters,
-		clock: cfg.Clock, log: cfg.Logger, margin: cfg.LeaseMargin, poll: cfg.PollInterval, changes: newNotifier(),
+		clock: cfg.Clock, log: cfg.Logger, margin: cfg.LeaseMargin, poll: cfg.PollInterval, changes: newNotifier(), wakeups: newWakeups(),
 		limits: cfg.Limits, observer: cfg.Observer, tracer: cfg.Tracer}
 	if s.tracer == nil {
 		s.tracer = noop.NewTracerProvider().Tracer("")
@@ -449,15 +450,27 @@ func (s *Service) AgentList(ctx context.Context, agent models.Agent, q ListQuery
 
 // due reports whether p has something to expire at now.
 func (s *Service) due(p *models.Proposal, now time.Time) bool {
+	at, ok := dueAt(p)
+	return ok && !now.Before(at)
+}
+
+// dueAt is when p has something to expire, if it ever has: its window
+// while it awaits a decision, its token's lifetime while the token is
+// unused (confirmed) or may be used again (failed_retryable).
+func dueAt(p *models.Proposal) (time.Time, bool) {
 	switch p.Status {
 	case models.StatusAwaitingConfirmation:
-		return p.Expired(now)
+		return p.ExpiresAt, true
 	case models.StatusConfirmed:
-		return p.Token != nil && p.Token.Status == models.TokenIssued && !now.Before(p.Token.ExpiresAt)
+		if p.Token != nil && p.Token.Status == models.TokenIssued {
+			return p.Token.ExpiresAt, true
+		}
 	case models.StatusFailedRetryable:
-		return p.Token != nil && !now.Before(p.Token.ExpiresAt)
+		if p.Token != nil {
+			return p.Token.ExpiresAt, true
+		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // Wait returns the proposal as soon as its revision differs from
@@ -469,13 +482,24 @@ func (s *Service) due(p *models.Proposal, now time.Time) bool {
 func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision int64, max time.Duration) (*models.Proposal, error) {
 	// Subscribe before looking, so that a change between the look and the
 	// wait still wakes us.
-	w, release := s.changes.wait(tenantID, id)
+	pk := s.park(ctx, tenantID, id, max, "", "")
 	p, err := s.Get(ctx, tenantID, id)
 	if err != nil || p.Revision != sinceRevision {
-		release()
+		pk.abandon()
 		return p, err
 	}
-	return s.sleep(ctx, p, w, release, max)
+	pk.watch(p)
+	return waitOn(ctx, pk, p)
+}
+
+// waitOn waits on pk, the long-poll on p: it returns the newer revision of
+// p, or p when there is none.
+func waitOn(ctx context.Context, pk *Parked, p *models.Proposal) (*models.Proposal, error) {
+	q, err := pk.Wait(ctx)
+	if q == nil && err == nil {
+		return p, nil
+	}
+	return q, err
 }
 
 // WaitChange is Wait for a caller that has just loaded p (e.g. to answer a
@@ -483,16 +507,30 @@ func (s *Service) Wait(ctx context.Context, tenantID, id string, sinceRevision i
 // one, or p when max (capped at MaxWait) elapsed or ctx ended. It reads only
 // p's revision before it waits, to see a change made since p was loaded.
 func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
-	w, release := s.changes.wait(p.TenantID, p.ID)
+	pk, q, err := s.parkChange(ctx, p, max, "", "")
+	if pk == nil {
+		return q, err
+	}
+	return waitOn(ctx, pk, p)
+}
+
+// parkChange subscribes a long-poll on p and returns it, unstarted, unless
+// p changed since it was loaded: then it returns the newer revision. The
+// agent's slot is given back when the long-poll ends, or at once when it
+// does not begin.
+func (s *Service) parkChange(ctx context.Context, p *models.Proposal, max time.Duration, slot, agentID string) (*Parked, *models.Proposal, error) {
+	pk := s.park(ctx, p.TenantID, p.ID, max, slot, agentID)
 	rev, _, err := s.store.ProposalRevision(ctx, p.TenantID, p.ID)
 	if err != nil || rev != p.Revision {
-		release()
+		pk.abandon()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return s.Get(ctx, p.TenantID, p.ID)
+		q, err := s.Get(ctx, p.TenantID, p.ID)
+		return nil, q, err
 	}
-	return s.sleep(ctx, p, w, release, max)
+	pk.watch(p)
+	return pk, nil, nil
 }
 
 // AgentWait is WaitChange on behalf of an agent, within the agent's limit of
@@ -500,25 +538,34 @@ func (s *Service) WaitChange(ctx context.Context, p *models.Proposal, max time.D
 // database. Errors: ERateLimited when the agent already holds as many as
 // its limit allows, and those of WaitChange.
 func (s *Service) AgentWait(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*models.Proposal, error) {
+	pk, q, err := s.AgentPark(ctx, agent, p, max)
+	if pk == nil {
+		return q, err
+	}
+	return waitOn(ctx, pk, p)
+}
+
+// AgentPark begins AgentWait without holding the caller: it takes the
+// agent's long-poll slot and returns the long-poll on p, not yet started
+// (see Parked: Start it, or Wait on it; either gives nil, not p, when p
+// stays unchanged), or, when p already changed since it was loaded, no
+// long-poll and the newer revision. The slot is given
+// back when the long-poll ends. Errors: those of AgentWait.
+func (s *Service) AgentPark(ctx context.Context, agent models.Agent, p *models.Proposal, max time.Duration) (*Parked, *models.Proposal, error) {
 	if p.TenantID != agent.TenantID {
-		return nil, models.Errorf(models.ENotFound, "no proposal %q", p.ID)
+		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", p.ID)
 	}
 	limits, err := s.AgentLimits(ctx, agent)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var slot string
 	if limits.ConcurrentWaits > 0 {
-		id, err := s.store.AcquireWait(ctx, agent.ID, limits.ConcurrentWaits, s.clock.Now(), min(max, MaxWait))
-		if err != nil {
-			return nil, err
+		if slot, err = s.store.AcquireWait(ctx, agent.ID, limits.ConcurrentWaits, s.clock.Now(), min(max, MaxWait)); err != nil {
+			return nil, nil, err
 		}
-		defer func() {
-			if err := s.store.ReleaseWait(context.WithoutCancel(ctx), id); err != nil {
-				s.log.Warn("releasing a long-poll slot", "agent", agent.ID, "err", err)
-			}
-		}()
 	}
-	return s.WaitChange(ctx, p, max)
+	return s.parkChange(ctx, p, max, slot, agent.ID)
 }
 
 // admit is what each new proposal of an agent passes before it is made,
@@ -552,78 +599,12 @@ func (s *Service) AgentLimits(ctx context.Context, agent models.Agent) (models.L
 	return s.store.EffectiveLimits(ctx, agent.TenantID, agent.ID, s.limits)
 }
 
-// sleep holds a long-poll on p until w's channel is closed and the
-// proposal has a new revision, p falls due for expiry, max elapses or ctx
-// ends. release ends the subscription w. One timer serves both the
-// deadline and the expiry re-check.
-func (s *Service) sleep(ctx context.Context, p *models.Proposal, w *waiters, release func(),
-	max time.Duration) (*models.Proposal, error) {
-	defer func() { release() }()
-	if max > MaxWait {
-		max = MaxWait
-	}
-	end := time.Now().Add(max)
-	timer := time.NewTimer(min(max, s.recheckAfter(p)))
-	defer timer.Stop()
-	for {
-		woken := false
-		select {
-		case <-w.ch:
-			woken = true
-		case <-timer.C:
-			left := time.Until(end)
-			if left <= 0 {
-				return p, nil
-			}
-			if !s.due(p, s.clock.Now()) {
-				// No database read: nothing can have changed unseen.
-				timer.Reset(min(left, s.recheckAfter(p)))
-				continue
-			}
-		case <-ctx.Done():
-			return p, nil
-		}
-		// Subscribe again before loading, for the same reason as in Wait.
-		prev := w
-		release()
-		w, release = s.changes.wait(p.TenantID, p.ID)
-		if woken {
-			// The waiters woken with us share one load that began after
-			// the change was committed.
-			q, err := prev.reload(func() (*models.Proposal, error) {
-				return s.Get(context.WithoutCancel(ctx), p.TenantID, p.ID)
-			})
-			if err != nil || q.Revision != p.Revision {
-				return q, err
-			}
-			// Woken without a new revision (all waiters are woken after
-			// a lost notification connection): the shared load may have
-			// begun before our new subscription, so look once more.
-		}
-		q, err := s.Get(ctx, p.TenantID, p.ID)
-		if err != nil || q.Revision != p.Revision {
-			return q, err
-		}
-		p = q
-		left := time.Until(end)
-		if left <= 0 {
-			return p, nil
-		}
-		timer.Reset(min(left, s.recheckAfter(p)))
-	}
-}
-
-// recheckAfter is how long a long-poll on p sleeps before it compares the
-// clock with p's own expiry again: until that expiry, but at most the
-// recheck interval (an injected clock does not move with real time).
-func (s *Service) recheckAfter(p *models.Proposal) time.Duration {
-	var at time.Time
-	switch {
-	case p.Status == models.StatusAwaitingConfirmation:
-		at = p.ExpiresAt
-	case p.Status == models.StatusConfirmed && p.Token != nil && p.Token.Status == models.TokenIssued:
-		at = p.Token.ExpiresAt
-	default:
+// recheckAfter is how long a long-poll sleeps before it compares the clock
+// with its proposal's own expiry (at, when due) again: until that expiry,
+// but at most the recheck interval (an injected clock does not move with
+// real time).
+func (s *Service) recheckAfter(at time.Time, due bool) time.Duration {
+	if !due {
 		return s.poll
 	}
 	return min(max(at.Sub(s.clock.Now()), time.Millisecond), s.poll)
@@ -660,7 +641,7 @@ func (s *Service) Listen(ctx context.Context) {
 		listening := false
 		err := s.store.ListenChanges(ctx, func() {
 			listening = true
-			s.changes.wakeAll()
+			s.changes.wakeEveryone()
 		}, func(c store.Change) {
 			if c.Source != s.instance {
 				s.changes.notify(c.TenantID, c.ID)
