@@ -49,7 +49,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(dir, "c.db"), ToolsFile: tools, PasswordHash: cheapPasswordHash,
-		Addr: ln.Addr().String(), BaseURL: "http://" + ln.Addr().String(), LeaseMargin: 500 * time.Millisecond,
+		Addr: ln.Addr().String(), BaseURL: "http://" + ln.Addr().String(), LeaseMargin: 2 * time.Second,
 		Getenv: func(k string) string {
 			if k == "BIZ_SECRET" {
 				return secret
