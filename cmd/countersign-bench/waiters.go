@@ -135,11 +135,19 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 	if err != nil {
 		return nil, nil, err
 	}
+	approved := make(map[int]time.Time, len(approve))
 	defer func() {
 		cl.stop()
-		// A parked long-poll does not watch its connection: those of the
-		// closed connections end at their deadline, as a client gone away
-		// is noticed only when the answer is written.
+		// A parked long-poll does not watch its connection: a client gone
+		// away is noticed only when its answer is written, at the
+		// proposal's next change or the wait's deadline. The proposals
+		// nobody approved are withdrawn, which answers (and ends) their
+		// long-polls now rather than at the deadline.
+		for j, p := range props {
+			if _, ok := approved[j]; !ok {
+				_, _ = srv.app.Protocol.Cancel(context.WithoutCancel(ctx), srv.agent, p.ID)
+			}
+		}
 		for deadline := time.Now().Add(writes.MaxWait + 10*time.Second); srv.app.Protocol.Waiting() > 0 && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -155,7 +163,6 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 			return nil, nil, err
 		}
 	}
-	approved := make(map[int]time.Time, len(approve))
 	want := 0
 	for _, j := range approve {
 		want += n / k
