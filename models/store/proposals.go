@@ -60,6 +60,19 @@ const proposalCols = `p.id, p.tenant_id, p.agent_id, p.tool, p.arguments, p.args
  p.allow_self_approval, p.policy_version, p.request_key, p.context, p.problems, p.kind, p.mandate_id, p.mandate_note,
  p.effect, p.effect_digest, p.status, p.revision, p.created_at, p.expires_at, p.updated_at`
 
+// insertProposalSQL inserts a proposal row unless it conflicts on a unique
+// key (an agent's request key).
+var insertProposalSQL = "INSERT INTO proposals (" + strings.ReplaceAll(proposalCols, "p.", "") + ") VALUES (" +
+	placeholders(1, 32) + ") ON CONFLICT DO NOTHING"
+
+// values returns the fields of proposalCols, in its order.
+func (r *proposalRow) values() []any {
+	return []any{r.ID, r.TenantID, r.AgentID, r.Tool, r.Arguments, r.ArgsDigest, r.Preview, r.Resource, r.ResourceSet,
+		r.ResourceSetDigest, r.ResourceCount, r.ResourceLabel, r.StateVersion, r.RiskTier, r.Confirmation, r.Quorum, r.TTLMs,
+		r.AllowSelfApproval, r.PolicyVersion, r.RequestKey, r.Context, r.Problems, r.Kind, r.MandateID, r.MandateNote,
+		r.Effect, r.EffectDigest, r.Status, r.Revision, r.CreatedAt, r.ExpiresAt, r.UpdatedAt}
+}
+
 // fields returns pointers to the fields of proposalCols, in its order.
 func (r *proposalRow) fields() []any {
 	return []any{&r.ID, &r.TenantID, &r.AgentID, &r.Tool, &r.Arguments, &r.ArgsDigest, &r.Preview, &r.Resource, &r.ResourceSet,
@@ -176,8 +189,9 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 				return err
 			}
 		}
-		ok, err := insertOnce(tx, &row)
-		if err != nil || !ok {
+		qctx, c := raw(tx)
+		n, err := execCount(qctx, c, insertProposalSQL, row.values()...)
+		if err != nil || n == 0 {
 			return err
 		}
 		inserted = true
