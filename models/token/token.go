@@ -199,33 +199,18 @@ func (s *Service) Sign(ctx context.Context, c models.Claims) (compact, kid strin
 // once, in case another instance rotated; a store error then is EUnavailable,
 // and malformed key material in the store is EInternal.
 func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, error) {
-	kid, payload, err := parseCompact(compact)
+	j, err := splitTyped(compact, tokenType)
 	if err != nil {
 		return models.Claims{}, err
 	}
-
-	pub, err := s.publicKey(ctx, kid)
+	pub, err := s.publicKey(ctx, j.kid)
 	if err != nil {
 		return models.Claims{}, err
 	}
-
-	jws, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.EdDSA})
-	if err != nil {
-		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+	if err := j.verify(pub); err != nil {
+		return models.Claims{}, err
 	}
-	if len(jws.Signatures) != 1 || jws.Signatures[0].Header.KeyID != kid {
-		// Our own parse and go-jose's must agree on what was signed by whom.
-		return models.Claims{}, models.Errorf(models.EInvalidSignature, msgMalformed)
-	}
-	verified, err := jws.Verify(pub)
-	if err != nil {
-		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgSignature)
-	}
-	if !bytes.Equal(verified, payload) {
-		return models.Claims{}, models.Errorf(models.EInvalidSignature, msgMalformed)
-	}
-
-	c, err := decodeClaims(verified)
+	c, err := decodeClaims(j.payload)
 	if err != nil {
 		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgClaims)
 	}
@@ -448,29 +433,70 @@ func parseCompact(compact string) (kid string, payload []byte, err error) {
 
 // parseTyped is parseCompact for a JWS whose header must carry typ.
 func parseTyped(compact, typ string) (kid string, payload []byte, err error) {
+	j, err := splitTyped(compact, typ)
+	return j.kid, j.payload, err
+}
+
+// compactJWS is a compact JWS as splitTyped checked it: its header was
+// exactly {alg: EdDSA, kid, typ}, each segment strict base64url.
+type compactJWS struct {
+	kid     string
+	payload []byte
+	// signed is the JWS signing input exactly as presented: the header
+	// and payload segments joined by a dot.
+	signed string
+	sig    []byte
+}
+
+// splitTyped checks the form of a compact JWS of type typ and splits it:
+// three non-empty strict base64url segments, a header of exactly alg
+// (EdDSA), kid and typ (typ as given; nothing else, so no "crit" either)
+// and an Ed25519-sized signature. It does not verify the signature (see
+// compactJWS.verify). EInvalidSignature for anything else.
+func splitTyped(compact, typ string) (compactJWS, error) {
 	if compact == "" {
-		return "", nil, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
 	}
 	if len(compact) > maxTokenLen {
-		return "", nil, models.Errorf(models.EInvalidSignature, msgMalformed)
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
 	}
-	parts := strings.Split(compact, ".")
-	if len(parts) != 3 {
-		return "", nil, models.Errorf(models.EInvalidSignature, msgMalformed)
+	h, rest, ok := strings.Cut(compact, ".")
+	if !ok {
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
 	}
 	var raw [3][]byte
-	for i, p := range parts {
-		if raw[i], err = decodeSegment(p); err != nil {
-			return "", nil, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+	for i, seg := range [3]string{h, p, sig} {
+		var err error
+		if raw[i], err = decodeSegment(seg); err != nil {
+			return compactJWS{}, models.Wrap(models.EInvalidSignature, err, msgMalformed)
 		}
 	}
-	if kid, err = checkHeader(raw[0], typ); err != nil {
-		return "", nil, err
+	kid, err := checkHeader(raw[0], typ)
+	if err != nil {
+		return compactJWS{}, err
 	}
 	if len(raw[2]) != ed25519.SignatureSize {
-		return "", nil, models.Errorf(models.EInvalidSignature, msgSignature)
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgSignature)
 	}
-	return kid, raw[1], nil
+	return compactJWS{kid: kid, payload: raw[1], signed: compact[:len(h)+1+len(p)], sig: raw[2]}, nil
+}
+
+// verify checks the Ed25519 signature over the signing input as presented
+// (RFC 7515 section 5.2: the ASCII of the first two segments).
+// EInvalidSignature when it does not verify or pub is not an Ed25519
+// public key.
+func (j compactJWS) verify(pub ed25519.PublicKey) error {
+	if len(pub) != ed25519.PublicKeySize {
+		return models.Errorf(models.EInvalidSignature, msgSignature)
+	}
+	if !ed25519.Verify(pub, []byte(j.signed), j.sig) {
+		return models.Errorf(models.EInvalidSignature, msgSignature)
+	}
+	return nil
 }
 
 // strictB64 rejects non-zero padding bits; the alphabet check in

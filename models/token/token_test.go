@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -487,7 +489,12 @@ func TestTampering(t *testing.T) {
 		"claims invalid UTF-8":         craft(priv, header, []byte("{\"sub\":\"agent_\xff\"}")),
 		"claims oversized":             craft(priv, header, []byte(`{"policy":"`+strings.Repeat("a", 40<<10)+`"}`)),
 		"signature from another token": h + "." + p + "." + strings.Split(craft(priv, header, []byte(`{}`)), ".")[2],
-		"payload from another token":   h + "." + strings.Split(craft(priv, header, []byte(`{}`)), ".")[1] + "." + sig,
+		// The same signature with S replaced by S + L (the group order):
+		// RFC 8032 requires S < L, else signatures would be malleable.
+		"signature S + L":                  h + "." + p + "." + b64(malleate(t, unb64(t, sig))),
+		"signature all zero":               h + "." + p + "." + b64(make([]byte, ed25519.SignatureSize)),
+		"signature over re-encoded header": b64([]byte(header+" ")) + "." + p + "." + sig,
+		"payload from another token":       h + "." + strings.Split(craft(priv, header, []byte(`{}`)), ".")[1] + "." + sig,
 		// Structure.
 		"empty string":              "",
 		"only dots":                 "..",
@@ -607,6 +614,26 @@ func TestTampering(t *testing.T) {
 			t.Fatalf("control %s does not verify under its own key: %v", c.name, err)
 		}
 	}
+}
+
+// malleate returns an Ed25519 signature with its S (the second half,
+// little-endian) increased by the group order L.
+func malleate(t *testing.T, sig []byte) []byte {
+	t.Helper()
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	le := func(b []byte) []byte {
+		out := bytes.Clone(b)
+		slices.Reverse(out)
+		return out
+	}
+	sv := new(big.Int).SetBytes(le(sig[32:]))
+	sv.Add(sv, l)
+	if sv.BitLen() > 256 {
+		t.Fatal("S + L does not fit 32 bytes")
+	}
+	out := bytes.Clone(sig)
+	copy(out[32:], le(sv.FillBytes(make([]byte, 32))))
+	return out
 }
 
 func pad(seg string) string {
@@ -1152,5 +1179,23 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if got, want := len(store.Keys()), 6; got != want {
 		t.Errorf("%d keys, want %d", got, want)
+	}
+}
+
+// TestVerifyWithKeyOfWrongSize checks that a verifying key of the wrong
+// size (a truncated or padded JWKS entry handed in by a caller) refuses the
+// document instead of panicking or verifying it.
+func TestVerifyWithKeyOfWrongSize(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	doc := craft(priv, `{"alg":"EdDSA","kid":"k_pub","typ":"`+token.TypeReceipt+`"}`, []byte(`{"jti":"j"}`))
+	if _, err := token.VerifyWithKey(token.TypeReceipt, doc, pub); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	for _, key := range []ed25519.PublicKey{nil, pub[:31], append(bytes.Clone(pub), 0)} {
+		if _, err := token.VerifyWithKey(token.TypeReceipt, doc, key); err == nil {
+			t.Errorf("verified with a %d-byte key", len(key))
+		} else {
+			wantInvalid(t, err)
+		}
 	}
 }
