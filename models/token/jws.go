@@ -3,6 +3,7 @@ package token
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 
@@ -39,7 +40,10 @@ func (s *Service) SignDocument(ctx context.Context, typ string, payload []byte) 
 
 // signActive signs payload with the active key under the JWS type typ and
 // returns the compact JWS and the key id: the one signing step of tokens,
-// receipts and checkpoints. EInternal when there is no active private key.
+// receipts and checkpoints. The protected header is exactly
+// {"alg":"EdDSA","kid":…,"typ":…} in that order, and the signature is
+// Ed25519 over the signing input (RFC 7515 5.1). EInternal when there is
+// no active private key.
 func (s *Service) signActive(ctx context.Context, typ jose.ContentType, payload []byte) (compact, kid string, err error) {
 	if s.neverLoaded() {
 		if err := s.reload(ctx); err != nil {
@@ -52,25 +56,26 @@ func (s *Service) signActive(ctx context.Context, typ jose.ContentType, payload 
 	if !ok {
 		return "", "", models.Errorf(models.EInternal, "no active signing key")
 	}
-	if k.Private == nil {
+	if len(k.Private) != ed25519.PrivateKeySize {
 		return "", "", models.Errorf(models.EInternal, "active signing key %s has no private half", k.ID)
 	}
-	signer, err := jose.NewSigner(
-		jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: k.Private, KeyID: k.ID}},
-		(&jose.SignerOptions{}).WithType(typ),
-	)
+	header, err := json.Marshal(struct {
+		Alg string `json:"alg"`
+		Kid string `json:"kid"`
+		Typ string `json:"typ"`
+	}{string(jose.EdDSA), k.ID, string(typ)})
 	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "signer cannot be created")
+		return "", "", models.Wrap(models.EInternal, err, "header cannot be encoded")
 	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "payload cannot be signed")
-	}
-	compact, err = jws.CompactSerialize()
-	if err != nil {
-		return "", "", models.Wrap(models.EInternal, err, "signature cannot be serialized")
-	}
-	return compact, k.ID, nil
+	enc := base64.RawURLEncoding
+	buf := make([]byte, 0, enc.EncodedLen(len(header))+1+enc.EncodedLen(len(payload))+1+enc.EncodedLen(ed25519.SignatureSize))
+	buf = enc.AppendEncode(buf, header)
+	buf = append(buf, '.')
+	buf = enc.AppendEncode(buf, payload)
+	sig := ed25519.Sign(k.Private, buf)
+	buf = append(buf, '.')
+	buf = enc.AppendEncode(buf, sig)
+	return string(buf), k.ID, nil
 }
 
 // VerifyDocument checks a compact JWS of type typ against one of our keys
