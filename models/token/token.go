@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -603,40 +602,60 @@ func decodeClaims(payload []byte) (models.Claims, error) {
 // objectFields parses doc as exactly one JSON object and returns its members,
 // refusing duplicate names and trailing data.
 func objectFields(doc []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	fields := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("object member name is not a string")
-		}
-		if _, dup := fields[name]; dup {
-			return nil, fmt.Errorf("duplicate member %q", name)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		fields[name] = v
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	// Unmarshal refuses what is not one JSON text (trailing data too);
+	// it keeps the last of duplicate members, so their number is compared
+	// with the members the text names.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &fields); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
+	if topLevelMembers(doc) != len(fields) {
+		return nil, errors.New("duplicate member name")
 	}
 	return fields, nil
+}
+
+// topLevelMembers counts the members of the JSON object doc (valid JSON):
+// the strings in key position at depth one.
+func topLevelMembers(doc []byte) int {
+	depth, n := 0, 0
+	inString, escaped, wantKey := false, false, false
+	for _, c := range doc {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 && wantKey {
+				n++
+				wantKey = false
+			}
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				wantKey = true
+			}
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				wantKey = true
+			}
+		}
+	}
+	return n
 }
 
 func acquire(ctx context.Context, sem chan struct{}) error {

@@ -1199,3 +1199,32 @@ func TestVerifyWithKeyOfWrongSize(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectFieldsStrict checks the JSON object parser that every header,
+// claims set and signed document goes through: exactly one object, no
+// member named twice however the name is spelled, nothing after it.
+func TestObjectFieldsStrict(t *testing.T) {
+	good := map[string]int{
+		`{}`:                                  0,
+		` {"a":1} `:                           1,
+		`{"a":{"a":1,"b":2},"b":[{"a":1},2]}`: 2,
+		`{"a":"x,\"b\":{","b":"}"}`:           2,
+		`{"a\\":1,"a":2}`:                     2,
+		`{"k":"\\\"","l":[]}`:                 2,
+	}
+	for doc, n := range good {
+		fields, err := token.ObjectFields([]byte(doc))
+		if err != nil || len(fields) != n {
+			t.Errorf("%s: %d members, %v; want %d", doc, len(fields), err, n)
+		}
+	}
+	for _, doc := range []string{
+		``, ` `, `null`, `[]`, `"a"`, `1`, `{`, `{"a":1`, `{"a":1}{}`, `{"a":1} x`, `{"a":1},`,
+		`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":{"b":1},"a":{"b":1}}`, `{"a":1,"b":2,"a":3}`,
+		`{"a":"x","b":"y","\u0062":"z"}`, `{a:1}`, `{"a":1,}`, "\xef\xbb\xbf{}",
+	} {
+		if fields, err := token.ObjectFields([]byte(doc)); err == nil {
+			t.Errorf("%q accepted as %v", doc, fields)
+		}
+	}
+}
