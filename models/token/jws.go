@@ -3,8 +3,10 @@ package token
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding"
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
 	"strings"
 
 	"github.com/go-jose/go-jose/v4"
@@ -36,6 +38,51 @@ func (s *Service) SignDocument(ctx context.Context, typ string, payload []byte) 
 		return "", "", models.Wrap(models.EInternal, err, "document is not a JSON object")
 	}
 	return s.signActive(ctx, jose.ContentType(typ), payload)
+}
+
+// SignStruct encodes v with encoding/json and signs it as SignDocument
+// does, returning the payload it signed too. When v is a struct (or a
+// pointer to one) with no JSON or text encoding of its own, encoding/json
+// writes it as one JSON object whose member names are unique (it drops
+// names that conflict), so the object check SignDocument makes on bytes of
+// unknown origin is not repeated; any other v is checked like them.
+// EInternal when v cannot be encoded or is not an object.
+func (s *Service) SignStruct(ctx context.Context, typ string, v any) (compact, kid string, payload []byte, err error) {
+	if typ != TypeReceipt && typ != TypeCheckpoint {
+		return "", "", nil, models.Errorf(models.EInternal, "unknown document type %q", typ)
+	}
+	if payload, err = json.Marshal(v); err != nil {
+		return "", "", nil, models.Wrap(models.EInternal, err, "document cannot be encoded")
+	}
+	if !plainStruct(v) {
+		if _, err := objectFields(payload); err != nil {
+			return "", "", nil, models.Wrap(models.EInternal, err, "document is not a JSON object")
+		}
+	}
+	compact, kid, err = s.signActive(ctx, jose.ContentType(typ), payload)
+	return compact, kid, payload, err
+}
+
+// plainStruct reports whether v is a non-nil struct or pointer to one that
+// encoding/json encodes field by field.
+func plainStruct(v any) bool {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return false
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return false
+	}
+	t := rv.Type()
+	for _, m := range []reflect.Type{reflect.TypeFor[json.Marshaler](), reflect.TypeFor[encoding.TextMarshaler]()} {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return false
+		}
+	}
+	return true
 }
 
 // signActive signs payload with the active key under the JWS type typ and

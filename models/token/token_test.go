@@ -1228,3 +1228,59 @@ func TestObjectFieldsStrict(t *testing.T) {
 		}
 	}
 }
+
+// arrayDoc encodes itself as a JSON array: not a document.
+type arrayDoc struct{ A string }
+
+func (arrayDoc) MarshalJSON() ([]byte, error) { return []byte(`["a"]`), nil }
+
+// embedsArrayDoc gets arrayDoc's encoding by promotion.
+type embedsArrayDoc struct {
+	arrayDoc
+	B string `json:"b"`
+}
+
+// TestSignStruct checks that SignStruct signs exactly what SignDocument
+// would for a struct or a map, and still refuses values that do not encode
+// as one JSON object: a type with its own encoding (direct or promoted), a
+// nil pointer, a slice, a scalar.
+func TestSignStruct(t *testing.T) {
+	ctx := context.Background()
+	s, store := setup(t)
+	type doc struct {
+		Jti  string          `json:"jti"`
+		N    int             `json:"n"`
+		Raw  json.RawMessage `json:"raw"`
+		Same string          `json:"jti2"`
+	}
+	for _, v := range []any{doc{Jti: "j", N: 1, Raw: json.RawMessage(`{"a":1}`)}, &doc{Jti: "k", Raw: json.RawMessage(`[]`)},
+		map[string]int{"a": 1}, struct{}{}} {
+		compact, kid, payload, err := s.SignStruct(ctx, token.TypeReceipt, v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		want, _ := json.Marshal(v)
+		if !bytes.Equal(payload, want) {
+			t.Errorf("%T: signed %s, want %s", v, payload, want)
+		}
+		got, err := token.VerifyWithKey(token.TypeReceipt, compact, store.key(t, kid).Public)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Errorf("%T: verified %s, %v", v, got, err)
+		}
+		other, _, err := s.SignDocument(ctx, token.TypeReceipt, payload)
+		if err != nil || other != compact {
+			t.Errorf("%T: SignDocument signed %s (%v), SignStruct %s", v, other, err, compact)
+		}
+	}
+	var nilDoc *doc
+	for _, v := range []any{arrayDoc{}, &arrayDoc{}, embedsArrayDoc{B: "b"}, nilDoc, []doc{{}}, "doc", 7} {
+		if compact, _, _, err := s.SignStruct(ctx, token.TypeReceipt, v); err == nil {
+			t.Errorf("%T signed: %s", v, compact)
+		} else if !models.IsCode(err, models.EInternal) {
+			t.Errorf("%T: %v, want internal", v, err)
+		}
+	}
+	if _, _, _, err := s.SignStruct(ctx, "JWT", doc{}); err == nil {
+		t.Error("signed under an unknown type")
+	}
+}
