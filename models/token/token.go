@@ -421,16 +421,8 @@ func checkClaims(c models.Claims) error {
 	return nil
 }
 
-// parseCompact checks the structure of an untrusted token before any key is
-// looked up: exactly three non-empty segments of canonical unpadded base64url
-// (so that no two strings decode to the same token), a header of exactly alg
-// EdDSA, kid and typ, and a 64-byte signature. It returns the kid and the
-// decoded payload.
-func parseCompact(compact string) (kid string, payload []byte, err error) {
-	return parseTyped(compact, tokenType)
-}
-
-// parseTyped is parseCompact for a JWS whose header must carry typ.
+// parseTyped checks a compact JWS whose header must carry typ (splitTyped)
+// and returns its kid and decoded payload.
 func parseTyped(compact, typ string) (kid string, payload []byte, err error) {
 	j, err := splitTyped(compact, typ)
 	return j.kid, j.payload, err
@@ -447,10 +439,11 @@ type compactJWS struct {
 	sig    []byte
 }
 
-// splitTyped checks the form of a compact JWS of type typ and splits it:
-// three non-empty strict base64url segments, a header of exactly alg
-// (EdDSA), kid and typ (typ as given; nothing else, so no "crit" either)
-// and an Ed25519-sized signature. It does not verify the signature (see
+// splitTyped checks the form of an untrusted compact JWS of type typ before
+// any key is looked up, and splits it: three non-empty segments of
+// canonical unpadded base64url (so that no two strings decode to the same
+// JWS), a header of exactly alg (EdDSA), kid and typ (typ as given; nothing
+// else, so no "crit" either) and an Ed25519-sized signature. It does not verify the signature (see
 // compactJWS.verify). EInvalidSignature for anything else.
 func splitTyped(compact, typ string) (compactJWS, error) {
 	if compact == "" {
