@@ -93,13 +93,14 @@ func appendAudit(tx *gorm.DB, tenantID string, at time.Time, evs ...models.Audit
 }
 
 // pgAppend is the PostgreSQL append: head, link, hash and insert in one
-// statement. h is the head ((0, "") for an empty chain).
+// statement. h is the head ((0, "") for an empty chain). $1 tenant, $2–$4
+// the template's prefix, middle and suffix, $5 kind, $6 proposal, $7 time.
 const pgAppend = `INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
-SELECT @tenant, h.seq + 1, h.hash,
-       'sha256:' || encode(sha256(convert_to(CAST(@prefix AS text) || h.hash || CAST(@middle AS text) || (h.seq + 1)::text || CAST(@suffix AS text), 'UTF8')), 'hex'),
-       @kind, @proposal, CAST(@prefix AS text) || h.hash || CAST(@middle AS text) || (h.seq + 1)::text || CAST(@suffix AS text), @at
+SELECT $1, h.seq + 1, h.hash,
+       'sha256:' || encode(sha256(convert_to(CAST($2 AS text) || h.hash || CAST($3 AS text) || (h.seq + 1)::text || CAST($4 AS text), 'UTF8')), 'hex'),
+       $5, $6, CAST($2 AS text) || h.hash || CAST($3 AS text) || (h.seq + 1)::text || CAST($4 AS text), $7
 FROM (SELECT seq, hash FROM (
-        (SELECT seq, hash FROM audit_entries WHERE tenant_id = @tenant ORDER BY seq DESC LIMIT 1)
+        (SELECT seq, hash FROM audit_entries WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1)
         UNION ALL SELECT 0::bigint, ''::text
       ) AS c ORDER BY seq DESC LIMIT 1) AS h
 ON CONFLICT DO NOTHING`
@@ -108,9 +109,9 @@ ON CONFLICT DO NOTHING`
 // by countersign_audit_hash. (WHERE true keeps ON CONFLICT from being read
 // as a join's ON.)
 const liteAppend = `INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
-SELECT @tenant, b.seq, b.prev, countersign_audit_hash(b.body), @kind, @proposal, b.body, @at
-FROM (SELECT h.seq + 1 AS seq, h.hash AS prev, @prefix || h.hash || @middle || (h.seq + 1) || @suffix AS body
-      FROM (SELECT seq, hash FROM (SELECT seq, hash FROM audit_entries WHERE tenant_id = @tenant ORDER BY seq DESC LIMIT 1)
+SELECT $1, b.seq, b.prev, countersign_audit_hash(b.body), $5, $6, b.body, $7
+FROM (SELECT h.seq + 1 AS seq, h.hash AS prev, $2 || h.hash || $3 || (h.seq + 1) || $4 AS body
+      FROM (SELECT seq, hash FROM (SELECT seq, hash FROM audit_entries WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1)
             UNION ALL SELECT 0, '' ORDER BY 1 DESC LIMIT 1) AS h) AS b
 WHERE true
 ON CONFLICT DO NOTHING`
@@ -133,13 +134,13 @@ func appendOne(tx *gorm.DB, tenantID string, at time.Time, ev models.AuditEvent,
 	if tx.Dialector.Name() == "postgres" {
 		q = pgAppend
 	}
+	ctx, c := raw(tx)
 	for range maxAppendTries {
-		res := tx.Exec(q, map[string]any{"tenant": tenantID, "prefix": tpl.Prefix, "middle": tpl.Middle,
-			"suffix": tpl.Suffix, "kind": ev.Kind, "proposal": ev.ProposalID, "at": ms(at)})
-		if res.Error != nil {
-			return res.Error
+		n, err := execCount(ctx, c, q, tenantID, tpl.Prefix, tpl.Middle, tpl.Suffix, ev.Kind, ev.ProposalID, ms(at))
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 1 {
+		if n == 1 {
 			return nil
 		}
 	}

@@ -92,9 +92,12 @@ func (s *Store) ListenChanges(ctx context.Context, resync func(), fn func(Change
 // another connection, i.e. another process (this one has a single
 // connection), committed a write.
 func (s *Store) watchForeignWrites(ctx context.Context, changed func()) error {
+	// The poll is the store's own, not a use case's: Options.OnStatement
+	// does not count it.
+	quiet := context.WithValue(ctx, unobserved{}, true)
 	version := func() (int64, error) {
 		var v int64
-		err := s.sqlDB.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
+		err := s.sqlDB.QueryRowContext(quiet, "PRAGMA data_version").Scan(&v)
 		return v, err
 	}
 	last, err := version()

@@ -52,35 +52,40 @@ func loadDecisionsOf(tx *gorm.DB, ps []*models.Proposal) error {
 }
 
 func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error) {
-	var rows []struct {
-		Row             decisionRow `gorm:"embedded"`
-		UserName        string
-		UserCreatedAt   int64
-		UserCreatedBy   string
-		EnrollerName    *string
-		PasswordResetAt *int64
-		ResetterName    *string
-		ResetBy         string
+	args := make([]any, len(proposalIDs))
+	for i, id := range proposalIDs {
+		args[i] = id
 	}
-	err := tx.Table("decisions AS d").
-		Select("d.*, u.name AS user_name, u.created_at AS user_created_at, u.created_by AS user_created_by,"+
-			" e.name AS enroller_name, u.password_reset_at AS password_reset_at,"+
-			" u.password_reset_by AS reset_by, r.name AS resetter_name").
-		Joins("JOIN users u ON u.id = d.user_id").
-		Joins("LEFT JOIN users e ON e.id = u.created_by AND e.tenant_id = u.tenant_id").
-		Joins("LEFT JOIN users r ON r.id = u.password_reset_by AND r.tenant_id = u.tenant_id").
-		Where("d.proposal_id IN ?", proposalIDs).Order("d.created_at, d.id").Find(&rows).Error
+	ctx, c := raw(tx)
+	rows, err := c.QueryContext(ctx, `SELECT d.id, d.proposal_id, d.user_id, d.kind, d.reason, d.digest_seen, d.effect_seen, d.amr,
+ d.evidence, d.created_at, d.voided_at, u.name, u.created_at, u.created_by, e.name, u.password_reset_at, u.password_reset_by, r.name
+FROM decisions AS d JOIN users u ON u.id = d.user_id
+ LEFT JOIN users e ON e.id = u.created_by AND e.tenant_id = u.tenant_id
+ LEFT JOIN users r ON r.id = u.password_reset_by AND r.tenant_id = u.tenant_id
+WHERE d.proposal_id IN (`+placeholders(1, len(args))+`) ORDER BY d.created_at, d.id`, args...)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]models.Decision, 0, len(rows))
-	for _, r := range rows {
-		row := r.Row
-		d := models.Decision{ID: row.ID, ProposalID: row.ProposalID, UserID: row.UserID, UserName: r.UserName,
+	defer rows.Close()
+	var out []models.Decision
+	for rows.Next() {
+		var (
+			row                          decisionRow
+			userName, createdBy, resetBy string
+			userCreatedAt                int64
+			passwordResetAt              *int64
+			enrollerName, resetterName   *string
+		)
+		if err := rows.Scan(&row.ID, &row.ProposalID, &row.UserID, &row.Kind, &row.Reason, &row.DigestSeen, &row.EffectSeen,
+			&row.AMR, &row.Evidence, &row.CreatedAt, &row.VoidedAt, &userName, &userCreatedAt, &createdBy, &enrollerName,
+			&passwordResetAt, &resetBy, &resetterName); err != nil {
+			return nil, err
+		}
+		d := models.Decision{ID: row.ID, ProposalID: row.ProposalID, UserID: row.UserID, UserName: userName,
 			Kind: models.DecisionKind(row.Kind), Reason: row.Reason, DigestSeen: row.DigestSeen, EffectSeen: row.EffectSeen,
 			CreatedAt: fromMS(row.CreatedAt), VoidedAt: fromMSPtr(row.VoidedAt)}
-		d.Decider = models.Enrolment{EnrolledBy: nameOf(r.UserCreatedBy, r.EnrollerName), EnrolledAt: fromMS(r.UserCreatedAt),
-			PasswordResetBy: nameOf(r.ResetBy, r.ResetterName), PasswordResetAt: fromMSPtr(r.PasswordResetAt)}
+		d.Decider = models.Enrolment{EnrolledBy: nameOf(createdBy, enrollerName), EnrolledAt: fromMS(userCreatedAt),
+			PasswordResetBy: nameOf(resetBy, resetterName), PasswordResetAt: fromMSPtr(passwordResetAt)}
 		if row.Evidence != "" {
 			d.Evidence = json.RawMessage(row.Evidence)
 		}
@@ -89,11 +94,15 @@ func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error
 		}
 		out = append(out, d)
 	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []models.Decision{}
+	}
 	return out, nil
 }
 
-// nameOf shows a CreatedBy/PasswordResetBy value: the user's name when it
-// is a user id, else the value itself ("cli", "").
 func nameOf(id string, name *string) string {
 	if name != nil {
 		return *name

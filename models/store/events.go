@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,7 +88,8 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 	// the proposal joined with the events' own values.
 	ids := make([]string, len(evs))
 	values := make([]string, len(evs))
-	args := []any{ms(now)} // in the order of the placeholders below
+	args := make([]any, 0, 3+3*len(evs)) // $1 time, $2 tenant, $3 proposal, then three per event
+	args = append(args, ms(now), tenantID, proposalID)
 	for i, ev := range evs {
 		payload := []byte("{}")
 		if len(ev.data) > 0 {
@@ -96,40 +100,60 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 			payload = b
 		}
 		ids[i] = models.NewID("evt")
-		values[i] = "SELECT CAST(? AS TEXT) AS id, CAST(? AS TEXT) AS type, CAST(? AS TEXT) AS payload"
+		n := len(args)
+		values[i] = "SELECT CAST($" + strconv.Itoa(n+1) + " AS TEXT) AS id, CAST($" + strconv.Itoa(n+2) +
+			" AS TEXT) AS type, CAST($" + strconv.Itoa(n+3) + " AS TEXT) AS payload"
 		args = append(args, ids[i], string(ev.typ), string(payload))
 	}
 	agg := "group_concat(id, ',')"
 	if s.dialect == Postgres {
 		agg = "string_agg(id, ',')"
 	}
-	args = append(args, tenantID, proposalID, tenantID, tenantID, proposalID)
-	var got []struct {
-		AgentID   string
-		Endpoints *string
-	}
-	if err := tx.Raw(`INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
-		SELECT v.id, p.tenant_id, p.agent_id, p.id, v.type, p.status, p.revision, v.payload, CAST(? AS BIGINT)
-		FROM proposals p CROSS JOIN (`+strings.Join(values, " UNION ALL ")+`) AS v WHERE p.tenant_id = ? AND p.id = ?
-		RETURNING agent_id, (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = ? AND w.disabled_at IS NULL
-		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = ? AND id = ?))) AS endpoints`,
-		args...).Scan(&got).Error; err != nil {
+	ctx, c := raw(tx)
+	rows, err := c.QueryContext(ctx, `INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
+		SELECT v.id, p.tenant_id, p.agent_id, p.id, v.type, p.status, p.revision, v.payload, CAST($1 AS BIGINT)
+		FROM proposals p CROSS JOIN (`+strings.Join(values, " UNION ALL ")+`) AS v WHERE p.tenant_id = $2 AND p.id = $3
+		RETURNING (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = $2 AND w.disabled_at IS NULL
+		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = $2 AND id = $3))) AS endpoints`,
+		args...)
+	if err != nil {
 		return err
 	}
-	if len(got) != len(evs) {
+	var (
+		got  int
+		list sql.NullString
+	)
+	for rows.Next() {
+		if err := rows.Scan(&list); err != nil {
+			rows.Close()
+			return err
+		}
+		got++
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	if got != len(evs) {
 		return gorm.ErrRecordNotFound
 	}
 	var endpoints []string
-	if got[0].Endpoints != nil && *got[0].Endpoints != "" {
-		endpoints = strings.Split(*got[0].Endpoints, ",")
+	if list.String != "" {
+		endpoints = strings.Split(list.String, ",")
 		slices.Sort(endpoints)
 	}
-	var rows []deliveryRow
+	var (
+		dvals []string
+		dargs []any
+	)
 	for i, ev := range evs {
 		add := func(channel, target string) {
-			rows = append(rows, deliveryRow{ID: models.NewID("dlv"), TenantID: tenantID, EventID: ids[i],
-				Channel: channel, Target: target, Status: string(models.DeliveryPending),
-				NextAttemptAt: ms(now), CreatedAt: ms(now), UpdatedAt: ms(now)})
+			n := len(dargs)
+			// id, tenant, event, channel, target, status, next attempt,
+			// created and updated (all now).
+			dvals = append(dvals, "($"+strconv.Itoa(n+1)+", $"+strconv.Itoa(n+2)+", $"+strconv.Itoa(n+3)+", $"+
+				strconv.Itoa(n+4)+", $"+strconv.Itoa(n+5)+", $"+strconv.Itoa(n+6)+", 0, $"+strconv.Itoa(n+7)+
+				", 0, 0, '', $"+strconv.Itoa(n+7)+", $"+strconv.Itoa(n+7)+", NULL)")
+			dargs = append(dargs, models.NewID("dlv"), tenantID, ids[i], channel, target, string(models.DeliveryPending), ms(now))
 		}
 		for _, id := range endpoints {
 			add(models.ChannelWebhook, id)
@@ -140,10 +164,13 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 			}
 		}
 	}
-	if len(rows) == 0 {
+	if len(dvals) == 0 {
 		return nil
 	}
-	return tx.Create(&rows).Error
+	_, err = c.ExecContext(ctx, `INSERT INTO deliveries (id, tenant_id, event_id, channel, target, status, attempts,
+		next_attempt_at, lease_until, last_code, last_error, created_at, updated_at, delivered_at) VALUES `+
+		strings.Join(dvals, ", "), dargs...)
+	return err
 }
 
 // EventsAfter returns up to limit events of one agent's proposals whose id

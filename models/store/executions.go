@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -37,6 +40,31 @@ type executionRow struct {
 }
 
 func (executionRow) TableName() string { return "executions" }
+
+// executionCols lists an execution's columns in the order scan reads them.
+const executionCols = `id, tenant_id, proposal_id, token_jti, request_key, operation, args_digest, status, attempts,
+ provider_ref, result, error_code, error_message, lease_until, owner_instance, downstream_key, created_at, updated_at,
+ completed_at, receipt`
+
+// scan reads the columns of executionCols.
+func (r *executionRow) scan(row interface{ Scan(...any) error }) error {
+	return row.Scan(&r.ID, &r.TenantID, &r.ProposalID, &r.TokenJTI, &r.RequestKey, &r.Operation, &r.ArgsDigest,
+		&r.Status, &r.Attempts, &r.ProviderRef, &r.Result, &r.ErrorCode, &r.ErrorMessage, &r.LeaseUntil,
+		&r.OwnerInstance, &r.DownstreamKey, &r.CreatedAt, &r.UpdatedAt, &r.CompletedAt, &r.Receipt)
+}
+
+// insertExecution inserts a new execution, unless one conflicts with it on
+// a unique key (inserted=false).
+func insertExecution(tx *gorm.DB, r *executionRow) (inserted bool, err error) {
+	ctx, c := raw(tx)
+	n, err := execCount(ctx, c, `INSERT INTO executions (`+executionCols+`)
+ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+ ON CONFLICT DO NOTHING`,
+		r.ID, r.TenantID, r.ProposalID, r.TokenJTI, r.RequestKey, r.Operation, r.ArgsDigest, r.Status, r.Attempts,
+		r.ProviderRef, r.Result, r.ErrorCode, r.ErrorMessage, r.LeaseUntil, r.OwnerInstance, r.DownstreamKey,
+		r.CreatedAt, r.UpdatedAt, r.CompletedAt, r.Receipt)
+	return n == 1, err
+}
 
 func (r executionRow) model() models.Execution {
 	e := models.Execution{ID: r.ID, TenantID: r.TenantID, ProposalID: r.ProposalID, TokenJTI: r.TokenJTI,
@@ -152,33 +180,45 @@ type Outcome struct {
 // changes nothing (ok=false). The proposal's status follows in the same
 // transaction.
 func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attempt int, o Outcome, now time.Time) (models.Execution, bool, error) {
-	updates := map[string]any{"status": string(o.Status), "updated_at": ms(now),
-		"error_code": o.ErrorCode, "error_message": o.ErrorMessage, "lease_until": ms(now)}
+	set := "status = $1, updated_at = $2, error_code = $3, error_message = $4, lease_until = $5"
+	lease := ms(now)
 	if o.RetryAt.After(now) {
-		updates["lease_until"] = ms(o.RetryAt)
+		lease = ms(o.RetryAt)
+	}
+	args := make([]any, 0, 13)
+	args = append(args, string(o.Status), ms(now), o.ErrorCode, o.ErrorMessage, lease)
+	add := func(col string, v any) {
+		args = append(args, v)
+		set += ", " + col + " = $" + strconv.Itoa(len(args))
 	}
 	if o.ProviderRef != "" {
-		updates["provider_ref"] = o.ProviderRef
+		add("provider_ref", o.ProviderRef)
 	}
 	if o.Result != nil {
-		updates["result"] = string(o.Result)
+		add("result", string(o.Result))
 	}
 	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
-		updates["completed_at"] = ms(now)
+		add("completed_at", ms(now))
 		if o.Receipt != "" {
-			updates["receipt"] = o.Receipt
+			add("receipt", o.Receipt)
 		}
 	}
+	n := len(args)
+	q := "UPDATE executions SET " + set + " WHERE tenant_id = $" + strconv.Itoa(n+1) + " AND id = $" + strconv.Itoa(n+2) +
+		" AND status = $" + strconv.Itoa(n+3) + " AND attempts = $" + strconv.Itoa(n+4) + " RETURNING " + executionCols
+	args = append(args, tenantID, id, string(models.StatusExecuting), attempt)
 	var (
 		out models.Execution
 		ok  bool
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		ok = false
-		row, found, err := updateExecution(tx.
-			Where("tenant_id = ? AND id = ? AND status = ? AND attempts = ?", tenantID, id, string(models.StatusExecuting), attempt),
-			updates)
-		if err != nil || !found {
+		ctx, c := raw(tx)
+		var row executionRow
+		if err := row.scan(c.QueryRowContext(ctx, q, args...)); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
 			return err
 		}
 		if err := s.mirror(tx, row, now); err != nil {
@@ -223,10 +263,11 @@ func updateExecution(q *gorm.DB, updates map[string]any) (row executionRow, foun
 // mirror copies an execution's status onto its proposal and records the
 // event when the proposal's status changed.
 func (s *Store) mirror(tx *gorm.DB, row executionRow, now time.Time) error {
-	res := tx.Model(&proposalRow{}).Where("id = ? AND status <> ?", row.ProposalID, row.Status).
-		Updates(map[string]any{"status": row.Status, "revision": gorm.Expr("revision + 1"), "updated_at": ms(now)})
-	if res.Error != nil || res.RowsAffected == 0 {
-		return res.Error
+	ctx, c := raw(tx)
+	n, err := execCount(ctx, c, "UPDATE proposals SET status = $1, revision = revision + 1, updated_at = $2 WHERE id = $3 AND status <> $1",
+		row.Status, ms(now), row.ProposalID)
+	if err != nil || n == 0 {
+		return err
 	}
 	data := map[string]any{"execution_id": row.ID, "attempt": row.Attempts}
 	if row.ErrorCode != "" {

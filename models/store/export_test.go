@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 
@@ -31,20 +32,33 @@ func (s *Store) ExplainList(ctx context.Context, f ListFilter) ([]string, error)
 	return plan, err
 }
 
-// Explain returns the database's plan for the statement sql (its values
-// inlined, as OnStatement reports it), one line per plan node, with
+// Explain returns the database's plan for the statement sql with its
+// arguments, as OpenRecording reports them, one line per plan node, with
 // sequential scans disabled on PostgreSQL as in ExplainList.
-func (s *Store) Explain(ctx context.Context, sql string) ([]string, error) {
+func (s *Store) Explain(ctx context.Context, sql string, args ...any) ([]string, error) {
 	var plan []string
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		plan, err = explain(tx, s.dialect, sql)
+		plan, err = explain(tx, s.dialect, sql, args...)
 		return err
 	})
 	return plan, err
 }
 
-func explain(tx *gorm.DB, dialect Dialect, stmt string) ([]string, error) {
+// OpenRecording is Open with every statement the store's connections run
+// reported to fn with its arguments.
+func OpenRecording(url string, opts Options, fn func(sql string, args []any)) (*Store, error) {
+	opts.onStatementArgs = func(q string, nvs []driver.NamedValue) {
+		args := make([]any, len(nvs))
+		for i, nv := range nvs {
+			args[i] = nv.Value
+		}
+		fn(q, args)
+	}
+	return Open(url, opts)
+}
+
+func explain(tx *gorm.DB, dialect Dialect, stmt string, args ...any) ([]string, error) {
 	var plan []string
 	prefix := "EXPLAIN QUERY PLAN "
 	if dialect == Postgres {
@@ -53,7 +67,7 @@ func explain(tx *gorm.DB, dialect Dialect, stmt string) ([]string, error) {
 			return nil, err
 		}
 	}
-	rows, err := tx.Raw(prefix + stmt).Rows()
+	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, prefix+stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("explain %s: %w", stmt, err)
 	}

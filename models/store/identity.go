@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 
 	"gorm.io/gorm"
@@ -217,8 +218,11 @@ func (s *Store) CreateAgent(ctx context.Context, tenantID, name, ownerUserID, ke
 // reader pool: on SQLite it never waits for the one writer connection.
 func (s *Store) AgentByKeyHash(ctx context.Context, keyHash string) (models.Agent, error) {
 	var row agentRow
-	err := s.read.WithContext(ctx).Where("key_hash = ? AND revoked_at IS NULL", keyHash).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	qctx, c := raw(s.read.WithContext(ctx))
+	err := c.QueryRowContext(qctx, `SELECT id, tenant_id, name, owner_user_id, key_hash, read_all, created_by, created_at, revoked_at
+ FROM agents WHERE key_hash = $1 AND revoked_at IS NULL`, keyHash).Scan(&row.ID, &row.TenantID, &row.Name, &row.OwnerUserID,
+		&row.KeyHash, &row.ReadAll, &row.CreatedBy, &row.CreatedAt, &row.RevokedAt)
+	if errors.Is(err, sql.ErrNoRows) {
 		return models.Agent{}, models.Errorf(models.EUnauthenticated, "unknown or revoked API key")
 	}
 	if err != nil {

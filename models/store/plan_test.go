@@ -183,16 +183,20 @@ func TestReadsDoNotStallWrites(t *testing.T) {
 // (the tenant's chain a page at a time, one proposal's trail, the newest
 // signed checkpoint shown with each) read through an index in chain order:
 // no full scan, no sort, no row read only to be filtered out. The plans are
-// those of the statements the store really runs, as OnStatement sees them.
+// those of the statements the store really runs, as the driver receives them.
 func TestAuditPlansUseIndexes(t *testing.T) {
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
+		type statement struct {
+			sql  string
+			args []any
+		}
 		var (
 			mu    sync.Mutex
-			stmts []string
+			stmts []statement
 		)
-		st, err := store.Open(url, store.Options{Clock: models.NewFixedClock(time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)),
-			OnStatement: func(q string) { mu.Lock(); stmts = append(stmts, q); mu.Unlock() }})
+		st, err := store.OpenRecording(url, store.Options{Clock: models.NewFixedClock(time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC))},
+			func(q string, args []any) { mu.Lock(); stmts = append(stmts, statement{q, args}); mu.Unlock() })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +243,7 @@ func TestAuditPlansUseIndexes(t *testing.T) {
 		ran := slices.Clone(stmts)
 		mu.Unlock()
 		for _, q := range ran {
-			plan, err := st.Explain(ctx, q)
+			plan, err := st.Explain(ctx, q.sql, q.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +255,7 @@ func TestAuditPlansUseIndexes(t *testing.T) {
 					t.Errorf("uncheckpointed heads: the entries are walked instead of searched:\n%s", text)
 				}
 			}
-			t.Logf("uncheckpointed heads: %s\n%s", q, text)
+			t.Logf("uncheckpointed heads: %s %v\n%s", q.sql, q.args, text)
 		}
 		for _, tc := range cases {
 			mu.Lock()
@@ -266,7 +270,7 @@ func TestAuditPlansUseIndexes(t *testing.T) {
 			if len(ran) != 1 {
 				t.Fatalf("%s: %d statements, want one: %q", tc.name, len(ran), ran)
 			}
-			plan, err := st.Explain(ctx, ran[0])
+			plan, err := st.Explain(ctx, ran[0].sql, ran[0].args...)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -292,7 +296,7 @@ func TestAuditPlansUseIndexes(t *testing.T) {
 			if reads != 1 {
 				t.Errorf("%s: %d reads of %s, want 1:\n%s", tc.name, reads, tc.table, text)
 			}
-			t.Logf("%s: %s\n%s", tc.name, ran[0], text)
+			t.Logf("%s: %s %v\n%s", tc.name, ran[0].sql, ran[0].args, text)
 		}
 	})
 }

@@ -53,6 +53,34 @@ type proposalRow struct {
 
 func (proposalRow) TableName() string { return "proposals" }
 
+// proposalCols lists a proposal's columns, each prefixed with "p.", in the
+// order fields returns them.
+const proposalCols = `p.id, p.tenant_id, p.agent_id, p.tool, p.arguments, p.args_digest, p.preview, p.resource, p.resource_set,
+ p.resource_set_digest, p.resource_count, p.resource_label, p.state_version, p.risk_tier, p.confirmation, p.quorum, p.ttl_ms,
+ p.allow_self_approval, p.policy_version, p.request_key, p.context, p.problems, p.kind, p.mandate_id, p.mandate_note,
+ p.effect, p.effect_digest, p.status, p.revision, p.created_at, p.expires_at, p.updated_at`
+
+// insertProposalSQL inserts a proposal row unless it conflicts on a unique
+// key (an agent's request key).
+var insertProposalSQL = "INSERT INTO proposals (" + strings.ReplaceAll(proposalCols, "p.", "") + ") VALUES (" +
+	placeholders(1, 32) + ") ON CONFLICT DO NOTHING"
+
+// values returns the fields of proposalCols, in its order.
+func (r *proposalRow) values() []any {
+	return []any{r.ID, r.TenantID, r.AgentID, r.Tool, r.Arguments, r.ArgsDigest, r.Preview, r.Resource, r.ResourceSet,
+		r.ResourceSetDigest, r.ResourceCount, r.ResourceLabel, r.StateVersion, r.RiskTier, r.Confirmation, r.Quorum, r.TTLMs,
+		r.AllowSelfApproval, r.PolicyVersion, r.RequestKey, r.Context, r.Problems, r.Kind, r.MandateID, r.MandateNote,
+		r.Effect, r.EffectDigest, r.Status, r.Revision, r.CreatedAt, r.ExpiresAt, r.UpdatedAt}
+}
+
+// fields returns pointers to the fields of proposalCols, in its order.
+func (r *proposalRow) fields() []any {
+	return []any{&r.ID, &r.TenantID, &r.AgentID, &r.Tool, &r.Arguments, &r.ArgsDigest, &r.Preview, &r.Resource, &r.ResourceSet,
+		&r.ResourceSetDigest, &r.ResourceCount, &r.ResourceLabel, &r.StateVersion, &r.RiskTier, &r.Confirmation, &r.Quorum, &r.TTLMs,
+		&r.AllowSelfApproval, &r.PolicyVersion, &r.RequestKey, &r.Context, &r.Problems, &r.Kind, &r.MandateID, &r.MandateNote,
+		&r.Effect, &r.EffectDigest, &r.Status, &r.Revision, &r.CreatedAt, &r.ExpiresAt, &r.UpdatedAt}
+}
+
 func proposalToRow(p *models.Proposal) (proposalRow, error) {
 	preview, err := json.Marshal(p.Preview)
 	if err != nil {
@@ -161,8 +189,9 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 				return err
 			}
 		}
-		ok, err := insertOnce(tx, &row)
-		if err != nil || !ok {
+		qctx, c := raw(tx)
+		n, err := execCount(qctx, c, insertProposalSQL, row.values()...)
+		if err != nil || n == 0 {
 			return err
 		}
 		inserted = true
@@ -507,17 +536,21 @@ func decodeCursor(o ListOrder, c string) (int64, string, error) {
 // atomically: the WHERE clause carries the allowed sources, so a concurrent
 // change makes it affect no row. extra narrows the condition further.
 func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Time, extra string, args ...any) (bool, error) {
-	q := tx.Model(&proposalRow{}).
-		Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(models.Sources(to)))
-	if extra != "" {
-		q = q.Where(extra, args...)
+	from := models.Sources(to)
+	q := "UPDATE proposals SET status = $1, revision = revision + 1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (" +
+		placeholders(5, len(from)) + ")"
+	vals := make([]any, 0, 4+len(from)+len(args))
+	vals = append(vals, string(to), ms(now), tenantID, id)
+	for _, f := range from {
+		vals = append(vals, string(f))
 	}
-	res := q.Updates(map[string]any{
-		"status":     string(to),
-		"revision":   gorm.Expr("revision + 1"),
-		"updated_at": ms(now),
-	})
-	return res.RowsAffected == 1, res.Error
+	if extra != "" {
+		q += " AND " + numbered(extra, 5+len(from))
+		vals = append(vals, args...)
+	}
+	ctx, c := raw(tx)
+	n, err := execCount(ctx, c, q, vals...)
+	return n == 1, err
 }
 
 // Cancel withdraws a proposal that still awaits confirmation, for the agent

@@ -67,9 +67,15 @@ type Options struct {
 	// whose outcome depends on time take "now" explicitly instead.
 	Clock models.Clock
 	// OnStatement, when set, is called with the SQL of every statement the
-	// store runs through GORM (to count them, e.g. to show that an idle
-	// long-poll reads nothing).
+	// store's connections run, as the driver receives it (placeholders, no
+	// values), to count them, e.g. to show that an idle long-poll reads
+	// nothing (SQLite's poll for other processes' writes is not counted:
+	// it runs whether anyone waits or not). It is called from the connection's goroutine and must be
+	// cheap and safe for concurrent use.
 	OnStatement func(sql string)
+	// onStatementArgs is OnStatement with the statement's arguments (tests
+	// explain the plans of the statements the store runs).
+	onStatementArgs statementHook
 	// WrapDriver, when set, wraps the database/sql driver every connection
 	// is opened with. Fault-injection tests use it to make a commit fail as
 	// a dropped connection does (see internal/dbfault); nil in production.
@@ -85,25 +91,47 @@ type Options struct {
 	KEK *kek.KEK
 }
 
-// statementHook is a GORM logger that reports every statement to a
-// function and logs nothing.
-type statementHook struct {
-	logger.Interface
-	fn func(string)
+// hook returns the statement hook opts ask for, nil for none.
+func (opts Options) hook() statementHook {
+	switch {
+	case opts.onStatementArgs != nil:
+		return opts.onStatementArgs
+	case opts.OnStatement != nil:
+		fn := opts.OnStatement
+		return func(q string, _ []driver.NamedValue) { fn(q) }
+	}
+	return nil
 }
 
-func (h statementHook) LogMode(logger.LogLevel) logger.Interface { return h }
-
-func (h statementHook) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
-	sql, _ := fc()
-	h.fn(sql)
+// wrapper composes the driver wrappers of a pool: inner (the statement
+// cache, on SQLite) first, then the statement hook, then the caller's
+// WrapDriver. nil when there is nothing to wrap.
+func (opts Options) wrapper(inner func(driver.Driver) driver.Driver) func(driver.Driver) driver.Driver {
+	hook := opts.hook()
+	if inner == nil && hook == nil && opts.WrapDriver == nil {
+		return nil
+	}
+	return func(d driver.Driver) driver.Driver {
+		if inner != nil {
+			d = inner(d)
+		}
+		if hook != nil {
+			d = hookDriver{d: d, hook: hook}
+		}
+		if opts.WrapDriver != nil {
+			d = opts.WrapDriver(d)
+		}
+		return d
+	}
 }
+
+func cacheStatements(d driver.Driver) driver.Driver { return stmtCache{d: d} }
 
 // Open connects to a database named by url: "sqlite://PATH" (PATH may be
 // ":memory:" only for single-connection use), "sqlite:PATH", or
 // "postgres://…" / "postgresql://…". It does not migrate; call Migrate.
 func Open(url string, opts Options) (*Store, error) {
-	cfg := gormConfig(opts)
+	cfg := gormConfig()
 	var (
 		dial    gorm.Dialector
 		dialect Dialect
@@ -111,8 +139,8 @@ func Open(url string, opts Options) (*Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		dial, dialect = postgres.Open(url), Postgres
-		if opts.WrapDriver != nil {
-			conn, err := wrappedDB("pgx", url, opts.WrapDriver)
+		if wrap := opts.wrapper(nil); wrap != nil {
+			conn, err := wrappedDB("pgx", url, wrap)
 			if err != nil {
 				return nil, err
 			}
@@ -127,11 +155,7 @@ func Open(url string, opts Options) (*Store, error) {
 			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
 		}
 		// Every connection keeps its statements compiled (stmtcache.go).
-		wrap := func(d driver.Driver) driver.Driver { return stmtCache{d: d} }
-		if opts.WrapDriver != nil {
-			wrap = func(d driver.Driver) driver.Driver { return opts.WrapDriver(stmtCache{d: d}) }
-		}
-		conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), wrap)
+		conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.wrapper(cacheStatements))
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +194,8 @@ func Open(url string, opts Options) (*Store, error) {
 	st := &Store{db: db, sqlDB: sqlDB, dialect: dialect, clock: clock, url: url, read: db, readDB: sqlDB, notify: opts.Notify, kek: opts.KEK}
 	// An in-memory database is private to its one connection: no readers.
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
-		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(opts)); err != nil {
+		reader := Options{onStatementArgs: opts.hook()}
+		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(), reader.wrapper(cacheStatements)); err != nil {
 			_ = sqlDB.Close()
 			return nil, err
 		}
@@ -185,15 +210,12 @@ func Open(url string, opts Options) (*Store, error) {
 // statement first seen inside a transaction. On SQLite each connection keeps
 // its statements compiled below database/sql instead (stmtcache.go); on
 // PostgreSQL pgx keeps prepared statements per connection.
-func gormConfig(opts Options) *gorm.Config {
+func gormConfig() *gorm.Config {
 	cfg := &gorm.Config{
 		TranslateError:         true,
 		SkipDefaultTransaction: true,
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
-	}
-	if opts.OnStatement != nil {
-		cfg.Logger = statementHook{Interface: logger.Discard, fn: opts.OnStatement}
 	}
 	return cfg
 }
@@ -223,9 +245,9 @@ const readerConns = 4
 
 // openSQLiteReader opens the query-only reader pool over the file the writer
 // opened (and put in WAL mode).
-func openSQLiteReader(path string, cfg *gorm.Config) (*gorm.DB, *sql.DB, error) {
+func openSQLiteReader(path string, cfg *gorm.Config, wrap func(driver.Driver) driver.Driver) (*gorm.DB, *sql.DB, error) {
 	dsn := "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
-	conn, err := wrappedDB(sqlite.DriverName, dsn, func(d driver.Driver) driver.Driver { return stmtCache{d: d} })
+	conn, err := wrappedDB(sqlite.DriverName, dsn, wrap)
 	if err != nil {
 		return nil, nil, err
 	}

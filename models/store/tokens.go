@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -70,26 +71,30 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
 		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
 	err = s.tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&tokenRow{}).
-			Where("jti = ? AND tenant_id = ? AND agent_id = ? AND proposal_id = ? AND status = ? AND expires_at > ?",
-				c.JTI, c.TenantID, c.AgentID, c.ProposalID, string(models.TokenIssued), now).
-			Updates(map[string]any{"status": string(models.TokenConsumed), "consumed_at": now, "execution_id": c.Execution.ID})
-		if res.Error != nil {
-			return res.Error
+		ctx, conn := raw(tx)
+		n, err := execCount(ctx, conn, `UPDATE tokens SET status = $1, consumed_at = $2, execution_id = $3
+ WHERE jti = $4 AND tenant_id = $5 AND agent_id = $6 AND proposal_id = $7 AND status = $8 AND expires_at > $2`,
+			string(models.TokenConsumed), now, c.Execution.ID, c.JTI, c.TenantID, c.AgentID, c.ProposalID, string(models.TokenIssued))
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if n == 0 {
 			return nil
 		}
-		ok, err := insertOnce(tx, &row)
+		ok, err := insertExecution(tx, &row)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			var other executionRow
-			if err := tx.Where("tenant_id = ? AND downstream_key = ?", c.TenantID, c.Execution.DownstreamKey).Take(&other).Error; err != nil {
+			var otherDigest string
+			if err := conn.QueryRowContext(ctx, "SELECT args_digest FROM executions WHERE tenant_id = $1 AND downstream_key = $2",
+				c.TenantID, c.Execution.DownstreamKey).Scan(&otherDigest); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return gorm.ErrRecordNotFound
+				}
 				return err
 			}
-			if other.ArgsDigest != row.ArgsDigest {
+			if otherDigest != row.ArgsDigest {
 				return models.Errorf(models.EIdempotencyKeyReuse, "request key %q was used for other arguments", row.RequestKey)
 			}
 			return models.Errorf(models.EAlreadyConsumed, "request key %q already has an execution", row.RequestKey)
@@ -150,18 +155,24 @@ func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRo
 // on the reader pool, so they never queue behind the writer.
 func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
 	db := s.read.WithContext(ctx)
-	var rows []struct {
-		P   proposalRow `gorm:"embedded"`
-		Tok tokenRow    `gorm:"embedded;embeddedPrefix:tok_"`
+	qctx, c := raw(db)
+	var (
+		pr  proposalRow
+		tok struct {
+			jti, tenantID, proposalID, agentID, kid, status, compact, executionID sql.NullString
+			issuedAt, expiresAt, consumedAt                                       sql.NullInt64
+		}
+	)
+	dest := append(pr.fields(), &tok.jti, &tok.tenantID, &tok.proposalID, &tok.agentID, &tok.kid, &tok.status, &tok.compact,
+		&tok.issuedAt, &tok.expiresAt, &tok.consumedAt, &tok.executionID)
+	err := c.QueryRowContext(qctx, redemptionSQL, jti, tenantID, proposalID).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
 	}
-	err := db.Raw(redemptionSQL, jti, tenantID, proposalID).Scan(&rows).Error
 	if err != nil {
 		return nil, nil, dbErr(err)
 	}
-	if len(rows) == 0 {
-		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
-	}
-	p, err := rows[0].P.model("")
+	p, err := pr.model("")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,24 +182,31 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 			return nil, nil, dbErr(err)
 		}
 	}
-	if rows[0].Tok.JTI == "" {
+	if !tok.jti.Valid {
 		return p, nil, nil
 	}
 	if p.Decisions, err = loadDecisions(db, p.ID); err != nil {
 		return nil, nil, dbErr(err)
 	}
-	t := rows[0].Tok.model()
+	row := tokenRow{JTI: tok.jti.String, TenantID: tok.tenantID.String, ProposalID: tok.proposalID.String,
+		AgentID: tok.agentID.String, KID: tok.kid.String, Status: tok.status.String, Compact: tok.compact.String,
+		IssuedAt: tok.issuedAt.Int64, ExpiresAt: tok.expiresAt.Int64}
+	if tok.consumedAt.Valid {
+		row.ConsumedAt = &tok.consumedAt.Int64
+	}
+	if tok.executionID.Valid {
+		row.ExecutionID = &tok.executionID.String
+	}
+	t := row.model()
 	return p, &t, nil
 }
 
 // redemptionSQL reads a proposal and, beside it, the tenant's token with a
 // given jti (whichever proposal that token confirms; the caller checks).
-const redemptionSQL = `SELECT p.*, t.jti AS tok_jti, t.tenant_id AS tok_tenant_id, t.proposal_id AS tok_proposal_id,
- t.agent_id AS tok_agent_id, t.kid AS tok_kid, t.status AS tok_status, t.compact AS tok_compact,
- t.issued_at AS tok_issued_at, t.expires_at AS tok_expires_at, t.consumed_at AS tok_consumed_at,
- t.execution_id AS tok_execution_id
-FROM proposals p LEFT JOIN tokens t ON t.tenant_id = p.tenant_id AND t.jti = ?
-WHERE p.tenant_id = ? AND p.id = ?`
+const redemptionSQL = `SELECT ` + proposalCols + `, t.jti, t.tenant_id, t.proposal_id, t.agent_id, t.kid, t.status, t.compact,
+ t.issued_at, t.expires_at, t.consumed_at, t.execution_id
+FROM proposals p LEFT JOIN tokens t ON t.tenant_id = p.tenant_id AND t.jti = $1
+WHERE p.tenant_id = $2 AND p.id = $3`
 
 // RevokeToken withdraws a confirmation, in one transaction, while that can
 // still prevent a write:

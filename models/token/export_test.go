@@ -5,3 +5,6 @@ package token
 type KeyStore = keyStore
 
 func NewOver(ks KeyStore, cfg Config) *Service { return newService(ks, cfg) }
+
+// ObjectFields is the strict JSON object parser of headers and claims.
+var ObjectFields = objectFields

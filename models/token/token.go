@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -199,33 +198,18 @@ func (s *Service) Sign(ctx context.Context, c models.Claims) (compact, kid strin
 // once, in case another instance rotated; a store error then is EUnavailable,
 // and malformed key material in the store is EInternal.
 func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, error) {
-	kid, payload, err := parseCompact(compact)
+	j, err := splitTyped(compact, tokenType)
 	if err != nil {
 		return models.Claims{}, err
 	}
-
-	pub, err := s.publicKey(ctx, kid)
+	pub, err := s.publicKey(ctx, j.kid)
 	if err != nil {
 		return models.Claims{}, err
 	}
-
-	jws, err := jose.ParseSignedCompact(compact, []jose.SignatureAlgorithm{jose.EdDSA})
-	if err != nil {
-		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+	if err := j.verify(pub); err != nil {
+		return models.Claims{}, err
 	}
-	if len(jws.Signatures) != 1 || jws.Signatures[0].Header.KeyID != kid {
-		// Our own parse and go-jose's must agree on what was signed by whom.
-		return models.Claims{}, models.Errorf(models.EInvalidSignature, msgMalformed)
-	}
-	verified, err := jws.Verify(pub)
-	if err != nil {
-		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgSignature)
-	}
-	if !bytes.Equal(verified, payload) {
-		return models.Claims{}, models.Errorf(models.EInvalidSignature, msgMalformed)
-	}
-
-	c, err := decodeClaims(verified)
+	c, err := decodeClaims(j.payload)
 	if err != nil {
 		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgClaims)
 	}
@@ -437,40 +421,74 @@ func checkClaims(c models.Claims) error {
 	return nil
 }
 
-// parseCompact checks the structure of an untrusted token before any key is
-// looked up: exactly three non-empty segments of canonical unpadded base64url
-// (so that no two strings decode to the same token), a header of exactly alg
-// EdDSA, kid and typ, and a 64-byte signature. It returns the kid and the
-// decoded payload.
-func parseCompact(compact string) (kid string, payload []byte, err error) {
-	return parseTyped(compact, tokenType)
+// parseTyped checks a compact JWS whose header must carry typ (splitTyped)
+// and returns its kid and decoded payload.
+func parseTyped(compact, typ string) (kid string, payload []byte, err error) {
+	j, err := splitTyped(compact, typ)
+	return j.kid, j.payload, err
 }
 
-// parseTyped is parseCompact for a JWS whose header must carry typ.
-func parseTyped(compact, typ string) (kid string, payload []byte, err error) {
+// compactJWS is a compact JWS as splitTyped checked it: its header was
+// exactly {alg: EdDSA, kid, typ}, each segment strict base64url.
+type compactJWS struct {
+	kid     string
+	payload []byte
+	// signed is the JWS signing input exactly as presented: the header
+	// and payload segments joined by a dot.
+	signed string
+	sig    []byte
+}
+
+// splitTyped checks the form of an untrusted compact JWS of type typ before
+// any key is looked up, and splits it: three non-empty segments of
+// canonical unpadded base64url (so that no two strings decode to the same
+// JWS), a header of exactly alg (EdDSA), kid and typ (typ as given; nothing
+// else, so no "crit" either) and an Ed25519-sized signature. It does not verify the signature (see
+// compactJWS.verify). EInvalidSignature for anything else.
+func splitTyped(compact, typ string) (compactJWS, error) {
 	if compact == "" {
-		return "", nil, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
 	}
 	if len(compact) > maxTokenLen {
-		return "", nil, models.Errorf(models.EInvalidSignature, msgMalformed)
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
 	}
-	parts := strings.Split(compact, ".")
-	if len(parts) != 3 {
-		return "", nil, models.Errorf(models.EInvalidSignature, msgMalformed)
+	h, rest, ok := strings.Cut(compact, ".")
+	if !ok {
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
 	}
 	var raw [3][]byte
-	for i, p := range parts {
-		if raw[i], err = decodeSegment(p); err != nil {
-			return "", nil, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+	for i, seg := range [3]string{h, p, sig} {
+		var err error
+		if raw[i], err = decodeSegment(seg); err != nil {
+			return compactJWS{}, models.Wrap(models.EInvalidSignature, err, msgMalformed)
 		}
 	}
-	if kid, err = checkHeader(raw[0], typ); err != nil {
-		return "", nil, err
+	kid, err := checkHeader(raw[0], typ)
+	if err != nil {
+		return compactJWS{}, err
 	}
 	if len(raw[2]) != ed25519.SignatureSize {
-		return "", nil, models.Errorf(models.EInvalidSignature, msgSignature)
+		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgSignature)
 	}
-	return kid, raw[1], nil
+	return compactJWS{kid: kid, payload: raw[1], signed: compact[:len(h)+1+len(p)], sig: raw[2]}, nil
+}
+
+// verify checks the Ed25519 signature over the signing input as presented
+// (RFC 7515 section 5.2: the ASCII of the first two segments).
+// EInvalidSignature when it does not verify or pub is not an Ed25519
+// public key.
+func (j compactJWS) verify(pub ed25519.PublicKey) error {
+	if len(pub) != ed25519.PublicKeySize {
+		return models.Errorf(models.EInvalidSignature, msgSignature)
+	}
+	if !ed25519.Verify(pub, []byte(j.signed), j.sig) {
+		return models.Errorf(models.EInvalidSignature, msgSignature)
+	}
+	return nil
 }
 
 // strictB64 rejects non-zero padding bits; the alphabet check in
@@ -577,40 +595,60 @@ func decodeClaims(payload []byte) (models.Claims, error) {
 // objectFields parses doc as exactly one JSON object and returns its members,
 // refusing duplicate names and trailing data.
 func objectFields(doc []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	fields := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("object member name is not a string")
-		}
-		if _, dup := fields[name]; dup {
-			return nil, fmt.Errorf("duplicate member %q", name)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		fields[name] = v
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	// Unmarshal refuses what is not one JSON text (trailing data too);
+	// it keeps the last of duplicate members, so their number is compared
+	// with the members the text names.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &fields); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
+	if topLevelMembers(doc) != len(fields) {
+		return nil, errors.New("duplicate member name")
 	}
 	return fields, nil
+}
+
+// topLevelMembers counts the members of the JSON object doc (valid JSON):
+// the strings in key position at depth one.
+func topLevelMembers(doc []byte) int {
+	depth, n := 0, 0
+	inString, escaped, wantKey := false, false, false
+	for _, c := range doc {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 && wantKey {
+				n++
+				wantKey = false
+			}
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				wantKey = true
+			}
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				wantKey = true
+			}
+		}
+	}
+	return n
 }
 
 func acquire(ctx context.Context, sem chan struct{}) error {

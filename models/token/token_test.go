@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -487,7 +489,12 @@ func TestTampering(t *testing.T) {
 		"claims invalid UTF-8":         craft(priv, header, []byte("{\"sub\":\"agent_\xff\"}")),
 		"claims oversized":             craft(priv, header, []byte(`{"policy":"`+strings.Repeat("a", 40<<10)+`"}`)),
 		"signature from another token": h + "." + p + "." + strings.Split(craft(priv, header, []byte(`{}`)), ".")[2],
-		"payload from another token":   h + "." + strings.Split(craft(priv, header, []byte(`{}`)), ".")[1] + "." + sig,
+		// The same signature with S replaced by S + L (the group order):
+		// RFC 8032 requires S < L, else signatures would be malleable.
+		"signature S + L":                  h + "." + p + "." + b64(malleate(t, unb64(t, sig))),
+		"signature all zero":               h + "." + p + "." + b64(make([]byte, ed25519.SignatureSize)),
+		"signature over re-encoded header": b64([]byte(header+" ")) + "." + p + "." + sig,
+		"payload from another token":       h + "." + strings.Split(craft(priv, header, []byte(`{}`)), ".")[1] + "." + sig,
 		// Structure.
 		"empty string":              "",
 		"only dots":                 "..",
@@ -607,6 +614,26 @@ func TestTampering(t *testing.T) {
 			t.Fatalf("control %s does not verify under its own key: %v", c.name, err)
 		}
 	}
+}
+
+// malleate returns an Ed25519 signature with its S (the second half,
+// little-endian) increased by the group order L.
+func malleate(t *testing.T, sig []byte) []byte {
+	t.Helper()
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	le := func(b []byte) []byte {
+		out := bytes.Clone(b)
+		slices.Reverse(out)
+		return out
+	}
+	sv := new(big.Int).SetBytes(le(sig[32:]))
+	sv.Add(sv, l)
+	if sv.BitLen() > 256 {
+		t.Fatal("S + L does not fit 32 bytes")
+	}
+	out := bytes.Clone(sig)
+	copy(out[32:], le(sv.FillBytes(make([]byte, 32))))
+	return out
 }
 
 func pad(seg string) string {
@@ -1152,5 +1179,108 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if got, want := len(store.Keys()), 6; got != want {
 		t.Errorf("%d keys, want %d", got, want)
+	}
+}
+
+// TestVerifyWithKeyOfWrongSize checks that a verifying key of the wrong
+// size (a truncated or padded JWKS entry handed in by a caller) refuses the
+// document instead of panicking or verifying it.
+func TestVerifyWithKeyOfWrongSize(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	doc := craft(priv, `{"alg":"EdDSA","kid":"k_pub","typ":"`+token.TypeReceipt+`"}`, []byte(`{"jti":"j"}`))
+	if _, err := token.VerifyWithKey(token.TypeReceipt, doc, pub); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	for _, key := range []ed25519.PublicKey{nil, pub[:31], append(bytes.Clone(pub), 0)} {
+		if _, err := token.VerifyWithKey(token.TypeReceipt, doc, key); err == nil {
+			t.Errorf("verified with a %d-byte key", len(key))
+		} else {
+			wantInvalid(t, err)
+		}
+	}
+}
+
+// TestObjectFieldsStrict checks the JSON object parser that every header,
+// claims set and signed document goes through: exactly one object, no
+// member named twice however the name is spelled, nothing after it.
+func TestObjectFieldsStrict(t *testing.T) {
+	good := map[string]int{
+		`{}`:                                  0,
+		` {"a":1} `:                           1,
+		`{"a":{"a":1,"b":2},"b":[{"a":1},2]}`: 2,
+		`{"a":"x,\"b\":{","b":"}"}`:           2,
+		`{"a\\":1,"a":2}`:                     2,
+		`{"k":"\\\"","l":[]}`:                 2,
+	}
+	for doc, n := range good {
+		fields, err := token.ObjectFields([]byte(doc))
+		if err != nil || len(fields) != n {
+			t.Errorf("%s: %d members, %v; want %d", doc, len(fields), err, n)
+		}
+	}
+	for _, doc := range []string{
+		``, ` `, `null`, `[]`, `"a"`, `1`, `{`, `{"a":1`, `{"a":1}{}`, `{"a":1} x`, `{"a":1},`,
+		`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":{"b":1},"a":{"b":1}}`, `{"a":1,"b":2,"a":3}`,
+		`{"a":"x","b":"y","\u0062":"z"}`, `{a:1}`, `{"a":1,}`, "\xef\xbb\xbf{}",
+	} {
+		if fields, err := token.ObjectFields([]byte(doc)); err == nil {
+			t.Errorf("%q accepted as %v", doc, fields)
+		}
+	}
+}
+
+// arrayDoc encodes itself as a JSON array: not a document.
+type arrayDoc struct{ A string }
+
+func (arrayDoc) MarshalJSON() ([]byte, error) { return []byte(`["a"]`), nil }
+
+// embedsArrayDoc gets arrayDoc's encoding by promotion.
+type embedsArrayDoc struct {
+	arrayDoc
+	B string `json:"b"`
+}
+
+// TestSignStruct checks that SignStruct signs exactly what SignDocument
+// would for a struct or a map, and still refuses values that do not encode
+// as one JSON object: a type with its own encoding (direct or promoted), a
+// nil pointer, a slice, a scalar.
+func TestSignStruct(t *testing.T) {
+	ctx := context.Background()
+	s, store := setup(t)
+	type doc struct {
+		Jti  string          `json:"jti"`
+		N    int             `json:"n"`
+		Raw  json.RawMessage `json:"raw"`
+		Same string          `json:"jti2"`
+	}
+	for _, v := range []any{doc{Jti: "j", N: 1, Raw: json.RawMessage(`{"a":1}`)}, &doc{Jti: "k", Raw: json.RawMessage(`[]`)},
+		map[string]int{"a": 1}, struct{}{}} {
+		compact, kid, payload, err := s.SignStruct(ctx, token.TypeReceipt, v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		want, _ := json.Marshal(v)
+		if !bytes.Equal(payload, want) {
+			t.Errorf("%T: signed %s, want %s", v, payload, want)
+		}
+		got, err := token.VerifyWithKey(token.TypeReceipt, compact, store.key(t, kid).Public)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Errorf("%T: verified %s, %v", v, got, err)
+		}
+		other, _, err := s.SignDocument(ctx, token.TypeReceipt, payload)
+		if err != nil || other != compact {
+			t.Errorf("%T: SignDocument signed %s (%v), SignStruct %s", v, other, err, compact)
+		}
+	}
+	var nilDoc *doc
+	for _, v := range []any{arrayDoc{}, &arrayDoc{}, embedsArrayDoc{B: "b"}, nilDoc, []doc{{}}, "doc", 7} {
+		if compact, _, _, err := s.SignStruct(ctx, token.TypeReceipt, v); err == nil {
+			t.Errorf("%T signed: %s", v, compact)
+		} else if !models.IsCode(err, models.EInternal) {
+			t.Errorf("%T: %v, want internal", v, err)
+		}
+	}
+	if _, _, _, err := s.SignStruct(ctx, "JWT", doc{}); err == nil {
+		t.Error("signed under an unknown type")
 	}
 }

@@ -39,11 +39,7 @@ func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.
 	if err != nil {
 		return "", err
 	}
-	payload, err := json.Marshal(r)
-	if err != nil {
-		return "", models.Wrap(models.EInternal, err, "receipt cannot be encoded")
-	}
-	compact, _, err := s.tokens.SignDocument(ctx, token.TypeReceipt, payload)
+	compact, _, _, err := s.tokens.SignStruct(ctx, token.TypeReceipt, r)
 	return compact, err
 }
 
