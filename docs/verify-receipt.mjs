@@ -113,12 +113,20 @@ function checkTerms(rc, element) {
       fail(element, `the pattern ${JSON.stringify(pattern)} of mandate ${m.id} does not compile here`);
     }
   };
+  const unchecked = [];
   if (!rc.resource_set_digest) {
     if (t.resource_pattern && !whole(t.resource_pattern).test(rc.resource)) fail(element, `${where}: resource not covered by the mandate`);
     if (t.resources && t.resources.length > 0 && !t.resources.includes(rc.resource)) fail(element, `${where}: resource not covered by the mandate`);
+  } else if (t.resource_pattern || (t.resources && t.resources.length > 0)) {
+    unchecked.push("the batch's targets (the receipt binds them by digest)");
   }
   const a = rc.arguments;
-  if (a === undefined) return;
+  if (a === undefined) {
+    if (t.money || Object.keys(t.enums || {}).length > 0 || Object.keys(t.patterns || {}).length > 0) {
+      unchecked.push("the terms on arguments (the receipt leaves the arguments out)");
+    }
+    return unchecked;
+  }
   const str = (f) => (typeof a[f] === "string" ? a[f] : undefined);
   for (const f of Object.keys(t.enums || {}).sort()) {
     if (str(f) === undefined || !t.enums[f].includes(str(f))) fail(element, `${where}: ${f} not among the mandate's values`);
@@ -133,6 +141,7 @@ function checkTerms(rc, element) {
     if (!Number.isInteger(v) || v < 0) fail(element, `${where}: ${mo.field} is not an amount`);
     if (mo.per_call_cap > 0 && v > mo.per_call_cap) fail(element, `${where}: over per-call cap`);
   }
+  return unchecked;
 }
 
 // checkUse counts the chain's tokens issued under the receipt's mandate up
@@ -248,13 +257,14 @@ for (let text of wanted) {
   }
   if (rc.arguments !== undefined && digest(rc.arguments) !== d) fail(element, "its arguments do not hash to its requested digest");
   const m = rc.mandate;
+  let unchecked = [];
   if (m) {
     if (rc.approvers.length !== 0) fail(element, `it names mandate ${m.id} and approvers`);
     if (m.grantors.length < Math.max(m.quorum, 1)) fail(element, `mandate ${m.id} has fewer grantors than its tier's quorum`);
     for (const g of m.grantors) {
       if (g.digest_seen !== m.terms_digest) fail(element, `grantor ${g.user_id} of mandate ${m.id} saw another digest than its terms`);
     }
-    checkTerms(rc, element);
+    unchecked = checkTerms(rc, element);
   } else if (rc.approvers.length < Math.max(rc.quorum, 1)) fail(element, "fewer approvers than the quorum");
   let created = 0;
   let outcome = 0;
@@ -289,7 +299,8 @@ for (let text of wanted) {
   if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
   const who = (list) => list.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ");
   const how = m
-    ? `confirmed by mandate ${m.id} (terms ${m.terms_digest}) granted by ${who(m.grantors)}; the write fits its terms, ${checkUse(rc, element)}`
+    ? `confirmed by mandate ${m.id} (terms ${m.terms_digest}) granted by ${who(m.grantors)}; the write fits its terms, ${checkUse(rc, element)}` +
+      (unchecked.length ? ` (not checkable from the receipt: ${unchecked.join(", ")})` : "")
     : `approved by ${who(rc.approvers)}`;
   const effect = rc.effect_digest ? `, effect ${rc.effect_digest}` : "";
   console.log(`ok   ${element}: ${rc.tool} ${d} ${how}${effect}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);

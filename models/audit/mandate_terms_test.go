@@ -149,6 +149,25 @@ func TestMandateReceiptTermsTampering(t *testing.T) {
 	forged.Arguments = json.RawMessage(strings.Replace(string(rc.Arguments), "25000", "24000", 1))
 	failsWith(t, export, resign(forged), "the receipt's arguments hash to", "do not hash to its requested digest")
 
+	// A receipt without the arguments (a digest-only tool's) cannot show
+	// the terms on arguments: both verifiers say so rather than pass them
+	// over in silence. (The chain still names the receipt it recorded, so
+	// countersign verify refuses this re-signed copy on that count.)
+	forged = rc
+	forged.Arguments = nil
+	stripped := resign(forged)
+	found := false
+	for _, c := range verify(t, export, stripped).Checks {
+		found = found || (c.OK && c.Element == "terms of mandate "+m.ID &&
+			strings.Contains(c.Detail, "not checkable from the receipt: the terms on arguments"))
+	}
+	if !found {
+		t.Errorf("countersign verify does not say the terms on arguments went unchecked")
+	}
+	if out, _ := runNode(t, export, stripped); !strings.Contains(out, "not checkable from the receipt: the terms on arguments") {
+		t.Errorf("node does not say the terms on arguments went unchecked:\n%s", out)
+	}
+
 	// Unsigned edits fail on the signature, as before.
 	parts := strings.Split(compact, ".")
 	payload, _ := json.Marshal(forged)
