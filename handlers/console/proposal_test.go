@@ -380,3 +380,37 @@ func TestApproveAfterTheTargetChangedIsRefused(t *testing.T) {
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "target changed", "Nothing was approved", "propose again")
 	e.wantDecisions(stale.ID, 0)
 }
+
+// An approval posted without the effect the page shows (a page from before
+// the preview, a hand-made request), or with another one, is refused: the
+// page says it was out of date, that nothing was approved, and to look at
+// the effect before deciding again; nothing is recorded.
+func TestApproveWithoutTheEffectShownIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.refund("ord_1001", 19900)
+	if p.EffectDigest == "" {
+		t.Fatal("the demo refund has no effect preview")
+	}
+	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "csrf_token": {"t"}})
+	wantStatus(t, r, http.StatusConflict)
+	alert := text(one(t, r.doc, "alert"))
+	wantContains(t, "alert", alert, "did not show what this write would do", "out of date", "Nothing was approved.",
+		"Reload the proposal, look at the effect")
+	if strings.Contains(alert, "describes what this write would do differently") {
+		t.Errorf("alert %q blames the business system", alert)
+	}
+	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {"sha256:" + strings.Repeat("0", 64)}})
+	wantStatus(t, r, http.StatusConflict)
+	wantContains(t, "alert", text(one(t, r.doc, "alert")), "not the one stored with this proposal", "Nothing was approved.")
+	e.wantDecisions(p.ID, 0)
+	if got, _ := e.svc.Get(e.ctx, p.TenantID, p.ID); got.Status != models.StatusAwaitingConfirmation {
+		t.Fatalf("status %s after refused approvals", got.Status)
+	}
+	// The form the page renders carries the effect, and approves.
+	page := e.get("/proposals/"+p.ID, "alice")
+	if !strings.Contains(page.Body.String(), `name="effect" value="`+p.EffectDigest+`"`) {
+		t.Fatal("the approve form does not carry the effect digest")
+	}
+	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusSeeOther)
+}

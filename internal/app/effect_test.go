@@ -121,7 +121,8 @@ func TestStepUpNamingNoEffectConsumesNothing(t *testing.T) {
 
 		resp := k.assertionFor(p)
 		status, out := b.postJSON(stepUpPath(p, "finish"), resp)
-		wantRefusal(t, "an answer naming no effect", status, out, http.StatusConflict, models.EEffectChanged, "Nothing was approved")
+		wantRefusal(t, "an answer naming no effect", status, out, http.StatusConflict, models.EEffectChanged,
+			"did not show what this write would do", "Nothing was approved")
 		got := c.reloadProposal(p.ID)
 		if got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
 			t.Fatalf("after the refusal: %s with %d decisions", got.Status, len(got.Decisions))
