@@ -146,7 +146,7 @@ func (s *server) confirmed(ctx context.Context, n int) ([][2]string, error) {
 				p, err := s.propose(ctx, i)
 				if err == nil {
 					p, err = s.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: s.reviewer, ProposalID: p.ID,
-						DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(s.reviewer, nil)})
+						DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(s.reviewer, nil)})
 				}
 				if err == nil && p.Token == nil {
 					err = fmt.Errorf("proposal %s confirmed without a token", p.ID)

@@ -178,7 +178,7 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 		}
 		approved[j] = time.Now()
 		if _, err := srv.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: srv.reviewer, ProposalID: props[j].ID,
-			DigestSeen: props[j].ArgsDigest, Evidence: auth.ApprovalEvidence(srv.reviewer, nil)}); err != nil {
+			DigestSeen: props[j].ArgsDigest, EffectSeen: props[j].EffectDigest, Evidence: auth.ApprovalEvidence(srv.reviewer, nil)}); err != nil {
 			return nil, nil, err
 		}
 		calls = append(calls, time.Since(approved[j]))

@@ -128,6 +128,7 @@ type reviewerClient struct {
 var (
 	csrfInput   = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 	digestInput = regexp.MustCompile(`name="digest" value="([^"]+)"`)
+	effectInput = regexp.MustCompile(`name="effect" value="([^"]+)"`)
 	pendingLink = regexp.MustCompile(`href="/proposals/(prop_[0-9a-z]+)"`)
 )
 
@@ -204,8 +205,8 @@ func (r *reviewerClient) pending(ctx context.Context) (ids []string, signedOut b
 	return ids, false, nil
 }
 
-// approve opens the proposal page and sends its approve form (CSRF token
-// and the digest shown). approved=false with no error means the page had no
+// approve opens the proposal page and sends its approve form (CSRF token,
+// the digest shown and the effect digest, when the page shows an effect). approved=false with no error means the page had no
 // approve form (decided meanwhile) or the approval was refused as already
 // decided.
 func (r *reviewerClient) approve(ctx context.Context, id string) (approved bool, err error) {
@@ -220,8 +221,11 @@ func (r *reviewerClient) approve(ctx context.Context, id string) (approved bool,
 	if csrf == nil || digest == nil || !strings.Contains(body, "/proposals/"+id+"/approve") {
 		return false, nil
 	}
-	status, _, err = r.page(ctx, http.MethodPost, "/proposals/"+id+"/approve",
-		url.Values{"csrf_token": {csrf[1]}, "digest": {digest[1]}})
+	form := url.Values{"csrf_token": {csrf[1]}, "digest": {digest[1]}}
+	if effect := effectInput.FindStringSubmatch(body); effect != nil {
+		form.Set("effect", effect[1])
+	}
+	status, _, err = r.page(ctx, http.MethodPost, "/proposals/"+id+"/approve", form)
 	switch {
 	case err != nil:
 		return false, err

@@ -69,7 +69,7 @@ func TestBackupUnderLoad(t *testing.T) {
 					errs <- err
 					return
 				}
-				c, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+				c, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 				if models.IsCode(err, models.EStateChanged) {
 					continue // another writer refunded the same order in between
 				}

@@ -55,7 +55,7 @@ func TestEvidenceVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.a.StepUp.FinishApproval(ctx, stepup.ApprovalInput{Reviewer: alice, SignedIn: auth.ApprovalEvidence(alice, nil), ProposalID: id,
+	if _, err := f.a.StepUp.FinishApproval(ctx, stepup.ApprovalInput{Reviewer: alice, SignedIn: auth.ApprovalEvidence(alice, nil), ProposalID: id, EffectSeen: p.EffectDigest,
 		Response: []byte(virtualwebauthn.CreateAssertionResponse(rp, authr, cred, *as))}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestEvidenceVerify(t *testing.T) {
 
 	// A click-tier approval needs no evidence.
 	low := f.refund(t, "ord_1001", 100)
-	if _, err := f.a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: low, DigestSeen: mustDigest(t, f, low), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
+	if _, err := f.a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: low, DigestSeen: mustDigest(t, f, low), EffectSeen: mustEffect(t, f, low), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := verify(low); r.err != nil || !strings.Contains(r.stdout, "needs no security key") {
@@ -113,6 +113,16 @@ func TestEvidenceVerify(t *testing.T) {
 	if r := invoke(t, nil, "", "evidence", "verify", id, "--db", f.db); r.err == nil || !strings.Contains(r.err.Error(), "--tenant") {
 		t.Errorf("without --tenant: %v", r.err)
 	}
+}
+
+// mustEffect is the effect digest of proposal id.
+func mustEffect(t *testing.T, f *demoFixture, id string) string {
+	t.Helper()
+	p, err := f.a.Protocol.Get(context.Background(), f.agent.TenantID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.EffectDigest
 }
 
 func mustDigest(t *testing.T, f *demoFixture, id string) string {

@@ -33,7 +33,7 @@ func TestMandateCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = f.a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+	p, err = f.a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,7 @@ var (
 	csrfMeta    = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)"`)
 	csrfInput   = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 	digestInput = regexp.MustCompile(`name="digest" value="([^"]+)"`)
+	effectInput = regexp.MustCompile(`name="effect" value="([^"]+)"`)
 )
 
 // reviewer signs in to the console as alice and decides one proposal
@@ -129,6 +130,10 @@ func decide(t *testing.T, base string, creds app.DemoCredentials, link, action, 
 	form := url.Values{"csrf_token": {csrf[1]}, "digest": {digest[1]}}
 	if reason != "" {
 		form.Set("reason", reason)
+	}
+	// The approve form carries the effect digest the page shows.
+	if effect := effectInput.FindStringSubmatch(page); effect != nil && action == "approve" {
+		form.Set("effect", effect[1])
 	}
 	if st := post(link+"/"+action, form); st != http.StatusSeeOther {
 		t.Fatalf("%s: %d", action, st)

@@ -46,7 +46,7 @@ func TestEditProposalFromItsPage(t *testing.T) {
 	wantContains(t, "supersedes", text(sup), "bob", p.ID, "three items came back", "/amount_minor", "10000", "30000")
 	wantContains(t, "tier", text(one(t, r.doc, "tier")), "high")
 
-	r = e.post(loc+"/approve", "bob", url.Values{"digest": {rev.ArgsDigest}, "csrf_token": {"t"}})
+	r = e.post(loc+"/approve", "bob", url.Values{"digest": {rev.ArgsDigest}, "effect": {rev.EffectDigest}, "csrf_token": {"t"}})
 	wantStatus(t, r, http.StatusForbidden)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "You edited this proposal", "Nothing was approved")
 

@@ -28,14 +28,14 @@ func TestSeparationOfDutiesOnTheProposalPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.post("/proposals/"+p.ID+"/approve", "dave", url.Values{"digest": {p.ArgsDigest}})
+	r := e.post("/proposals/"+p.ID+"/approve", "dave", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, r, http.StatusForbidden)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "Separation of duties", "admin created or owns agent admins-bot",
 		"enrolled by someone else", "Nothing was approved.")
 	e.wantDecisions(p.ID, 0)
 
 	// alice, enrolled from the command line, approves; the page says so.
-	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}})
+	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, r, http.StatusSeeOther)
 	page := e.get("/proposals/"+p.ID, "alice")
 	wantContains(t, "enrolment", text(one(t, page.doc, "enrolment")), "enrolled from the command line 2026-09-01")

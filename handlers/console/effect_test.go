@@ -41,7 +41,7 @@ func TestProposalPageShowsTheEffectBeforeAndAfter(t *testing.T) {
 	stale := "sha256:" + strings.Repeat("0", 64)
 	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {stale}})
 	wantStatus(t, r, http.StatusConflict)
-	wantContains(t, "alert", text(one(t, r.doc, "alert")), "describes what this write would do differently", "Nothing was approved")
+	wantContains(t, "alert", text(one(t, r.doc, "alert")), "not the one stored with this proposal", "Nothing was approved")
 	e.wantDecisions(p.ID, 0)
 
 	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})

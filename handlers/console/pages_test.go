@@ -227,7 +227,7 @@ func (e *env) confirm(p *models.Proposal, u models.User) *models.Proposal {
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		return e.stepUpConfirm(p, u)
 	}
-	in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
+	in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(u, nil)}
 	out, err := e.svc.Confirm(e.ctx, in)
 	if err != nil {
 		e.t.Fatalf("confirm: %v", err)
@@ -338,7 +338,7 @@ func TestUnauthenticated(t *testing.T) {
 		e.get("/pending/rows", ""),
 		e.get("/events", ""),
 		e.get("/proposals/"+p.ID, ""),
-		e.post("/proposals/"+p.ID+"/approve", "", url.Values{"digest": {p.ArgsDigest}}),
+		e.post("/proposals/"+p.ID+"/approve", "", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}),
 		e.get("/history", ""),
 	} {
 		wantStatus(t, r, http.StatusUnauthorized)
@@ -355,7 +355,7 @@ func TestTenantIsolation(t *testing.T) {
 	e.confirm(e.refund("ord_1002", 19900), e.alice)
 
 	wantStatus(t, e.get("/proposals/"+p.ID, "olga"), http.StatusNotFound)
-	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "olga", url.Values{"digest": {p.ArgsDigest}}), http.StatusNotFound)
+	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "olga", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusNotFound)
 	wantStatus(t, e.post("/proposals/"+p.ID+"/decline", "olga", url.Values{"digest": {p.ArgsDigest}, "reason": {"no"}}), http.StatusNotFound)
 	wantStatus(t, e.post("/proposals/"+p.ID+"/revoke", "olga", url.Values{}), http.StatusNotFound)
 

@@ -207,6 +207,17 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 		return "The target changed in the business system since this preview was made (its state version moved). " +
 			nothing + " The agent has to propose again with a fresh preview."
 	case models.EEffectChanged:
+		if seen, named := effectNamed(err); named {
+			// The stored preview is what the page should have shown: the
+			// page was out of date (or not this proposal's), not the
+			// business system's answer.
+			if seen == "" {
+				return "The page you approved from did not show what this write would do (it was out of date, from before the " +
+					"business system's effect preview). " + nothing + " Reload the proposal, look at the effect below, and decide again."
+			}
+			return "The effect preview on the page you approved from is not the one stored with this proposal. " + nothing +
+				" Reload the proposal, look at the effect below, and decide again."
+		}
 		return "The business system now describes what this write would do differently than the preview shown to you " +
 			"(the values before → after moved). " + nothing + " The agent has to propose again with a fresh preview."
 	case models.EStepUpRequired:
@@ -482,4 +493,17 @@ func mandateText(p *models.Proposal) string {
 		return "A standing mandate covers this agent and tool but could not confirm this write: " + p.MandateNote + "."
 	}
 	return ""
+}
+
+// effectNamed tells whether an effect_changed refusal is about the effect
+// digest the approval named (writes.EffectNamed) rather than about the
+// business system describing the write differently now, and which digest
+// was named ("" for none).
+func effectNamed(err error) (seen string, named bool) {
+	var me *models.Error
+	if !errors.As(err, &me) {
+		return "", false
+	}
+	seen, named = me.Details["effect_seen"].(string)
+	return seen, named
 }

@@ -105,7 +105,7 @@ func TestApprove(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
-	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "csrf_token": {"t"}})
+	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}, "csrf_token": {"t"}})
 	wantStatus(t, r, http.StatusSeeOther)
 	if got, want := r.Header().Get("Location"), "/proposals/"+p.ID; got != want {
 		t.Errorf("Location = %q, want %q", got, want)
@@ -128,7 +128,7 @@ func TestApproveWithHTMXRedirectsByHeader(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
-	r := e.do(http.MethodPost, "/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}}, "HX-Request", "true")
+	r := e.do(http.MethodPost, "/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}, "HX-Request", "true")
 	wantStatus(t, r, http.StatusOK)
 	if got, want := r.Header().Get("HX-Redirect"), "/proposals/"+p.ID; got != want {
 		t.Errorf("HX-Redirect = %q, want %q", got, want)
@@ -162,7 +162,7 @@ func TestApproveAfterExpiryIsRefused(t *testing.T) {
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
 	e.clock.Advance(5 * time.Minute) // now == expires_at: expired (right-open window)
-	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}})
+	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, r, http.StatusGone)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "This proposal expired at 2026-09-01 06:25:00 UTC", "Nothing was approved")
 	wantContains(t, "expiry", text(one(t, r.doc, "expires")), "Expired at", "2026-09-01 06:25:00 UTC")
@@ -183,7 +183,7 @@ func TestApproveTwiceRecordsOneDecision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := e.refund("ord_1001", 19900)
-	form := url.Values{"digest": {p.ArgsDigest}}
+	form := url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}
 	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "alice", form), http.StatusSeeOther)
 	r := e.post("/proposals/"+p.ID+"/approve", "alice", form)
 	wantStatus(t, r, http.StatusConflict)
@@ -254,7 +254,7 @@ func TestWebAuthnTierCannotBeApprovedYet(t *testing.T) {
 	one(t, r.doc, "decline") // declining needs no security key
 
 	// Posting the form anyway is refused by the protocol.
-	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}})
+	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, r, http.StatusForbidden)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "security-key", "Nothing was approved")
 	e.wantDecisions(p.ID, 0)
@@ -327,7 +327,7 @@ func TestConcurrentApprovesRecordOneDecision(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			req := httptest.NewRequest(http.MethodPost, "/proposals/"+p.ID+"/approve",
-				strings.NewReader(url.Values{"digest": {p.ArgsDigest}}.Encode()))
+				strings.NewReader(url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("X-Test-User", "alice")
 			rec := httptest.NewRecorder()
@@ -358,12 +358,12 @@ func TestSelfApprovalIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}})
+	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, r, http.StatusForbidden)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "alice-bot", "may not approve it yourself", "Nothing was approved")
 	e.wantDecisions(p.ID, 0)
 	// Someone else may.
-	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "bob", url.Values{"digest": {p.ArgsDigest}}), http.StatusSeeOther)
+	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "bob", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusSeeOther)
 }
 
 func TestApproveAfterTheTargetChangedIsRefused(t *testing.T) {
@@ -375,8 +375,42 @@ func TestApproveAfterTheTargetChangedIsRefused(t *testing.T) {
 	if _, err := e.svc.Execute(e.ctx, e.agent, other.ID, other.Token.Compact); err != nil {
 		t.Fatal(err)
 	}
-	r := e.post("/proposals/"+stale.ID+"/approve", "bob", url.Values{"digest": {stale.ArgsDigest}})
+	r := e.post("/proposals/"+stale.ID+"/approve", "bob", url.Values{"digest": {stale.ArgsDigest}, "effect": {stale.EffectDigest}})
 	wantStatus(t, r, http.StatusConflict)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "target changed", "Nothing was approved", "propose again")
 	e.wantDecisions(stale.ID, 0)
+}
+
+// An approval posted without the effect the page shows (a page from before
+// the preview, a hand-made request), or with another one, is refused: the
+// page says it was out of date, that nothing was approved, and to look at
+// the effect before deciding again; nothing is recorded.
+func TestApproveWithoutTheEffectShownIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.refund("ord_1001", 19900)
+	if p.EffectDigest == "" {
+		t.Fatal("the demo refund has no effect preview")
+	}
+	r := e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "csrf_token": {"t"}})
+	wantStatus(t, r, http.StatusConflict)
+	alert := text(one(t, r.doc, "alert"))
+	wantContains(t, "alert", alert, "did not show what this write would do", "out of date", "Nothing was approved.",
+		"Reload the proposal, look at the effect")
+	if strings.Contains(alert, "describes what this write would do differently") {
+		t.Errorf("alert %q blames the business system", alert)
+	}
+	r = e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {"sha256:" + strings.Repeat("0", 64)}})
+	wantStatus(t, r, http.StatusConflict)
+	wantContains(t, "alert", text(one(t, r.doc, "alert")), "not the one stored with this proposal", "Nothing was approved.")
+	e.wantDecisions(p.ID, 0)
+	if got, _ := e.svc.Get(e.ctx, p.TenantID, p.ID); got.Status != models.StatusAwaitingConfirmation {
+		t.Fatalf("status %s after refused approvals", got.Status)
+	}
+	// The form the page renders carries the effect, and approves.
+	page := e.get("/proposals/"+p.ID, "alice")
+	if !strings.Contains(page.Body.String(), `name="effect" value="`+p.EffectDigest+`"`) {
+		t.Fatal("the approve form does not carry the effect digest")
+	}
+	wantStatus(t, e.post("/proposals/"+p.ID+"/approve", "alice", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusSeeOther)
 }

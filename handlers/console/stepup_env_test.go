@@ -60,7 +60,7 @@ func (e *env) stepUpConfirm(p *models.Proposal, u models.User) *models.Proposal 
 		e.t.Fatal(err)
 	}
 	out, err := e.stepUp.FinishApproval(e.ctx, stepup.ApprovalInput{Reviewer: u, SignedIn: auth.ApprovalEvidence(u, nil),
-		ProposalID: p.ID, Response: []byte(virtualwebauthn.CreateAssertionResponse(rp, k.authr, k.cred, *as))})
+		ProposalID: p.ID, EffectSeen: p.EffectDigest, Response: []byte(virtualwebauthn.CreateAssertionResponse(rp, k.authr, k.cred, *as))})
 	if err != nil {
 		e.t.Fatalf("step-up approval: %v", err)
 	}

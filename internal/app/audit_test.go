@@ -42,7 +42,7 @@ func TestReceiptsAndAuditThroughTheServer(t *testing.T) {
 	p := c.propose("ord_1001", 100)
 	b := c.alice()
 	b.get("/proposals/" + p.ID)
-	wantStatus(t, "approve", b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}}), http.StatusSeeOther)
+	wantStatus(t, "approve", b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusSeeOther)
 
 	agent, err := c.app.Protocol.AuthenticateAgent(ctx, c.creds.AgentKey)
 	if err != nil {

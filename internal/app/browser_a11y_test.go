@@ -296,7 +296,7 @@ func TestBrowserNoTokenBrokenMidWord(t *testing.T) {
 	logs := agent.propose(`{"tool":"delete_logs","arguments":{"log_ids":["log_0009","log_0011","log_0012","log_0013","log_0014","log_0015"],"reason":"Old traces"}}`)
 	admin := terminalUser(t, term, d.creds.Admin)
 	if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: ids[0],
-		DigestSeen: mustDigest(t, term, admin, ids[0]), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
+		DigestSeen: mustDigest(t, term, admin, ids[0]), EffectSeen: mustEffect(t, term, admin, ids[0]), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	j.signIn(d.base, d.creds.Reviewer, d.creds.ReviewerPassword)

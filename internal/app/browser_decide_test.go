@@ -264,7 +264,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
+		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: a.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(live, s.name+": approval from the terminal shows", statusIs("Confirmed"))
@@ -287,7 +287,7 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 			chromedp.Navigate(d.base+"/proposals/"+b.ID),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
 		)
-		pb, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID), Evidence: auth.ApprovalEvidence(admin, nil)})
+		pb, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: b.ID, DigestSeen: mustDigest(t, term, admin, b.ID), EffectSeen: mustEffect(t, term, admin, b.ID), Evidence: auth.ApprovalEvidence(admin, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,6 +308,16 @@ func TestBrowserLiveProposalPage(t *testing.T) {
 		j.within(live, s.name+": expiry shows", statusIs("Expired"))
 		j.within(live, s.name+": forms gone once expired", noForms)
 	}
+}
+
+// mustEffect is the effect digest of proposal id, as its page shows it.
+func mustEffect(t *testing.T, a *app.App, u models.User, id string) string {
+	t.Helper()
+	p, err := a.Protocol.Get(context.Background(), u.TenantID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.EffectDigest
 }
 
 func mustDigest(t *testing.T, a *app.App, u models.User, id string) string {
@@ -336,7 +346,7 @@ func TestBrowserTerminalDecisionsReachTheList(t *testing.T) {
 		j.step("list at "+s.name, chromedp.EmulateViewport(s.width, s.height), chromedp.Navigate(d.base+"/"))
 		j.within(5*time.Second, s.name+": the proposal is listed", row)
 		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: p.ID,
-			DigestSeen: mustDigest(t, term, admin, p.ID), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
+			DigestSeen: mustDigest(t, term, admin, p.ID), EffectSeen: mustEffect(t, term, admin, p.ID), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		j.within(2*time.Second, s.name+": the terminal's approval leaves the list", "!"+row)
@@ -470,7 +480,7 @@ func TestBrowserPendingTriage(t *testing.T) {
 		j.step("focus a row", chromedp.Focus(chromedp.CSS(row(keep)+`a[data-testid=tool-title]`)))
 		gone := ids[12-decided]
 		if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: admin, ProposalID: gone,
-			DigestSeen: mustDigest(t, term, admin, gone), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
+			DigestSeen: mustDigest(t, term, admin, gone), EffectSeen: mustEffect(t, term, admin, gone), Evidence: auth.ApprovalEvidence(admin, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		decided++
@@ -506,7 +516,7 @@ func TestBrowserHistoryAnswersQuestions(t *testing.T) {
 	ctx := context.Background()
 	approve := func(u models.User, id, comment string) *models.Proposal {
 		t.Helper()
-		p, err := term.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), Evidence: auth.ApprovalEvidence(u, nil), Comment: comment})
+		p, err := term.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: u, ProposalID: id, DigestSeen: mustDigest(t, term, u, id), EffectSeen: mustEffect(t, term, u, id), Evidence: auth.ApprovalEvidence(u, nil), Comment: comment})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,9 +33,9 @@ func TestEditThroughTheConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, "editor approves", bob.postForm(loc+"/approve", url.Values{"digest": {rev.ArgsDigest}}), http.StatusForbidden)
+	wantStatus(t, "editor approves", bob.postForm(loc+"/approve", url.Values{"digest": {rev.ArgsDigest}, "effect": {rev.EffectDigest}}), http.StatusForbidden)
 	alice := c.alice()
-	wantStatus(t, "alice approves", alice.postForm(loc+"/approve", url.Values{"digest": {rev.ArgsDigest}}), http.StatusSeeOther)
+	wantStatus(t, "alice approves", alice.postForm(loc+"/approve", url.Values{"digest": {rev.ArgsDigest}, "effect": {rev.EffectDigest}}), http.StatusSeeOther)
 	rev, _ = c.app.Protocol.Get(context.Background(), p.TenantID, revID)
 	agent, err := c.app.Protocol.AuthenticateAgent(context.Background(), c.creds.AgentKey)
 	if err != nil {

@@ -43,8 +43,8 @@ func TestApproveNeedsTheCSRFToken(t *testing.T) {
 	b := c.alice()
 	b.get("/proposals/" + p.ID)
 	for name, form := range map[string]url.Values{
-		"missing": {"digest": {p.ArgsDigest}},
-		"wrong":   {"digest": {p.ArgsDigest}, "csrf_token": {"not-the-token"}},
+		"missing": {"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}},
+		"wrong":   {"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}, "csrf_token": {"not-the-token"}},
 	} {
 		got := b.post("/proposals/"+p.ID+"/approve", form)
 		wantStatus(t, "approve with "+name+" CSRF token", got, http.StatusForbidden)
@@ -52,12 +52,12 @@ func TestApproveNeedsTheCSRFToken(t *testing.T) {
 	// A token from another session does not work either.
 	other := c.alice()
 	other.get("/")
-	got := b.post("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "csrf_token": {other.csrf}})
+	got := b.post("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}, "csrf_token": {other.csrf}})
 	wantStatus(t, "approve with another session's token", got, http.StatusForbidden)
 	if st := c.status(p.ID); st != models.StatusAwaitingConfirmation {
 		t.Fatalf("a refused request changed the proposal to %s", st)
 	}
-	got = b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}})
+	got = b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, "approve with the token", got, http.StatusSeeOther)
 	if st := c.status(p.ID); st != models.StatusConfirmed {
 		t.Fatalf("status = %s, want confirmed", st)
@@ -94,15 +94,15 @@ func TestApproveRefusals(t *testing.T) {
 	p := c.propose("ord_1003", 100)
 	b.get("/proposals/" + p.ID)
 	other := c.propose("ord_1004", 200)
-	got := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {other.ArgsDigest}})
+	got := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {other.ArgsDigest}, "effect": {other.EffectDigest}})
 	wantStatus(t, "approve with another digest", got, http.StatusForbidden)
 	if testid(got.doc, "alert") == "" {
 		t.Error("no alert explains the refusal")
 	}
 
 	// Double submit: one decision.
-	first := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}})
-	second := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}})
+	first := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
+	second := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, "first approve", first, http.StatusSeeOther)
 	if second.status < 400 {
 		t.Errorf("second approve answered %d", second.status)
@@ -115,7 +115,7 @@ func TestApproveRefusals(t *testing.T) {
 	q := c.propose("ord_1005", 100)
 	b.get("/proposals/" + q.ID)
 	c.clock.Set(q.ExpiresAt)
-	got = b.postForm("/proposals/"+q.ID+"/approve", url.Values{"digest": {q.ArgsDigest}})
+	got = b.postForm("/proposals/"+q.ID+"/approve", url.Values{"digest": {q.ArgsDigest}, "effect": {q.EffectDigest}})
 	wantStatus(t, "approve at the expiry", got, http.StatusGone)
 	if a := testid(got.doc, "alert"); !strings.Contains(a, "expired") {
 		t.Errorf("alert = %q, want it to say the proposal expired", a)

@@ -92,7 +92,7 @@ func TestShutdownAnswersUnavailable(t *testing.T) {
 		return p
 	}
 	p := propose("ord_1001")
-	confirmed, err := s.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+	confirmed, err := s.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
 )
 
@@ -88,4 +90,64 @@ func TestStepUpCarriesTheEffectShown(t *testing.T) {
 	if got.Status != models.StatusConfirmed || len(got.Decisions) != 1 || got.Decisions[0].EffectSeen != p.EffectDigest {
 		t.Fatalf("status %s decisions %+v", got.Status, got.Decisions)
 	}
+}
+
+// A security-key answer that names no effect, for a write with an effect
+// preview (a page from before the preview), is refused before the ceremony
+// is consumed or the key's counter moves: no decision, no audit entry, and
+// the same signed answer, naming the effect the page shows, then approves.
+func TestStepUpNamingNoEffectConsumesNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, db string) {
+		c := openConsole(t, func(cfg *app.Config) {
+			cfg.RPID, cfg.Origins, cfg.DB = testRPID, []string{testOrigin}, db
+		})
+		ctx := context.Background()
+		b := c.alice()
+		k := newKey(t, b)
+		k.register("k")
+		p := c.propose("ord_2001", 50000)
+		if p.EffectDigest == "" || p.Tier.Confirmation != models.ConfirmWebAuthn {
+			t.Fatalf("effect %q tier %+v", p.EffectDigest, p.Tier)
+		}
+		alice := mustUser(t, c, "alice")
+		keysBefore, err := c.app.Store.SecurityKeys(ctx, p.TenantID, alice.ID)
+		if err != nil || len(keysBefore) != 1 {
+			t.Fatalf("keys %v (%v)", keysBefore, err)
+		}
+		auditBefore, err := c.app.Store.ProposalAudit(ctx, p.TenantID, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		resp := k.assertionFor(p)
+		status, out := b.postJSON(stepUpPath(p, "finish"), resp)
+		wantRefusal(t, "an answer naming no effect", status, out, http.StatusConflict, models.EEffectChanged,
+			"did not show what this write would do", "Nothing was approved")
+		got := c.reloadProposal(p.ID)
+		if got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
+			t.Fatalf("after the refusal: %s with %d decisions", got.Status, len(got.Decisions))
+		}
+		auditAfter, err := c.app.Store.ProposalAudit(ctx, p.TenantID, p.ID)
+		if err != nil || len(auditAfter) != len(auditBefore) {
+			t.Fatalf("the refusal wrote audit entries: %d before, %d after (%v)", len(auditBefore), len(auditAfter), err)
+		}
+		keysAfter, err := c.app.Store.SecurityKeys(ctx, p.TenantID, alice.ID)
+		if err != nil || keysAfter[0].SignCount != keysBefore[0].SignCount {
+			t.Fatalf("the refusal moved the key's counter %d → %d (%v)", keysBefore[0].SignCount, keysAfter[0].SignCount, err)
+		}
+
+		status, out = b.postJSON(stepUpPath(p, "finish"), withEffect(t, resp, p.EffectDigest))
+		if status != http.StatusOK {
+			t.Fatalf("the same answer naming the effect: %d %s", status, out)
+		}
+		got = c.reloadProposal(p.ID)
+		if got.Status != models.StatusConfirmed || len(got.Decisions) != 1 || got.Decisions[0].EffectSeen != p.EffectDigest {
+			t.Fatalf("status %s decisions %+v", got.Status, got.Decisions)
+		}
+		// Consumed now: presented again, it approves nothing.
+		status, out = b.postJSON(stepUpPath(p, "finish"), withEffect(t, resp, p.EffectDigest))
+		if status < 400 {
+			t.Fatalf("the answer presented again: %d %s", status, out)
+		}
+	})
 }

@@ -42,6 +42,6 @@ func TestMCPSeesTheEditAndExecutesTheNewVersion(t *testing.T) {
 	}
 	alice := c.alice()
 	alice.get("/proposals/" + rev.ID)
-	wantStatus(t, "approve", alice.postForm("/proposals/"+rev.ID+"/approve", url.Values{"digest": {rev.ArgsDigest}}), http.StatusSeeOther)
+	wantStatus(t, "approve", alice.postForm("/proposals/"+rev.ID+"/approve", url.Values{"digest": {rev.ArgsDigest}, "effect": {rev.EffectDigest}}), http.StatusSeeOther)
 	c.executeAndReplay(a, rev.ID)
 }

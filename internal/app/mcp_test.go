@@ -246,7 +246,7 @@ func (c *console) approveAs(b *browser, id string) {
 	c.t.Helper()
 	p := c.reloadProposal(id)
 	b.get("/proposals/" + id)
-	wantStatus(c.t, "approve", b.postForm("/proposals/"+id+"/approve", url.Values{"digest": {p.ArgsDigest}}), http.StatusSeeOther)
+	wantStatus(c.t, "approve", b.postForm("/proposals/"+id+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusSeeOther)
 }
 
 func (c *console) decline(id, reason string) {

@@ -164,7 +164,7 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		p1 := propose("ord_1001")
 		propose("ord_1001") // the same request key again: a replay, not a new proposal
 		clock.Advance(90 * time.Second)
-		c1, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+		c1, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p1.ID, DigestSeen: p1.ArgsDigest, EffectSeen: p1.EffectDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

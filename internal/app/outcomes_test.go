@@ -97,7 +97,7 @@ func TestExecuteAgainstASlowBusinessSystemOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string), Evidence: auth.ApprovalEvidence(alice, nil)})
+	p, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: prop["args_digest"].(string), EffectSeen: prop["effect_digest"].(string), Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

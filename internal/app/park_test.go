@@ -88,7 +88,7 @@ func (e *parkEnv) propose() *models.Proposal {
 func confirmWith(t *testing.T, svc *writes.Service, reviewer models.User, p *models.Proposal) {
 	t.Helper()
 	if _, err := svc.Confirm(context.Background(), writes.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID,
-		DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(reviewer, nil)}); err != nil {
+		DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(reviewer, nil)}); err != nil {
 		t.Fatal(err)
 	}
 }

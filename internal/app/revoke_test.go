@@ -23,7 +23,7 @@ func TestConsoleRevokesAFailedRetryableWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = c.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+	p, err = c.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (k *key) assertionFor(p *models.Proposal) string {
 // approve runs a whole step-up approval of p and checks it succeeded.
 func (k *key) approve(p *models.Proposal) {
 	k.t.Helper()
-	status, out := k.b.postJSON(stepUpPath(p, "finish"), k.assertionFor(p))
+	status, out := k.b.postJSON(stepUpPath(p, "finish"), withEffect(k.t, k.assertionFor(p), p.EffectDigest))
 	if status != http.StatusOK || !strings.Contains(string(out), `"redirect":"/proposals/`+p.ID+`"`) {
 		k.t.Fatalf("step-up approve: %d %s", status, out)
 	}
@@ -287,7 +287,7 @@ func TestRegisterAKeyAndApproveWithIt(t *testing.T) {
 	}
 	wantContains(t, "quorum", testid(page.doc, "quorum"), "0 of 1 approval with a security key")
 	// Without the script, the form posts a plain approval: refused, saying why.
-	plain := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}})
+	plain := b.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}})
 	wantStatus(t, "plain approve on a security-key tier", plain, http.StatusForbidden)
 	wantContains(t, "alert", testid(plain.doc, "alert"), "with security key", "Nothing was approved")
 
@@ -316,7 +316,7 @@ func TestRegisterAKeyAndApproveWithIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, out = b.postJSON(stepUpPath(p, "finish"), k.sign(o))
+	status, out = b.postJSON(stepUpPath(p, "finish"), withEffect(t, k.sign(o), p.EffectDigest))
 	if status != http.StatusOK {
 		t.Fatalf("finish: %d %s", status, out)
 	}
@@ -409,7 +409,7 @@ func TestStepUpRefusals(t *testing.T) {
 
 	// An assertion made for A, presented for B.
 	forA := k.assertionFor(a)
-	status, out := b.postJSON(stepUpPath(bp, "finish"), forA)
+	status, out := b.postJSON(stepUpPath(bp, "finish"), withEffect(t, forA, bp.EffectDigest))
 	wantRefusal(t, "A's assertion for B", status, out, http.StatusForbidden, models.EArgsMismatch, "different proposal")
 	if c.status(bp.ID) != models.StatusAwaitingConfirmation || len(c.reloadProposal(bp.ID).Decisions) != 0 {
 		t.Fatal("B changed")
@@ -417,11 +417,11 @@ func TestStepUpRefusals(t *testing.T) {
 
 	// The same assertion twice (here once at A, after the refusal at B):
 	// the first counts, the second is refused.
-	status, out = b.postJSON(stepUpPath(a, "finish"), forA)
+	status, out = b.postJSON(stepUpPath(a, "finish"), withEffect(t, forA, a.EffectDigest))
 	if status != http.StatusOK {
 		t.Fatalf("A's assertion at A: %d %s", status, out)
 	}
-	status, out = b.postJSON(stepUpPath(a, "finish"), forA)
+	status, out = b.postJSON(stepUpPath(a, "finish"), withEffect(t, forA, a.EffectDigest))
 	wantRefusal(t, "the same assertion again", status, out, http.StatusConflict, models.EAlreadyConsumed, "already used")
 	if n := len(c.reloadProposal(a.ID).Decisions); n != 1 {
 		t.Errorf("decisions on A = %d", n)
@@ -429,20 +429,20 @@ func TestStepUpRefusals(t *testing.T) {
 
 	// User verification missing.
 	k.auth.Options.UserNotVerified = true
-	status, out = b.postJSON(stepUpPath(bp, "finish"), k.assertionFor(bp))
+	status, out = b.postJSON(stepUpPath(bp, "finish"), withEffect(t, k.assertionFor(bp), bp.EffectDigest))
 	wantRefusal(t, "no user verification", status, out, http.StatusForbidden, models.EStepUpFailed,
 		"did not verify you (user verification is required)", "Nothing was approved")
 	k.auth.Options.UserNotVerified = false
 
 	// Wrong origin.
 	k.rp.Origin = "https://evil.example"
-	status, out = b.postJSON(stepUpPath(bp, "finish"), k.assertionFor(bp))
+	status, out = b.postJSON(stepUpPath(bp, "finish"), withEffect(t, k.assertionFor(bp), bp.EffectDigest))
 	wantRefusal(t, "wrong origin", status, out, http.StatusForbidden, models.EStepUpFailed, "https://evil.example", "not this console's origin")
 	k.rp.Origin = testOrigin
 
 	// Wrong relying party (same origin).
 	k.rp.ID = "evil.example"
-	status, out = b.postJSON(stepUpPath(bp, "finish"), k.assertionFor(bp))
+	status, out = b.postJSON(stepUpPath(bp, "finish"), withEffect(t, k.assertionFor(bp), bp.EffectDigest))
 	wantRefusal(t, "wrong rp id", status, out, http.StatusForbidden, models.EStepUpFailed, "relying party id")
 	k.rp.ID = testRPID
 
@@ -455,7 +455,7 @@ func TestStepUpRefusals(t *testing.T) {
 	sig[len(sig)-1] ^= 1
 	r["signature"] = base64.RawURLEncoding.EncodeToString(sig)
 	forged, _ := json.Marshal(m)
-	status, out = b.postJSON(stepUpPath(bp, "finish"), string(forged))
+	status, out = b.postJSON(stepUpPath(bp, "finish"), withEffect(t, string(forged), bp.EffectDigest))
 	wantRefusal(t, "bad signature", status, out, http.StatusForbidden, models.EStepUpFailed, "did not verify")
 	// Each refused assertion is in the audit log.
 	entries, err := c.app.Store.ProposalAudit(context.Background(), bp.TenantID, bp.ID)
@@ -479,7 +479,7 @@ func TestStepUpRefusals(t *testing.T) {
 	// Someone else's assertion in alice's session: no ceremony of hers.
 	c.user("demo", "bob", models.RoleReviewer, "bob-password-123")
 	kb := c.reviewerWithKey("bob", "bob-password-123", "Bob's key")
-	status, out = b.postJSON(stepUpPath(bp, "finish"), kb.assertionFor(bp))
+	status, out = b.postJSON(stepUpPath(bp, "finish"), withEffect(t, kb.assertionFor(bp), bp.EffectDigest))
 	wantRefusal(t, "bob's ceremony in alice's session", status, out, http.StatusForbidden, models.EStepUpFailed, "does not answer a request")
 
 	if got := c.reloadProposal(bp.ID); got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
@@ -496,7 +496,7 @@ func TestStepUpRefusals(t *testing.T) {
 	q := c.propose("ord_2003", 300000)
 	o := k.begin(stepUpPath(q, "begin"), digestBody(q))
 	c.clock.Advance(stepup.DefaultApprovalTTL)
-	status, out = b.postJSON(stepUpPath(q, "finish"), k.sign(o))
+	status, out = b.postJSON(stepUpPath(q, "finish"), withEffect(t, k.sign(o), q.EffectDigest))
 	wantRefusal(t, "expired ceremony", status, out, http.StatusGone, models.ECeremonyExpired, "expired", "Start again")
 	if n := len(c.reloadProposal(q.ID).Decisions); n != 0 {
 		t.Errorf("an expired ceremony recorded %d decisions", n)
@@ -510,7 +510,7 @@ func TestConcurrentFinishesOfOneAssertion(t *testing.T) {
 	k := newKey(t, b)
 	k.register("k")
 	p := c.propose("ord_2003", 300000) // quorum of two: the first approval leaves it awaiting
-	resp := k.assertionFor(p)
+	resp := withEffect(t, k.assertionFor(p), p.EffectDigest)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	codes := map[int]int{}
@@ -543,7 +543,7 @@ func TestSignCounterRegressionFlagsTheKey(t *testing.T) {
 	// The same key now presents counter 3: a clone, or a broken key.
 	p := c.propose("ord_2002", 50000)
 	k.cred.Counter = 3
-	status, out := b.postJSON(stepUpPath(p, "finish"), k.assertionFor(p))
+	status, out := b.postJSON(stepUpPath(p, "finish"), withEffect(t, k.assertionFor(p), p.EffectDigest))
 	wantRefusal(t, "counter 5 → 3", status, out, http.StatusForbidden, models.EStepUpFailed, "went backwards", "flagged")
 	if got := c.reloadProposal(p.ID); got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
 		t.Fatalf("the refused approval changed the proposal: %s", got.Status)
@@ -588,10 +588,10 @@ func TestQuorumNeedsDistinctReviewersEachWithAKey(t *testing.T) {
 
 	// Alice begins two ceremonies, then finishes both: one approval.
 	first, second := alice.assertionFor(p), alice.assertionFor(p)
-	if status, out := alice.b.postJSON(stepUpPath(p, "finish"), first); status != http.StatusOK {
+	if status, out := alice.b.postJSON(stepUpPath(p, "finish"), withEffect(t, first, p.EffectDigest)); status != http.StatusOK {
 		t.Fatalf("alice: %d %s", status, out)
 	}
-	status, out := alice.b.postJSON(stepUpPath(p, "finish"), second)
+	status, out := alice.b.postJSON(stepUpPath(p, "finish"), withEffect(t, second, p.EffectDigest))
 	wantRefusal(t, "alice's second approval", status, out, http.StatusConflict, models.EAlreadyDecided, "already decided")
 	status, out = alice.b.postJSON(stepUpPath(p, "begin"), digestBody(p))
 	wantRefusal(t, "alice begins again", status, out, http.StatusConflict, models.EAlreadyDecided)
@@ -645,7 +645,7 @@ func TestRequesterCannotApproveWithAKeyEither(t *testing.T) {
 	status, out := k.b.postJSON(stepUpPath(p, "begin"), digestBody(p))
 	wantRefusal(t, "requester begins", status, out, http.StatusForbidden, models.ESelfApproval, "may not approve it yourself")
 	// Past the console, Confirm refuses as well: the protocol decides.
-	_, err = c.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: carol, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+	_, err = c.app.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: carol, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 		Evidence: auth.ApprovalEvidence(carol, nil)})
 	if !models.IsCode(err, models.ESelfApproval) {
 		t.Errorf("Confirm by the requester: %v", err)
@@ -666,7 +666,7 @@ func TestCeremoniesSurviveARestart(t *testing.T) {
 	// Another process finishes what this one began: nothing was kept in
 	// memory or in a readable cookie.
 	c.restart()
-	status, out := b.postJSON(stepUpPath(p, "finish"), k.sign(o))
+	status, out := b.postJSON(stepUpPath(p, "finish"), withEffect(t, k.sign(o), p.EffectDigest))
 	if status != http.StatusOK {
 		t.Fatalf("finish after a restart: %d %s", status, out)
 	}
@@ -717,7 +717,7 @@ func TestRemovingAKeyNeedsAFreshStepUp(t *testing.T) {
 	// The removed key approves nothing.
 	p := c.propose("ord_2007", 50000)
 	o = k2.begin(stepUpPath(p, "begin"), digestBody(p))
-	status, out = b.postJSON(stepUpPath(p, "finish"), k1.signAny(o))
+	status, out = b.postJSON(stepUpPath(p, "finish"), withEffect(t, k1.signAny(o), p.EffectDigest))
 	wantRefusal(t, "removed key", status, out, http.StatusForbidden, models.EStepUpFailed, "not registered to you")
 
 	// Renaming.
@@ -880,7 +880,7 @@ func TestPasskeySignIn(t *testing.T) {
 	// security-key confirmation.
 	low := c.propose("ord_1003", 100)
 	b.get("/proposals/" + low.ID)
-	wantStatus(t, "click approval", b.postForm("/proposals/"+low.ID+"/approve", url.Values{"digest": {low.ArgsDigest}}), http.StatusSeeOther)
+	wantStatus(t, "click approval", b.postForm("/proposals/"+low.ID+"/approve", url.Values{"digest": {low.ArgsDigest}, "effect": {low.EffectDigest}}), http.StatusSeeOther)
 	if cl := claimsOf(t, c.reloadProposal(low.ID)); !slices.Equal(cl.AMR, []string{"passkey"}) {
 		t.Errorf("amr of a click approval after a passkey sign-in = %v, want [passkey]", cl.AMR)
 	}

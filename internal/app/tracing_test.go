@@ -149,7 +149,7 @@ func TestTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
+		c, err := a.Protocol.Confirm(ctx, writes.ConfirmInput{Reviewer: alice, ProposalID: id, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(alice, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

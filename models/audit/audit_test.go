@@ -133,7 +133,7 @@ func newWorld(t *testing.T, kind string) *world {
 		t.Fatalf("tier %s is not a security-key tier", p.Tier.Name)
 	}
 	ev := assertion(t, w, demo.Reviewer, p)
-	c, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+	c, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: demo.Reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 		Evidence: verified.StepUp(auth.ApprovalEvidence(demo.Reviewer, nil), p.ID, p.ArgsDigest, ev)})
 	if err != nil {
 		t.Fatal(err)

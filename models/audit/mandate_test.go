@@ -34,7 +34,7 @@ func mandateReceipt(t *testing.T, w *world) (string, models.SignedReceipt, model
 	if mp.Tier.Confirmation != models.ConfirmWebAuthn {
 		t.Fatalf("the grant's tier %s needs no security key", mp.Tier.Name)
 	}
-	mp, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: w.reviewer, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest,
+	mp, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: w.reviewer, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest, EffectSeen: mp.EffectDigest,
 		Evidence: verified.StepUp(auth.ApprovalEvidence(w.reviewer, nil), mp.ID, mp.ArgsDigest, assertion(t, w, w.reviewer, mp))})
 	if err != nil || mp.MandateID == "" {
 		t.Fatalf("grant: %v", err)

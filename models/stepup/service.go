@@ -489,15 +489,18 @@ type ApprovalInput struct {
 //
 //  1. the response names a ceremony begun for this reviewer and for this
 //     proposal (EArgsMismatch: "made for a different proposal");
-//  2. the ceremony is consumed, once (EAlreadyConsumed: a response
+//  2. the answer names the effect digest stored with the proposal
+//     (writes.EffectNamed: EEffectChanged), checked before anything is
+//     consumed;
+//  3. the ceremony is consumed, once (EAlreadyConsumed: a response
 //     presented twice; ECeremonyExpired);
-//  3. the challenge is recomputed from the stored proposal's id and digest
+//  4. the challenge is recomputed from the stored proposal's id and digest
 //     and the ceremony's nonce, and must be the one signed (EArgsMismatch);
-//  4. origin, RP ID, user presence and user verification, then the
+//  5. origin, RP ID, user presence and user verification, then the
 //     signature under the registered key (EStepUpFailed);
-//  5. the key's signature counter must move forward; a regression flags the
+//  6. the key's signature counter must move forward; a regression flags the
 //     key and refuses (EStepUpFailed);
-//  6. writes.Service.Confirm decides the rest (quorum, self-approval,
+//  7. writes.Service.Confirm decides the rest (quorum, self-approval,
 //     expiry, business state) with the sign-in plus the verified assertion
 //     as evidence (AMR: the sign-in's methods and "webauthn").
 //
@@ -522,11 +525,16 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 		return nil, models.Errorf(models.EArgsMismatch,
 			"This approval was made for a different proposal (%s), not this one. %s", c.ProposalID, nothing)
 	}
-	if err := s.consume(ctx, c, nothing); err != nil {
-		return nil, err
-	}
 	p, err := s.proto.Get(ctx, u.TenantID, in.ProposalID)
 	if err != nil {
+		return nil, err
+	}
+	// An answer from a page that did not show the stored effect would be
+	// refused by Confirm anyway; refused here, it consumes nothing.
+	if err := writes.EffectNamed(p, in.EffectSeen); err != nil {
+		return nil, err
+	}
+	if err := s.consume(ctx, c, nothing); err != nil {
 		return nil, err
 	}
 	want := b64.EncodeToString(Challenge(p.ID, p.ArgsDigest, c.Nonce))

@@ -57,7 +57,9 @@ type ConfirmInput struct {
 	ProposalID string
 	DigestSeen string
 	// EffectSeen is the effect digest the reviewer was shown with the
-	// proposal (its EffectDigest; "" when it has no effect preview).
+	// proposal (its EffectDigest; "" when it has no effect preview). Any
+	// other value, "" for a proposal with a preview included, is refused
+	// (EEffectChanged, EffectNamed).
 	EffectSeen string
 	// Evidence is how Reviewer authenticated: a sign-in, or a sign-in plus
 	// a verified security-key assertion over ProposalID and DigestSeen.

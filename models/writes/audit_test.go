@@ -62,7 +62,7 @@ func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
 				if i%2 == 0 {
 					_, err = svc.Cancel(e.ctx, e.agent, p.ID)
 				} else {
-					_, err = svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+					_, err = svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 				}
 				errs <- err
 			}(i)

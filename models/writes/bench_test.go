@@ -43,7 +43,7 @@ func BenchmarkProtocolOverhead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				c, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+				c, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 				if err != nil {
 					b.Fatal(err)
 				}

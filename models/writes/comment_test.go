@@ -15,13 +15,13 @@ func TestApprovalComment(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1004", 1000)
-		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil),
+		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil),
 			Comment: strings.Repeat("x", writes.MaxReason+1)})
 		wantCode(t, err, models.EInvalidRequest)
 		if got, _ := e.svc.Get(e.ctx, e.tenant, p.ID); len(got.Decisions) != 0 {
 			t.Fatalf("a refused comment recorded a decision: %v", got.Decisions)
 		}
-		out, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil),
+		out, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil),
 			Comment: "  Checked with the carrier.  "})
 		if err != nil {
 			t.Fatal(err)

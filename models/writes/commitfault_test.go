@@ -298,7 +298,7 @@ func TestConfirmWhenTheCommitFails(t *testing.T) {
 		}
 		p = e.propose("ord_1002", 100)
 		faults.Arm(dbfault.BeforeCommit, "insert into decisions")
-		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EOutcomeUncertain)
 		if got := e.confirm(p); got.Status != models.StatusConfirmed || len(got.Decisions) != 1 {
 			t.Fatalf("approve again: %s with %d decisions", got.Status, len(got.Decisions))

@@ -59,10 +59,10 @@ func TestCounterRaisesTierToSecurityKey(t *testing.T) {
 		if got.Status != models.StatusSuperseded || got.SupersededBy == nil || got.SupersededBy.RevisedID != rev.ID || got.Token != nil {
 			t.Fatalf("original: %s %+v token %v", got.Status, got.SupersededBy, got.Token)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, EffectSeen: rev.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 		// The superseded original can be neither approved nor edited again.
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, EffectSeen: orig.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EInvalidState)
 		_, err = e.counter(e.alice, orig, refundArgs("ord_2001", 500), "smaller")
 		wantCode(t, err, models.EInvalidState)
@@ -104,7 +104,7 @@ func TestCounterEditorIsNotSoleApprover(t *testing.T) {
 		}
 		_, err = e.svc.CheckApprove(e.ctx, bob, rev.ID, rev.ArgsDigest)
 		wantCode(t, err, models.ESelfApproval)
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: rev.ID, DigestSeen: rev.ArgsDigest, EffectSeen: rev.EffectDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
 		wantCode(t, err, models.ESelfApproval)
 		got, _ := e.svc.Get(e.ctx, e.tenant, rev.ID)
 		if got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
@@ -132,9 +132,9 @@ func TestCounterEditorIsNotSoleApprover(t *testing.T) {
 		if v3.RequestKey != orig2.RequestKey+":v3" || v3.Supersedes.Version != 3 || v3.Supersedes.RootRequestKey != orig2.RequestKey {
 			t.Fatalf("v3 key %q %+v", v3.RequestKey, v3.Supersedes)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, EffectSeen: v3.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.ESelfApproval)
-		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)}); err != nil {
+		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: v3.ID, DigestSeen: v3.ArgsDigest, EffectSeen: v3.EffectDigest, Evidence: auth.ApprovalEvidence(bob, nil)}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -228,7 +228,7 @@ func TestCounterRacesApproval(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				_, cerr = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+				_, cerr = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: orig.ID, DigestSeen: orig.ArgsDigest, EffectSeen: orig.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			}()
 			go func() {
 				defer wg.Done()

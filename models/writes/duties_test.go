@@ -12,7 +12,7 @@ import (
 )
 
 func (e *env) stepUpConfirm(u models.User, p *models.Proposal) (*models.Proposal, error) {
-	return e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+	return e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 		Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 }
 
@@ -148,7 +148,7 @@ func TestSeparationOfDuties(t *testing.T) {
 			return p
 		}
 		approve := func(u models.User, p *models.Proposal) error {
-			_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)})
+			_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(u, nil)})
 			return err
 		}
 		p := propose("ord_1014")

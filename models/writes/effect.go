@@ -35,14 +35,36 @@ func (s *Service) describe(ctx context.Context, tool string, args []byte, tenant
 	return &d, digest, nil
 }
 
-// effectUnchanged refuses an approval that names an effect digest other
-// than the stored one (seen; "" when the caller showed no preview), and
-// any approval when the business system now
+// EffectNamed refuses an approval of p that names an effect digest (seen)
+// other than the stored one: another one (a page of something else, a
+// tampered request) or none when the proposal has an effect preview (a
+// page from before the preview existed, a hand-made request), since its
+// reviewer was then not shown what the write would do. A proposal without
+// a preview is approved naming none. It reads nothing, so a step-up
+// approval can be refused with it before its ceremony is consumed.
+//
+// Errors: EEffectChanged, with Details effect_digest (the stored one) and
+// effect_seen (the one named, possibly "").
+func EffectNamed(p *models.Proposal, seen string) error {
+	if seen == p.EffectDigest {
+		return nil
+	}
+	msg := "the effect you were shown is not the one stored with the proposal; reload it"
+	if seen == "" {
+		msg = "this write has an effect preview and the approval names none: its reviewer was not shown what the write would do; " +
+			"reload the proposal and look at the effect before approving"
+	}
+	return &models.Error{Code: models.EEffectChanged, Message: msg,
+		Details: map[string]any{"effect_digest": p.EffectDigest, "effect_seen": seen}}
+}
+
+// effectUnchanged refuses an approval that does not name the stored effect
+// digest (EffectNamed), and any approval when the business system now
 // describes the write differently than when it was proposed: the stored
 // preview is then no longer what the write would do.
 func (s *Service) effectUnchanged(ctx context.Context, p *models.Proposal, seen string) error {
-	if seen != "" && seen != p.EffectDigest {
-		return models.Errorf(models.EEffectChanged, "the effect you were shown is not the one stored with the proposal; reload it")
+	if err := EffectNamed(p, seen); err != nil {
+		return err
 	}
 	if p.Kind == models.KindMandate {
 		return nil

@@ -2,6 +2,7 @@ package writes_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -72,8 +73,7 @@ func TestApprovalRefusedWhenTheDescribedStateChanged(t *testing.T) {
 		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 			EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EEffectChanged)
-		// Without a digest named (a caller showing no preview), the business system
-		// is asked all the same.
+		// Naming no digest does not skip the preview: refused all the same.
 		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 			Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EEffectChanged)
@@ -135,6 +135,84 @@ func TestCounterVersionIsDescribedAnew(t *testing.T) {
 		if v2.Effect == nil || v2.EffectDigest == "" || v2.EffectDigest == p.EffectDigest ||
 			string(v2.Effect.Changes[1].After) != "16900" {
 			t.Fatalf("edited version effect %+v %s (original %s)", v2.Effect, v2.EffectDigest, p.EffectDigest)
+		}
+	})
+}
+
+// An approval of a write with an effect preview must name the effect digest
+// its reviewer was shown: one naming none (a page from before the preview,
+// a hand-made request) is refused with effect_changed, saying so in its
+// details, and records nothing: no decision, no audit entry, the status
+// unchanged. Naming the stored digest approves, and the decision keeps it.
+func TestApprovalNamingNoEffectIsRefused(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		p := e.propose("ord_1001", 5000)
+		if p.EffectDigest == "" {
+			t.Fatal("the demo refund has no effect preview")
+		}
+		head, err := e.store.Head(e.ctx, e.tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, seen := range map[string]string{"none": "", "another": "sha256:" + strings.Repeat("0", 64)} {
+			_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+				EffectSeen: seen, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+			wantCode(t, err, models.EEffectChanged)
+			var me *models.Error
+			if !errors.As(err, &me) || me.Details["effect_seen"] != seen || me.Details["effect_digest"] != p.EffectDigest {
+				t.Fatalf("%s: details %+v", name, me)
+			}
+			if name == "none" && !strings.Contains(me.Message, "names none") {
+				t.Fatalf("%s: message %q does not say no effect was named", name, me.Message)
+			}
+		}
+		got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
+		if err != nil || len(got.Decisions) != 0 || got.Status != models.StatusAwaitingConfirmation || got.Token != nil {
+			t.Fatalf("a refused approval left %d decisions, status %s (%v)", len(got.Decisions), got.Status, err)
+		}
+		entries, err := e.store.AuditEntries(e.ctx, e.tenant, head.Seq, 1000)
+		if err != nil || len(entries) != 0 {
+			t.Fatalf("a refused approval wrote %d audit entries (%v)", len(entries), err)
+		}
+		c := e.confirm(p)
+		if len(c.Decisions) != 1 || c.Decisions[0].EffectSeen != p.EffectDigest {
+			t.Fatalf("decisions %+v", c.Decisions)
+		}
+	})
+}
+
+// A proposal without an effect preview is approved naming none: a write
+// whose adapter does not describe it, and a mandate request (its terms are
+// all there is).
+func TestApprovalWithoutAPreviewNamesNoEffect(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		e = newEnv(t, e.dbKind, func(e *env) *registry.Registry {
+			e.adapter["refund_order"] = withoutDescribe{e.ledger}
+			return registry.Demo()
+		})
+		p := e.propose("ord_1001", 1000)
+		if p.EffectDigest != "" {
+			t.Fatalf("effect digest %q from an adapter without describe", p.EffectDigest)
+		}
+		c, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		if err != nil || c.Status != models.StatusConfirmed || c.Decisions[0].EffectSeen != "" {
+			t.Fatalf("approve without a preview: %v", err)
+		}
+
+		mp := e.grantable(lowRefunds(e, 1000, 10000, 0))
+		if mp.Kind != models.KindMandate || mp.EffectDigest != "" {
+			t.Fatalf("mandate proposal kind %q effect digest %q", mp.Kind, mp.EffectDigest)
+		}
+		in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
+		if mp.Tier.Confirmation == models.ConfirmWebAuthn {
+			in.Evidence = steppedUp(in.Reviewer, mp.ID, mp.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
+		}
+		g, err := e.svc.Confirm(e.ctx, in)
+		if err != nil || g.MandateID == "" {
+			t.Fatalf("grant without a preview: %v", err)
 		}
 	})
 }

@@ -149,7 +149,7 @@ func (e *env) propose(order string, amount int64) *models.Proposal {
 // returns the confirmed proposal.
 func (e *env) confirm(p *models.Proposal) *models.Proposal {
 	e.t.Helper()
-	in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
+	in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 	}

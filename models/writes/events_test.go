@@ -114,7 +114,7 @@ func TestQuorumAndRejectionEvents(t *testing.T) {
 		bob := e.user("bob", models.RoleReviewer)
 		p := e.propose("ord_2002", 300000)
 		for _, u := range []models.User{e.alice, bob} {
-			in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 				Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, []byte(`{"test":"assertion"}`))}
 			if _, err := e.svc.Confirm(e.ctx, in); err != nil {
 				t.Fatal(err)
@@ -189,7 +189,7 @@ func TestRacesRecordOneEventPerChange(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
-				_, _ = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+				_, _ = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			})
 		}
 		wg.Wait()

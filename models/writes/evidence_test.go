@@ -41,7 +41,7 @@ func TestConfirmAcceptsOnlyEvidenceMadeForThisApproval(t *testing.T) {
 			{"a step-up over a zero sign-in", big, steppedUp(models.User{}, big.ID, big.ArgsDigest, nil, assertion), models.EUnauthenticated},
 		}
 		for _, c := range cases {
-			_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: c.p.ID, DigestSeen: c.p.ArgsDigest, Evidence: c.ev})
+			_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: c.p.ID, DigestSeen: c.p.ArgsDigest, EffectSeen: c.p.EffectDigest, Evidence: c.ev})
 			if !models.IsCode(err, c.want) {
 				t.Errorf("%s: %v, want %s", c.name, err, c.want)
 			}
@@ -50,11 +50,11 @@ func TestConfirmAcceptsOnlyEvidenceMadeForThisApproval(t *testing.T) {
 			}
 		}
 		// The same approvals with the right evidence go through.
-		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: small.ID, DigestSeen: small.ArgsDigest,
+		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: small.ID, DigestSeen: small.ArgsDigest, EffectSeen: small.EffectDigest,
 			Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID, DigestSeen: big.ArgsDigest,
+		got, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID, DigestSeen: big.ArgsDigest, EffectSeen: big.EffectDigest,
 			Evidence: steppedUp(e.alice, big.ID, big.ArgsDigest, nil, assertion)})
 		if err != nil {
 			t.Fatal(err)

@@ -201,7 +201,7 @@ func TestGroupFactorsRace(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						_, errs[j] = svcs[j].Confirm(e.ctx, writes.ConfirmInput{Reviewer: u[name], ProposalID: p.ID,
-							DigestSeen: p.ArgsDigest, Evidence: steppedUp(u[name], p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
+							DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: steppedUp(u[name], p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 					}()
 				}
 				wg.Wait()

@@ -15,7 +15,7 @@ import (
 // confirmAs approves p as reviewer (with a step-up for webauthn tiers).
 func (e *env) confirmAs(reviewer models.User, p *models.Proposal) *models.Proposal {
 	e.t.Helper()
-	in := writes.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(reviewer, nil)}
+	in := writes.ConfirmInput{Reviewer: reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(reviewer, nil)}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 	}
@@ -212,7 +212,7 @@ func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
 				t.Fatalf("tier %s", p.Tier.Confirmation)
 			}
 			out, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID,
-				DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, signIn)})
+				DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, signIn)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,10 +229,10 @@ func TestAMRSeparatesPasskeySignInFromStepUp(t *testing.T) {
 			t.Fatalf("tier %s", big.Tier.Confirmation)
 		}
 		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
-			DigestSeen: big.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, []string{"webauthn"})})
+			DigestSeen: big.ArgsDigest, EffectSeen: big.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, []string{"webauthn"})})
 		wantCode(t, err, models.EStepUpRequired)
 		out, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: big.ID,
-			DigestSeen: big.ArgsDigest, Evidence: steppedUp(e.alice, big.ID, big.ArgsDigest, []string{models.AMRPasskey, models.AMRStepUp}, json.RawMessage(`{"test":"assertion"}`))})
+			DigestSeen: big.ArgsDigest, EffectSeen: big.EffectDigest, Evidence: steppedUp(e.alice, big.ID, big.ArgsDigest, []string{models.AMRPasskey, models.AMRStepUp}, json.RawMessage(`{"test":"assertion"}`))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -177,7 +177,7 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 			t.Fatalf("an 18th long-poll returned before the decision: %+v, %v", r.p, r.err)
 		case <-time.After(200 * time.Millisecond):
 		}
-		if _, err := svcs[0].Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
+		if _, err := svcs[0].Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {
@@ -214,7 +214,7 @@ func TestConcurrentWaitsLimit(t *testing.T) {
 				t.Fatalf("%d long-polls held, want 3", held)
 			}
 		}
-		if _, err := svcs[0].Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest,
+		if _, err := svcs[0].Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest, EffectSeen: q.EffectDigest,
 			Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func TestAgentParkCallsBackOnce(t *testing.T) {
 		}
 
 		pk, out = park(p)
-		if _, err := svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+		if _, err := svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 			Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func (e *env) grant(terms models.MandateTerms, approvers ...models.User) models.
 		e.t.Fatalf("mandate proposal: kind %q status %s", p.Kind, p.Status)
 	}
 	for _, u := range approvers {
-		in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(u, nil)}
+		in := writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(u, nil)}
 		if p.Tier.Confirmation == models.ConfirmWebAuthn {
 			in.Evidence = steppedUp(in.Reviewer, p.ID, p.ArgsDigest, nil, json.RawMessage(`{"test":"assertion"}`))
 		}
@@ -86,16 +86,16 @@ func TestMandateGrantFollowsStrictestTier(t *testing.T) {
 		if d, _ := models.Digest(p.Arguments); d != p.ArgsDigest {
 			t.Fatalf("digest %s of %s, stored %s", d, p.Arguments, p.ArgsDigest)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 		bob := e.user("bob", models.RoleReviewer)
 		key := []string{"pwd", "webauthn"}
 		ev := json.RawMessage(`{"test":"assertion"}`)
-		one, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, key, ev)})
+		one, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, key, ev)})
 		if err != nil || one.Status != models.StatusAwaitingConfirmation || one.MandateID != "" {
 			t.Fatalf("after one of two approvals: %v %v", one.Status, err)
 		}
-		two, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: steppedUp(bob, p.ID, p.ArgsDigest, key, ev)})
+		two, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: steppedUp(bob, p.ID, p.ArgsDigest, key, ev)})
 		if err != nil || two.Status != models.StatusConfirmed {
 			t.Fatalf("after two approvals: %v", err)
 		}
@@ -441,11 +441,11 @@ func TestMandateGrantPeopleRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
+	_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: bob, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(bob, nil)})
 	wantCode(t, err, models.ESelfApproval)
 	_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: "sha256:other", Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	wantCode(t, err, models.EArgsMismatch)
-	got, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+	got, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	if err != nil || got.MandateID == "" {
 		t.Fatalf("alice grants bob's bot: %v", err)
 	}

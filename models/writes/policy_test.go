@@ -84,7 +84,7 @@ func TestToolRemovedFromRegistry(t *testing.T) {
 		t.Errorf("token %s after refusal, want issued", got.Token.Status)
 	}
 
-	_, err = svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: pending.ID, DigestSeen: pending.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+	_, err = svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: pending.ID, DigestSeen: pending.ArgsDigest, EffectSeen: pending.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 	wantCode(t, err, models.EUnavailable)
 
 	e.clock.Advance(time.Hour)

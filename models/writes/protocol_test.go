@@ -224,7 +224,7 @@ func TestProposalExpiresAtExactlyExpiresAt(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		p := e.propose("ord_1007", 1000)
 		e.clock.Set(p.ExpiresAt)
-		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EProposalExpired)
 		got, _ := e.svc.Get(e.ctx, e.tenant, p.ID)
 		if got.Status != models.StatusExpired {
@@ -272,19 +272,19 @@ func TestConfirmChecks(t *testing.T) {
 
 		disabled := e.alice
 		disabled.Disabled = true
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: disabled, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(disabled, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: disabled, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(disabled, nil)})
 		wantCode(t, err, models.EForbidden)
 
 		// Another channel refunds part of the order: the preview is stale.
 		if err := e.ledger.BumpOrder(e.ctx, e.tenant, "ord_1010"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStateChanged)
 
 		// A double submit records one decision.
 		q := e.propose("ord_1011", 1000)
-		in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
+		in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: q.ID, DigestSeen: q.ArgsDigest, EffectSeen: q.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}
 		if _, err := e.svc.Confirm(e.ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestConfirmChecks(t *testing.T) {
 		if h.Tier.Confirmation != models.ConfirmWebAuthn || h.Tier.Quorum != 1 {
 			t.Fatalf("tier for 50000 = %+v", h.Tier)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: h.ID, DigestSeen: h.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: h.ID, DigestSeen: h.ArgsDigest, EffectSeen: h.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EStepUpRequired)
 	})
 }
@@ -315,7 +315,7 @@ func TestConcurrentDoubleSubmitOneDecision(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+				_, errs[i] = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 			}()
 		}
 		wg.Wait()
@@ -343,7 +343,7 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 			t.Fatalf("tier for 300000 = %+v", p.Tier)
 		}
 		stepUp := func(u models.User) error {
-			_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			_, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: u, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 				Evidence: steppedUp(u, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"k":1}`))})
 			return err
 		}
@@ -380,9 +380,9 @@ func TestRequesterMayNotApprove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.ESelfApproval)
-		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)}); err != nil {
+		if _, err := e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)}); err != nil {
 			t.Errorf("another reviewer: %v", err)
 		}
 	})
@@ -410,7 +410,7 @@ func TestRequesterNeverCountsTowardAQuorum(t *testing.T) {
 		if p.Tier.Quorum != 2 || !p.Tier.AllowSelfApproval {
 			t.Fatalf("tier %+v", p.Tier)
 		}
-		in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+		in := writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest,
 			Evidence: steppedUp(e.alice, p.ID, p.ArgsDigest, []string{"pwd", "webauthn"}, json.RawMessage(`{"test":"assertion"}`))}
 		_, err = e.svc.Confirm(e.ctx, in)
 		wantCode(t, err, models.ESelfApproval)
@@ -432,7 +432,7 @@ func TestDeclineAndCancel(t *testing.T) {
 		if err != nil || d.Status != models.StatusDeclined {
 			t.Fatalf("decline: %v %v", d, err)
 		}
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.admin, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.admin, nil)})
 		wantCode(t, err, models.EInvalidState)
 
 		q := e.propose("ord_1015", 100)
@@ -526,7 +526,7 @@ func TestTenantIsolation(t *testing.T) {
 		}
 		_, err = e.svc.Get(e.ctx, other.ID, p.ID)
 		wantCode(t, err, models.ENotFound)
-		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: mallory, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(mallory, nil)})
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: mallory, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(mallory, nil)})
 		wantCode(t, err, models.ENotFound)
 		_, err = e.svc.Revoke(e.ctx, mallory, p.ID)
 		wantCode(t, err, models.ENotFound)

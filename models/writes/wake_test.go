@@ -203,7 +203,7 @@ func (e *env) idleWaitWokenBy(a *instance, decider *writes.Service) {
 	if n := a.statements.Load() - idle; n != 0 {
 		t.Fatalf("an idle long-poll ran %d statements in 400 ms", n)
 	}
-	if _, err := decider.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
+	if _, err := decider.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)}); err != nil {
 		t.Fatal(err)
 	}
 	e.woken(got, models.StatusConfirmed)
