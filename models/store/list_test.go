@@ -57,6 +57,33 @@ func TestListByTimeLeftAndFilters(t *testing.T) {
 			t.Errorf("a cursor of the other order: %v", err)
 		}
 
+		// Several statuses (one branch each, merged): newest first across
+		// pages, and a cursor of the other order refused.
+		var merged []string
+		cursor = ""
+		several := []models.Status{models.StatusDeclined, models.StatusAwaitingConfirmation, models.StatusExpired}
+		for {
+			page, next, err := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID, Statuses: several, Cursor: cursor, Limit: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range page {
+				merged = append(merged, p.ID)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		want = []string{"prop_11", "prop_10", "prop_09", "prop_08", "prop_07", "prop_06", "prop_05", "prop_04", "prop_03", "prop_02", "prop_01", "prop_00"}
+		if fmt.Sprint(merged) != fmt.Sprint(want) {
+			t.Errorf("several statuses, newest first: %v, want %v", merged, want)
+		}
+		_, expiring, _ := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID, Order: store.ListExpiring, Limit: 2})
+		if _, _, err := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID, Statuses: several, Cursor: expiring}); !models.IsCode(err, models.EInvalidRequest) {
+			t.Errorf("several statuses, a cursor of the other order: %v", err)
+		}
+
 		// Filters: target, reviewer (with decisions loaded), created before.
 		alice := d.Reviewer
 		if _, err := st.RecordDecision(ctx, models.Decision{ID: "dec_1", ProposalID: "prop_04", UserID: alice.ID,
