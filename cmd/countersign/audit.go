@@ -273,9 +273,9 @@ func printReport(w io.Writer, r *audit.Report) {
 		return
 	}
 	var who []string
-	approvers, how := rc.Approvers, "approved by %s"
+	approvers := rc.Approvers
 	if rc.Mandate != nil {
-		approvers, how = rc.Mandate.Grantors, "confirmed by mandate "+rc.Mandate.ID+" granted by %s"
+		approvers = rc.Mandate.Grantors
 	}
 	for _, a := range approvers {
 		name := a.Name
@@ -284,11 +284,18 @@ func printReport(w io.Writer, r *audit.Report) {
 		}
 		who = append(who, fmt.Sprintf("%s (%s)", name, strings.ReplaceAll(a.Method, "_", " ")))
 	}
+	how := "approved by " + strings.Join(who, ", ")
+	if rc.Mandate != nil {
+		how = fmt.Sprintf("confirmed by mandate %s granted by %s", rc.Mandate.ID, strings.Join(who, ", "))
+	}
 	if !r.ChainChecked {
-		fmt.Fprintf(w, "VERDICT: RECEIPT VALID — signed, digests agree, %d %s verified; the audit chain was not checked (give --export)\n\n",
-			len(rc.Approvers), plural(len(rc.Approvers), "approval", "approvals"))
+		what := fmt.Sprintf("%d %s", len(rc.Approvers), plural(len(rc.Approvers), "approval", "approvals"))
+		if rc.Mandate != nil {
+			what = fmt.Sprintf("mandate %s and its %d %s", rc.Mandate.ID, len(rc.Mandate.Grantors), plural(len(rc.Mandate.Grantors), "grant", "grants"))
+		}
+		fmt.Fprintf(w, "VERDICT: RECEIPT VALID — signed, digests agree, %s verified; the audit chain was not checked (give --export)\n\n", what)
 		return
 	}
-	fmt.Fprintf(w, "VERDICT: PROVEN — this %s with digest %s was requested by %s, "+how+" under policy %s, and executed once (%s).\n\n",
-		rc.Tool, rc.RequestedDigest, rc.Agent, strings.Join(who, ", "), rc.PolicyVersion, rc.Status)
+	fmt.Fprintf(w, "VERDICT: PROVEN — this %s with digest %s was requested by %s, %s under policy %s, and executed once (%s).\n\n",
+		rc.Tool, rc.RequestedDigest, rc.Agent, how, rc.PolicyVersion, rc.Status)
 }
