@@ -42,6 +42,19 @@ var AllStatuses = []Status{
 	StatusSucceeded, StatusFailedRetryable, StatusFailedTerminal, StatusUnknown, StatusSuperseded,
 }
 
+// HistoryStatuses lists, in lifecycle order, the states a proposal is in
+// once it has left the reviewers' queue (or never entered it): every state
+// but proposed and awaiting confirmation. The console's history shows them.
+var HistoryStatuses = func() []Status {
+	var out []Status
+	for _, s := range AllStatuses {
+		if s != StatusProposed && s != StatusAwaitingConfirmation {
+			out = append(out, s)
+		}
+	}
+	return out
+}()
+
 // Valid reports whether s is one of the defined states.
 func (s Status) Valid() bool {
 	for _, v := range AllStatuses {

@@ -98,10 +98,7 @@ type view struct {
 }
 
 // historyStatuses are the statuses the console's history shows.
-var historyStatuses = []models.Status{models.StatusDeclined, models.StatusCancelled, models.StatusExpired,
-	models.StatusConfirmed, models.StatusRevoked, models.StatusExecuting, models.StatusSucceeded,
-	models.StatusFailedRetryable, models.StatusFailedTerminal, models.StatusUnknown, models.StatusRejected,
-	models.StatusSuperseded}
+var historyStatuses = models.HistoryStatuses
 
 func listViews(srv *server, tmpl string) []view {
 	pr := srv.app.Protocol

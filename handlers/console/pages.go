@@ -222,13 +222,8 @@ func statusBadge(s models.Status) ui.Badge {
 	return ui.Badge{Text: string(s), Symbol: "•", Tone: "neutral"}
 }
 
-// historyStatuses are the states the history lists: everything that left
-// the reviewers' queue, in lifecycle order.
-var historyStatuses = []models.Status{
-	models.StatusDeclined, models.StatusCancelled, models.StatusExpired, models.StatusConfirmed,
-	models.StatusRevoked, models.StatusExecuting, models.StatusSucceeded, models.StatusFailedRetryable,
-	models.StatusFailedTerminal, models.StatusUnknown, models.StatusRejected, models.StatusSuperseded,
-}
+// historyStatuses are the states the history lists (models.HistoryStatuses).
+var historyStatuses = models.HistoryStatuses
 
 // tierBadge names the tier and what it needs, with a shape that grows with
 // the requirement: ● a click, ▲ a security key, doubled for a quorum.
