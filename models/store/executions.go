@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -53,13 +54,17 @@ func (r *executionRow) scan(row interface{ Scan(...any) error }) error {
 		&r.OwnerInstance, &r.DownstreamKey, &r.CreatedAt, &r.UpdatedAt, &r.CompletedAt, &r.Receipt)
 }
 
-// insertExecution inserts a new execution, unless one conflicts with it on
-// a unique key (inserted=false).
+// insertExecutionSQL inserts an execution unless one already holds its
+// downstream key. Only that key may conflict: a clash on the id, the
+// proposal or the token is a broken invariant and fails the statement.
+var insertExecutionSQL = "INSERT INTO executions (" + executionCols + ") VALUES (" +
+	placeholders(1, strings.Count(executionCols, ",")+1) + ") ON CONFLICT (tenant_id, downstream_key) DO NOTHING"
+
+// insertExecution inserts a new execution, unless one already holds its
+// downstream key (inserted=false).
 func insertExecution(tx *gorm.DB, r *executionRow) (inserted bool, err error) {
 	ctx, c := raw(tx)
-	n, err := execCount(ctx, c, `INSERT INTO executions (`+executionCols+`)
- VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
- ON CONFLICT DO NOTHING`,
+	n, err := execCount(ctx, c, insertExecutionSQL,
 		r.ID, r.TenantID, r.ProposalID, r.TokenJTI, r.RequestKey, r.Operation, r.ArgsDigest, r.Status, r.Attempts,
 		r.ProviderRef, r.Result, r.ErrorCode, r.ErrorMessage, r.LeaseUntil, r.OwnerInstance, r.DownstreamKey,
 		r.CreatedAt, r.UpdatedAt, r.CompletedAt, r.Receipt)

@@ -63,7 +63,7 @@ const proposalCols = `p.id, p.tenant_id, p.agent_id, p.tool, p.arguments, p.args
 // insertProposalSQL inserts a proposal row unless it conflicts on a unique
 // key (an agent's request key).
 var insertProposalSQL = "INSERT INTO proposals (" + strings.ReplaceAll(proposalCols, "p.", "") + ") VALUES (" +
-	placeholders(1, 32) + ") ON CONFLICT DO NOTHING"
+	placeholders(1, len((&proposalRow{}).values())) + ") ON CONFLICT (tenant_id, agent_id, request_key) DO NOTHING"
 
 // values returns the fields of proposalCols, in its order.
 func (r *proposalRow) values() []any {
@@ -214,7 +214,7 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 	})
 	if commitUncertain(err) {
 		var stored proposalRow
-		rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND request_key = ?", p.TenantID, p.RequestKey).Take(&stored).Error
+		rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id = ? AND request_key = ?", p.TenantID, p.AgentID, p.RequestKey).Take(&stored).Error
 		switch {
 		case rerr == nil && stored.ID == p.ID:
 			return nil, true, nil

@@ -90,7 +90,8 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 			if err := conn.QueryRowContext(ctx, "SELECT args_digest FROM executions WHERE tenant_id = $1 AND downstream_key = $2",
 				c.TenantID, c.Execution.DownstreamKey).Scan(&otherDigest); err != nil {
 				if errors.Is(err, sql.ErrNoRows) {
-					return gorm.ErrRecordNotFound
+					// The insert conflicts only on the downstream key.
+					return models.Errorf(models.EInternal, "execution insert refused, yet no execution holds its downstream key")
 				}
 				return err
 			}
