@@ -119,6 +119,9 @@ func TestStepUpNamingNoEffectConsumesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// The key counts up, so that a refusal which recorded the answer
+		// would show in the stored counter.
+		k.cred.Counter = keysBefore[0].SignCount + 7
 		resp := k.assertionFor(p)
 		status, out := b.postJSON(stepUpPath(p, "finish"), resp)
 		wantRefusal(t, "an answer naming no effect", status, out, http.StatusConflict, models.EEffectChanged,
@@ -143,6 +146,10 @@ func TestStepUpNamingNoEffectConsumesNothing(t *testing.T) {
 		got = c.reloadProposal(p.ID)
 		if got.Status != models.StatusConfirmed || len(got.Decisions) != 1 || got.Decisions[0].EffectSeen != p.EffectDigest {
 			t.Fatalf("status %s decisions %+v", got.Status, got.Decisions)
+		}
+		// The accepted answer did move it: the check above could see a change.
+		if keys, err := c.app.Store.SecurityKeys(ctx, p.TenantID, alice.ID); err != nil || keys[0].SignCount != keysBefore[0].SignCount+7 {
+			t.Fatalf("after the approval the key's counter is %v, want %d (%v)", keys, keysBefore[0].SignCount+7, err)
 		}
 		// Consumed now: presented again, it approves nothing.
 		status, out = b.postJSON(stepUpPath(p, "finish"), withEffect(t, resp, p.EffectDigest))

@@ -723,8 +723,8 @@ func TestMCPRevokedKeyIsRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("a revoked key was served")
 	}
-	if page, _ := c.app.Protocol.List(context.Background(), agent.TenantID, writes.ListQuery{}); len(page.Items) != 0 {
-		t.Errorf("a revoked key created %d proposals", len(page.Items))
+	if page, err := c.app.Protocol.List(context.Background(), agent.TenantID, writes.ListQuery{}); err != nil || len(page.Items) != 0 {
+		t.Errorf("a revoked key created %d proposals (%v)", len(page.Items), err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/token"
 )
 
 // The receipt's effect digest is bound: re-signed (a leaked key) with
@@ -36,12 +35,7 @@ func TestEffectDigestTampering(t *testing.T) {
 		f := rc
 		f.Approvers = append([]models.ReceiptApprover(nil), rc.Approvers...)
 		edit(&f)
-		payload, _ := json.Marshal(f)
-		compact, _, err := w.tokens.SignDocument(w.ctx, token.TypeReceipt, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return compact
+		return w.resign(t, f)
 	}
 	digestOnly := resign(func(r *models.SignedReceipt) { r.EffectDigest = other })
 	both := resign(func(r *models.SignedReceipt) { r.EffectDigest, r.Approvers[0].EffectSeen = other, other })

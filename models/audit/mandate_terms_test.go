@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/token"
 	"github.com/countersign/countersign/models/writes"
 )
 
@@ -121,17 +120,6 @@ func TestMandateReceiptTermsTampering(t *testing.T) {
 	w := newWorld(t, "sqlite")
 	compact, rc, m := mandateReceipt(t, w)
 	export := w.export(t)
-	resign := func(rc models.SignedReceipt) string {
-		payload, err := json.Marshal(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _, err := w.tokens.SignDocument(w.ctx, token.TypeReceipt, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
 	terms := m.Terms
 	terms.Money.PerCallCap = 10_000_000
 	raw, _ := json.Marshal(terms)
@@ -139,15 +127,15 @@ func TestMandateReceiptTermsTampering(t *testing.T) {
 	fm := *rc.Mandate
 	fm.Terms = raw
 	forged.Mandate = &fm
-	failsWith(t, export, resign(forged), "not to the terms digest", "do not hash to its terms digest")
+	failsWith(t, export, w.resign(t, forged), "not to the terms digest", "do not hash to its terms digest")
 
 	fm.Terms = nil
-	failsWith(t, export, resign(forged), "without its terms", "without its terms")
+	failsWith(t, export, w.resign(t, forged), "without its terms", "without its terms")
 
 	// Other arguments under the same digest: both verifiers hash them.
 	forged = rc
 	forged.Arguments = json.RawMessage(strings.Replace(string(rc.Arguments), "25000", "24000", 1))
-	failsWith(t, export, resign(forged), "the receipt's arguments hash to", "do not hash to its requested digest")
+	failsWith(t, export, w.resign(t, forged), "the receipt's arguments hash to", "do not hash to its requested digest")
 
 	// A receipt without the arguments (a digest-only tool's) cannot show
 	// the terms on arguments: both verifiers say so rather than pass them
@@ -155,7 +143,7 @@ func TestMandateReceiptTermsTampering(t *testing.T) {
 	// countersign verify refuses this re-signed copy on that count.)
 	forged = rc
 	forged.Arguments = nil
-	stripped := resign(forged)
+	stripped := w.resign(t, forged)
 	found := false
 	for _, c := range verify(t, export, stripped).Checks {
 		found = found || (c.OK && c.Element == "terms of mandate "+m.ID &&

@@ -13,7 +13,6 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/internal/verified"
-	"github.com/countersign/countersign/models/token"
 	"github.com/countersign/countersign/models/writes"
 )
 
@@ -117,10 +116,7 @@ func TestMandateReceiptTampering(t *testing.T) {
 		t.Fatalf("a receipt with another mandate id verified: %v", err)
 	}
 
-	resigned, _, err := w.tokens.SignDocument(w.ctx, token.TypeReceipt, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resigned := w.resign(t, forged)
 	err = verify(t, export, resigned).Err()
 	if err == nil || !strings.Contains(err.Error(), "mandate") {
 		t.Fatalf("a re-signed receipt naming another mandate verified: %v", err)
@@ -130,8 +126,7 @@ func TestMandateReceiptTampering(t *testing.T) {
 	// there is none.
 	forged = rc
 	forged.Mandate = nil
-	payload, _ = json.Marshal(forged)
-	resigned, _, _ = w.tokens.SignDocument(w.ctx, token.TypeReceipt, payload)
+	resigned = w.resign(t, forged)
 	if err := verify(t, export, resigned).Err(); err == nil {
 		t.Fatal("a mandate receipt without its mandate verified")
 	}
@@ -157,8 +152,7 @@ func TestMandateReceiptTampering(t *testing.T) {
 	other.ID = "mdt_01forgedmandate0000000000"
 	forged = rc
 	forged.Mandate = &other
-	payload, _ = json.Marshal(forged)
-	resigned, _, _ = w.tokens.SignDocument(w.ctx, token.TypeReceipt, payload)
+	resigned = w.resign(t, forged)
 	if out, err := run(resigned); err == nil || !strings.Contains(out, "FAIL") {
 		t.Fatalf("node, re-signed with another mandate: %v\n%s", err, out)
 	}

@@ -69,8 +69,8 @@ func TestAgentsReadOnlyTheirOwn(t *testing.T) {
 		}
 		_, err = e.svc.AgentGet(e.ctx, foreign, p.ID)
 		wantCode(t, err, models.ENotFound)
-		if page, _ := e.svc.AgentList(e.ctx, foreign, writes.ListQuery{}); len(page.Items) != 0 {
-			t.Fatal("another tenant's reader lists this tenant's proposals")
+		if page, err := e.svc.AgentList(e.ctx, foreign, writes.ListQuery{}); err != nil || len(page.Items) != 0 {
+			t.Fatalf("another tenant's reader lists this tenant's proposals (%d, %v)", len(page.Items), err)
 		}
 		_, err = e.store.SetAgentReadAll(e.ctx, other.ID, sibling.ID, true)
 		wantCode(t, err, models.ENotFound)
