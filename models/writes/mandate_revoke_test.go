@@ -19,6 +19,12 @@ import (
 func TestMandateRevokedDuringConcurrentProposals(t *testing.T) {
 	eachDB(t, func(t *testing.T, e *env) {
 		m := e.grant(lowRefunds(e, 1000, 1000000, 0), e.alice)
+		// One write confirmed before any race, so that the ordering check
+		// below always has a token to look at, whoever wins the races.
+		pre := e.propose("ord_1001", 100)
+		if pre.Status != models.StatusConfirmed || pre.MandateID != m.ID || pre.Token == nil {
+			t.Fatalf("before the revocation: %s mandate %q note %q", pre.Status, pre.MandateID, pre.MandateNote)
+		}
 		svcs := []*writes.Service{e.svc, secondInstance(t, e), secondInstance(t, e)}
 		const n = 60
 		var started atomic.Int32
@@ -43,7 +49,7 @@ func TestMandateRevokedDuringConcurrentProposals(t *testing.T) {
 		}
 		wg.Wait()
 
-		confirmed := map[string]bool{}
+		confirmed := map[string]bool{pre.Token.JTI: true}
 		for i, p := range results {
 			if errs[i] != nil {
 				t.Fatalf("proposal %d: %v", i, errs[i])
