@@ -20,3 +20,12 @@ func InsertOnce(tx *gorm.DB, row any) (bool, error) { return insertOnce(tx, row)
 // DBError maps a database error to a models error code (not found,
 // unavailable, internal), as the store's own methods answer.
 func DBError(err error) error { return dbErr(err) }
+
+// Exec runs one statement as plain SQL on tx's connection (inside a
+// transaction, that transaction; numbered placeholders serve both
+// databases) and returns the rows it changed: for a business write on a
+// hot path, where GORM's statement building would be most of its CPU.
+func Exec(tx *gorm.DB, query string, args ...any) (int64, error) {
+	ctx, c := raw(tx)
+	return execCount(ctx, c, query, args...)
+}

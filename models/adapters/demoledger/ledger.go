@@ -229,7 +229,7 @@ func (l *Ledger) Execute(ctx context.Context, req models.ExecuteRequest) (models
 			rec := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
 				Status: string(status), ProviderRef: "dl_" + strings.TrimPrefix(models.NewID("x"), "x_"),
 				Result: string(result), CreatedAt: now}
-			n, ierr := exec(tx, `INSERT INTO demo_ledger_executions (tenant_id, request_key, tool, status, provider_ref, result, created_at)
+			n, ierr := store.Exec(tx, `INSERT INTO demo_ledger_executions (tenant_id, request_key, tool, status, provider_ref, result, created_at)
  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
 				rec.TenantID, rec.RequestKey, rec.Tool, rec.Status, rec.ProviderRef, rec.Result, rec.CreatedAt)
 			if ierr != nil {
@@ -268,22 +268,6 @@ func (l *Ledger) Execute(ctx context.Context, req models.ExecuteRequest) (models
 	return out, nil
 }
 
-// exec runs one statement of the execute path as plain SQL on tx's
-// connection (numbered placeholders serve both databases) and returns the
-// rows it changed: the refund is the business write countersign-bench
-// measures, and GORM's statement building would be most of its CPU.
-func exec(tx *gorm.DB, query string, args ...any) (int64, error) {
-	ctx := tx.Statement.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	res, err := tx.Statement.ConnPool.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
 func (r demoLedgerExecRow) result() models.ExecuteResult {
 	return models.ExecuteResult{Status: models.Status(r.Status), ProviderRef: r.ProviderRef, Result: json.RawMessage(r.Result)}
 }
@@ -300,7 +284,7 @@ func (l *Ledger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (model
 		if err := decodeArgs(req.Arguments, &a); err != nil {
 			return "", nil, err
 		}
-		n, err := exec(tx, `UPDATE demo_orders SET refunded_minor = refunded_minor + $1, version = version + 1
+		n, err := store.Exec(tx, `UPDATE demo_orders SET refunded_minor = refunded_minor + $1, version = version + 1
  WHERE tenant_id = $2 AND id = $3 AND version = $4 AND currency = $5 AND refunded_minor + $1 <= payable_minor`,
 			a.AmountMinor, req.Tenant, a.OrderID, version, a.Currency)
 		if err != nil {
