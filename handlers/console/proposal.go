@@ -207,7 +207,7 @@ func (h *Pages) refusalMessage(code models.Code, action string, p *models.Propos
 		return "The target changed in the business system since this preview was made (its state version moved). " +
 			nothing + " The agent has to propose again with a fresh preview."
 	case models.EEffectChanged:
-		if seen, named := effectNamed(err); named {
+		if seen, stale := writes.StaleEffect(err); stale {
 			// The stored preview is what the page should have shown: the
 			// page was out of date (or not this proposal's), not the
 			// business system's answer.
@@ -493,17 +493,4 @@ func mandateText(p *models.Proposal) string {
 		return "A standing mandate covers this agent and tool but could not confirm this write: " + p.MandateNote + "."
 	}
 	return ""
-}
-
-// effectNamed tells whether an effect_changed refusal is about the effect
-// digest the approval named (writes.EffectNamed) rather than about the
-// business system describing the write differently now, and which digest
-// was named ("" for none).
-func effectNamed(err error) (seen string, named bool) {
-	var me *models.Error
-	if !errors.As(err, &me) {
-		return "", false
-	}
-	seen, named = me.Details["effect_seen"].(string)
-	return seen, named
 }

@@ -55,7 +55,25 @@ func EffectNamed(p *models.Proposal, seen string) error {
 			"reload the proposal and look at the effect before approving"
 	}
 	return &models.Error{Code: models.EEffectChanged, Message: msg,
-		Details: map[string]any{"effect_digest": p.EffectDigest, "effect_seen": seen}}
+		Details: map[string]any{"effect_digest": p.EffectDigest, detailEffectSeen: seen}}
+}
+
+// detailEffectSeen is the Details key by which an EffectNamed refusal
+// carries the digest the approval named.
+const detailEffectSeen = "effect_seen"
+
+// StaleEffect tells whether err is EffectNamed's refusal — the approval
+// named another effect digest than the stored one, or none ("" in seen):
+// the page it came from was out of date, and reloading it is the remedy —
+// rather than the business system now describing the write differently,
+// which needs a new proposal.
+func StaleEffect(err error) (seen string, ok bool) {
+	var me *models.Error
+	if !errors.As(err, &me) || me.Code != models.EEffectChanged {
+		return "", false
+	}
+	seen, ok = me.Details[detailEffectSeen].(string)
+	return seen, ok
 }
 
 // effectUnchanged refuses an approval that does not name the stored effect

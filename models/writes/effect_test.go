@@ -73,6 +73,9 @@ func TestApprovalRefusedWhenTheDescribedStateChanged(t *testing.T) {
 		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 			EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(e.alice, nil)})
 		wantCode(t, err, models.EEffectChanged)
+		if _, stale := writes.StaleEffect(err); stale {
+			t.Fatal("a description that moved is reported as a stale page")
+		}
 		// Naming no digest does not skip the preview: refused all the same.
 		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
 			Evidence: auth.ApprovalEvidence(e.alice, nil)})
@@ -162,6 +165,9 @@ func TestApprovalNamingNoEffectIsRefused(t *testing.T) {
 			var me *models.Error
 			if !errors.As(err, &me) || me.Details["effect_seen"] != seen || me.Details["effect_digest"] != p.EffectDigest {
 				t.Fatalf("%s: details %+v", name, me)
+			}
+			if got, stale := writes.StaleEffect(err); !stale || got != seen {
+				t.Fatalf("%s: StaleEffect = %q, %v", name, got, stale)
 			}
 			if name == "none" && !strings.Contains(me.Message, "names none") {
 				t.Fatalf("%s: message %q does not say no effect was named", name, me.Message)
