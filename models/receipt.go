@@ -65,8 +65,8 @@ type ReceiptApprover struct {
 	Method     string   `json:"method"` // MethodPassword, MethodPasskeySession or MethodSecurityKey
 	AMR        []string `json:"amr"`
 	DigestSeen string   `json:"digest_seen"`
-	// EffectSeen is the effect digest the approver was shown, "" when
-	// none (no preview, or an approval from the command line).
+	// EffectSeen is the effect digest the approver was shown, "" when the
+	// write has no effect preview (writes.EffectNamed requires it otherwise).
 	EffectSeen string `json:"effect_seen,omitempty"`
 	// EvidenceDigest is AuditHash of the stored security-key evidence; ""
 	// for a click approval.

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,13 +40,13 @@ type parkEnv struct {
 	agent      models.Agent
 	key        string
 	reviewer   models.User
-	logs       *lockedBuffer
+	logs       *syncWriter
 	statements atomic.Int64
 }
 
 func newParkEnv(t *testing.T, db string, limits models.Limits) *parkEnv {
 	t.Helper()
-	e := &parkEnv{t: t, db: db, logs: &lockedBuffer{}}
+	e := &parkEnv{t: t, db: db, logs: &syncWriter{}}
 	e.s = serveApp(t, db, func(c *app.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
 		c.Limits = limits
@@ -186,30 +185,12 @@ func (e *parkEnv) waiting(n int) {
 // accessLines are the access-log lines about path.
 func (e *parkEnv) accessLines(path string) []map[string]any {
 	var out []map[string]any
-	for line := range strings.SplitSeq(e.logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "http request" && m["path"] == path {
+	for _, m := range e.logs.lines() {
+		if m["msg"] == "http request" && m["path"] == path {
 			out = append(out, m)
 		}
 	}
 	return out
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // sameHeaders compares a parked answer's headers with the blocking one's:
@@ -492,7 +473,7 @@ func TestParkedLongPollSpanEndsWithItsAnswer(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	e := &parkEnv{t: t, logs: &lockedBuffer{}}
+	e := &parkEnv{t: t, logs: &syncWriter{}}
 	e.s = serveApp(t, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), func(c *app.Config) {
 		c.Logger = slog.New(tracing.LogHandler(slog.NewJSONHandler(e.logs, nil)))
 		c.TracerProvider = tp
