@@ -62,16 +62,7 @@ func errorHandler(logger *slog.Logger, page errorPage) echo.HTTPErrorHandler {
 			return
 		}
 		status, body := errorResponse(err)
-		if status >= 500 {
-			logger.LogAttrs(context.WithoutCancel(req.Context()), slog.LevelError, "request failed",
-				slog.String("request_id", rid),
-				slog.String("method", req.Method),
-				slog.String("path", req.URL.Path),
-				slog.Int("status", status),
-				slog.String("code", string(body.Error.Code)),
-				slog.String("err", err.Error()),
-			)
-		}
+		logFailure(logger, context.WithoutCancel(req.Context()), rid, req.Method, req.URL.Path, status, body, err)
 		if c.Response().Committed {
 			return // the handler already answered; nothing more can be sent
 		}
@@ -94,19 +85,28 @@ func errorHandler(logger *slog.Logger, page errorPage) echo.HTTPErrorHandler {
 	}
 }
 
-// detachedError is errorHandler for an API request whose handler detached
-// it and met err afterwards: the same status, JSON body and Retry-After,
-// and the same log line for a 5xx.
-func detachedError(logger *slog.Logger, ctx context.Context, err error, h http.Header) (int, []byte) {
-	status, body := errorResponse(err)
-	if status >= 500 {
-		logger.LogAttrs(ctx, slog.LevelError, "request failed",
-			slog.String("request_id", h.Get(echo.HeaderXRequestID)),
-			slog.Int("status", status),
-			slog.String("code", string(body.Error.Code)),
-			slog.String("err", err.Error()),
-		)
+// logFailure logs a request that failed with a 5xx, with its cause (which
+// the answer never shows).
+func logFailure(logger *slog.Logger, ctx context.Context, rid, method, path string, status int, body errorBody, err error) {
+	if status < 500 {
+		return
 	}
+	logger.LogAttrs(ctx, slog.LevelError, "request failed",
+		slog.String("request_id", rid),
+		slog.String("method", method),
+		slog.String("path", path),
+		slog.Int("status", status),
+		slog.String("code", string(body.Error.Code)),
+		slog.String("err", err.Error()),
+	)
+}
+
+// detachedError is errorHandler for an API request (method, path) whose
+// handler detached it and met err afterwards: the same status, JSON body
+// and Retry-After, and the same log line for a 5xx.
+func detachedError(logger *slog.Logger, ctx context.Context, method, path string, err error, h http.Header) (int, []byte) {
+	status, body := errorResponse(err)
+	logFailure(logger, ctx, h.Get(echo.HeaderXRequestID), method, path, status, body, err)
 	if secs, ok := models.RetryAfter(err); ok {
 		h.Set(echo.HeaderRetryAfter, strconv.Itoa(secs))
 	}

@@ -95,13 +95,13 @@ func accessLog(logger *slog.Logger) echo.MiddlewareFunc {
 // detachable lets handlers detach their requests (see package detach),
 // answering errors after that as errorHandler does.
 func detachable(logger *slog.Logger) echo.MiddlewareFunc {
-	render := func(ctx context.Context, err error, h http.Header) (int, []byte) {
-		return detachedError(logger, ctx, err, h)
-	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
-			dr := &detach.Request{ErrorResponse: render}
+			method, path := req.Method, req.URL.Path
+			dr := &detach.Request{ErrorResponse: func(ctx context.Context, err error, h http.Header) (int, []byte) {
+				return detachedError(logger, ctx, method, path, err, h)
+			}}
 			c.SetRequest(req.WithContext(detach.NewContext(req.Context(), dr)))
 			return next(c)
 		}
