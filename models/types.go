@@ -40,6 +40,15 @@ func (a Agent) MayRead(p *Proposal) bool {
 	return p != nil && p.TenantID == a.TenantID && (p.AgentID == a.ID || a.ReadAll)
 }
 
+// MaySeeToken reports whether the agent may see p's confirmation token (a
+// bearer credential): only the agent that proposed it, only while p is
+// confirmed and its token issued and unexpired at now. Every other reader
+// of the tenant sees only that a token exists. It looks at the agent's id
+// and tenant alone.
+func (a Agent) MaySeeToken(p *Proposal, now time.Time) bool {
+	return p.AgentID == a.ID && p.TenantID == a.TenantID && p.Redeemable(now)
+}
+
 // User is a console user (reviewer or admin) of one tenant.
 type User struct {
 	ID        string

@@ -94,3 +94,34 @@ func TestTimelineInOrder(t *testing.T) {
 		t.Errorf("expired timeline = %+v", tl)
 	}
 }
+
+// Only the proposing agent sees a redeemable token, and only before its
+// expiry (right-open); a reader of the same tenant, or the same agent id
+// in another tenant, never does.
+func TestAgentMaySeeToken(t *testing.T) {
+	exp := time.Date(2026, 9, 1, 6, 25, 0, 0, time.UTC)
+	p := &Proposal{ID: "prop_1", TenantID: "ten_a", AgentID: "agt_1", Status: StatusConfirmed,
+		Token: &Token{Status: TokenIssued, Compact: "x.y.z", ExpiresAt: exp}}
+	own := Agent{ID: "agt_1", TenantID: "ten_a"}
+	cases := []struct {
+		name  string
+		agent Agent
+		at    time.Time
+		want  bool
+	}{
+		{"own, before expiry", own, exp.Add(-time.Nanosecond), true},
+		{"own, at expiry", own, exp, false},
+		{"a reader of the tenant", Agent{ID: "agt_2", TenantID: "ten_a", ReadAll: true}, exp.Add(-time.Minute), false},
+		{"same id, other tenant", Agent{ID: "agt_1", TenantID: "ten_b"}, exp.Add(-time.Minute), false},
+	}
+	for _, c := range cases {
+		if got := c.agent.MaySeeToken(p, c.at); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	consumed := *p
+	consumed.Token = &Token{Status: TokenConsumed, Compact: "x.y.z", ExpiresAt: exp}
+	if own.MaySeeToken(&consumed, exp.Add(-time.Minute)) {
+		t.Error("a consumed token is shown")
+	}
+}

@@ -144,14 +144,6 @@ type listResponse struct {
 	NextCursor *string        `json:"next_cursor"`
 }
 
-// tokenVisible reports whether agent may see p's confirmation token: only
-// the agent that proposed it, only while the proposal is confirmed and the
-// token is issued and unexpired at now. Everything else in the tenant sees
-// only that a token exists.
-func tokenVisible(p *models.Proposal, agent models.Agent, now time.Time) bool {
-	return p.AgentID == agent.ID && p.TenantID == agent.TenantID && p.Redeemable(now)
-}
-
 // newProposalJSON renders p for agent at now.
 func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) proposalJSON {
 	out := proposalJSON{
@@ -219,7 +211,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 	}
 	if p.Token != nil {
 		out.Token = &tokenJSON{Status: p.Token.Status, ExpiresAt: timestamp(p.Token.ExpiresAt)}
-		if tokenVisible(p, agent, now) {
+		if agent.MaySeeToken(p, now) {
 			out.ConfirmationToken = p.Token.Compact
 		}
 	}

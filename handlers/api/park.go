@@ -99,6 +99,7 @@ func (h *Handlers) park(c echo.Context, pk *writes.Parked, agent models.Agent, p
 	if req.ProtoAtLeast(1, 1) {
 		proto = "HTTP/1.1"
 	}
+	// All the answer looks at of the agent (models.Agent.MaySeeToken).
 	reader := models.Agent{ID: agent.ID, TenantID: agent.TenantID}
 	tag := etag(p)
 	dr.Detach(ctx, pk.Stop)
