@@ -23,7 +23,6 @@ import (
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
-	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/writes"
@@ -94,14 +93,9 @@ func startServer(ctx context.Context, kind, dbURL string) (*server, error) {
 		ln.Close()
 		return nil, err
 	}
-	seeded, err := a.Store.SeedDemo(ctx, store.DemoSeed{ReviewerName: "alice", ReviewerPasswordHash: rh,
+	seeded, err := a.SeedDemoWith(ctx, store.DemoSeed{ReviewerName: "alice", ReviewerPasswordHash: rh,
 		AdminName: "admin", AdminPasswordHash: rh, AgentName: "bench-agent", AgentKeyHash: kh})
 	if err != nil {
-		a.Close()
-		ln.Close()
-		return nil, err
-	}
-	if err := demoledger.New(a.Store).Seed(ctx, seeded.Tenant.ID); err != nil {
 		a.Close()
 		ln.Close()
 		return nil, err

@@ -430,12 +430,19 @@ func (a *App) SeedDemo(ctx context.Context) (DemoCredentials, error) {
 		return c, err
 	}
 	c.AgentKey = key
-	d, err := a.Store.SeedDemo(ctx, store.DemoSeed{ReviewerName: c.Reviewer, ReviewerPasswordHash: rh,
+	_, err = a.SeedDemoWith(ctx, store.DemoSeed{ReviewerName: c.Reviewer, ReviewerPasswordHash: rh,
 		AdminName: c.Admin, AdminPasswordHash: ah, AgentName: c.Agent, AgentKeyHash: kh})
+	return c, err
+}
+
+// SeedDemoWith seeds the demo tenant with the given people and agent, and
+// the demo ledger's business data in it, and returns what was seeded.
+func (a *App) SeedDemoWith(ctx context.Context, seed store.DemoSeed) (store.DemoResult, error) {
+	d, err := a.Store.SeedDemo(ctx, seed)
 	if err != nil {
-		return c, err
+		return d, err
 	}
-	return c, demoledger.New(a.Store).Seed(ctx, d.Tenant.ID)
+	return d, demoledger.New(a.Store).Seed(ctx, d.Tenant.ID)
 }
 
 // Serve serves HTTP on ln and runs the sweeper and reconciler every
