@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -257,25 +258,33 @@ func (s *Store) GetProposal(ctx context.Context, tenantID, id string) (*models.P
 	return p, nil
 }
 
+// proposalWithAgentSQL reads a proposal with its agent's name and the
+// agent's owner (id and name, when it has one), in proposalCols' order.
+const proposalWithAgentSQL = `SELECT ` + proposalCols + `, a.name, a.owner_user_id, o.name
+FROM proposals p JOIN agents a ON a.id = p.agent_id LEFT JOIN users o ON o.id = a.owner_user_id
+WHERE p.tenant_id = $1 AND p.id = $2`
+
 func loadProposal(tx *gorm.DB, tenantID, id string) (*models.Proposal, error) {
-	var row proposalRow
-	if err := tx.Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
-		return nil, notFound(err, "no proposal %q", id)
+	var (
+		row                proposalRow
+		agentName          string
+		ownerID, ownerName sql.NullString
+	)
+	ctx, c := raw(tx)
+	err := c.QueryRowContext(ctx, proposalWithAgentSQL, tenantID, id).
+		Scan(append(row.fields(), &agentName, &ownerID, &ownerName)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, models.Errorf(models.ENotFound, "no proposal %q", id)
 	}
-	var agent agentRow
-	if err := tx.Select("name", "owner_user_id").Where("id = ?", row.AgentID).Take(&agent).Error; err != nil {
-		return nil, err
-	}
-	p, err := row.model(agent.Name)
 	if err != nil {
 		return nil, err
 	}
-	if agent.OwnerUserID != nil {
-		var owner userRow
-		if err := tx.Select("name").Where("id = ?", *agent.OwnerUserID).Take(&owner).Error; err != nil {
-			return nil, err
-		}
-		p.AgentOwnerID, p.AgentOwnerName = *agent.OwnerUserID, owner.Name
+	p, err := row.model(agentName)
+	if err != nil {
+		return nil, err
+	}
+	if ownerID.Valid && ownerName.Valid {
+		p.AgentOwnerID, p.AgentOwnerName = ownerID.String, ownerName.String
 	}
 	if p.Decisions, err = loadDecisions(tx, id); err != nil {
 		return nil, err
