@@ -55,12 +55,42 @@ func (c *hookConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
+// BeginTx reports the transaction's BEGIN, and its COMMIT or ROLLBACK when
+// it ends, as statements: each is a round trip on PostgreSQL and a lock
+// and a journal write on SQLite, so a change that splits a use case into
+// more transactions shows up in the count like one that adds statements.
 func (c *hookConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	var (
+		tx  driver.Tx
+		err error
+	)
 	if b, ok := c.c.(driver.ConnBeginTx); ok {
-		return b.BeginTx(ctx, opts)
+		tx, err = b.BeginTx(ctx, opts)
+	} else {
+		//lint:ignore SA1019 a driver without BeginTx has only Begin
+		tx, err = c.c.Begin()
 	}
-	//lint:ignore SA1019 a driver without BeginTx has only Begin
-	return c.c.Begin()
+	if err != nil || !observed(ctx) {
+		return tx, err
+	}
+	c.hook("BEGIN", nil)
+	return hookTx{tx: tx, hook: c.hook}, nil
+}
+
+// hookTx reports the end of a transaction.
+type hookTx struct {
+	tx   driver.Tx
+	hook statementHook
+}
+
+func (t hookTx) Commit() error {
+	t.hook("COMMIT", nil)
+	return t.tx.Commit()
+}
+
+func (t hookTx) Rollback() error {
+	t.hook("ROLLBACK", nil)
+	return t.tx.Rollback()
 }
 
 func (c *hookConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
