@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
@@ -197,8 +198,27 @@ func (m *Metrics) Observe(_ context.Context, ev writes.Event) {
 
 // Adapter wraps a tool's adapter so that every business-system call is
 // timed and its failures counted under the tool's name.
+//
+// A business system kept in countersign's database (store.TxAdapter) stays
+// one: its writes inside the consuming transaction are timed as execute.
 func (m *Metrics) Adapter(tool string, a models.Adapter) models.Adapter {
-	return &timedAdapter{m: m, tool: tool, next: a}
+	t := &timedAdapter{m: m, tool: tool, next: a}
+	if ta, ok := a.(store.TxAdapter); ok {
+		return &timedTxAdapter{timedAdapter: t, in: ta}
+	}
+	return t
+}
+
+type timedTxAdapter struct {
+	*timedAdapter
+	in store.TxAdapter
+}
+
+func (t *timedTxAdapter) ExecuteIn(tx *gorm.DB, req models.ExecuteRequest) (models.ExecuteResult, error) {
+	start := time.Now()
+	res, err := t.in.ExecuteIn(tx, req)
+	t.record("execute", start, err)
+	return res, err
 }
 
 type timedAdapter struct {

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 )
 
 // scriptedAdapter answers each call with the next error of its script.
@@ -97,5 +99,30 @@ func TestAdapterKeepsItsTimeout(t *testing.T) {
 	}
 	if got := m.Adapter("t", &scriptedAdapter{}).(models.TimedAdapter).Timeout(); got != 0 {
 		t.Errorf("an adapter without a timeout reports %v through the wrapper", got)
+	}
+}
+
+type inDatabaseAdapter struct{ *scriptedAdapter }
+
+func (a inDatabaseAdapter) ExecuteIn(*gorm.DB, models.ExecuteRequest) (models.ExecuteResult, error) {
+	return models.ExecuteResult{}, a.next()
+}
+
+// TestAdapterKeepsWritingInTheTransaction: a business system kept in
+// countersign's database writes in the consuming transaction only if the
+// wrapper still offers ExecuteIn, and those writes are timed and counted
+// as execute; an adapter elsewhere does not become one.
+func TestAdapterKeepsWritingInTheTransaction(t *testing.T) {
+	m := New(Config{})
+	wrapped, ok := m.Adapter("t", inDatabaseAdapter{&scriptedAdapter{errs: []error{models.ErrStateConflict}}}).(store.TxAdapter)
+	if !ok {
+		t.Fatal("the wrapper hides ExecuteIn")
+	}
+	wrapped.ExecuteIn(nil, models.ExecuteRequest{})
+	if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("t", "execute", "state_conflict")); got != 1 {
+		t.Errorf("adapter_errors_total{call=execute,kind=state_conflict} = %v, want 1", got)
+	}
+	if _, ok := m.Adapter("t", &scriptedAdapter{}).(store.TxAdapter); ok {
+		t.Error("an adapter without ExecuteIn offers it through the wrapper")
 	}
 }

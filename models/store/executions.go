@@ -185,6 +185,26 @@ type Outcome struct {
 // changes nothing (ok=false). The proposal's status follows in the same
 // transaction.
 func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attempt int, o Outcome, now time.Time) (models.Execution, bool, error) {
+	var (
+		out models.Execution
+		ok  bool
+	)
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		row, found, err := s.finish(tx, tenantID, id, attempt, o, now)
+		if err != nil || !found {
+			ok = false
+			return err
+		}
+		out, ok = row.model(), true
+		return appendAudit(tx, tenantID, now, outcomeEvent(row))
+	})
+	return out, ok, err
+}
+
+// finish records the outcome o of attempt in tx, with the proposal's
+// status and event, and returns the execution as updated (found=false when
+// the attempt no longer owns it). The caller appends the audit entry.
+func (s *Store) finish(tx *gorm.DB, tenantID, id string, attempt int, o Outcome, now time.Time) (executionRow, bool, error) {
 	set := "status = $1, updated_at = $2, error_code = $3, error_message = $4, lease_until = $5"
 	lease := ms(now)
 	if o.RetryAt.After(now) {
@@ -212,27 +232,18 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 	q := "UPDATE executions SET " + set + " WHERE tenant_id = $" + strconv.Itoa(n+1) + " AND id = $" + strconv.Itoa(n+2) +
 		" AND status = $" + strconv.Itoa(n+3) + " AND attempts = $" + strconv.Itoa(n+4) + " RETURNING " + executionCols
 	args = append(args, tenantID, id, string(models.StatusExecuting), attempt)
-	var (
-		out models.Execution
-		ok  bool
-	)
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		ok = false
-		ctx, c := raw(tx)
-		var row executionRow
-		if err := row.scan(c.QueryRowContext(ctx, q, args...)); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			return err
+	ctx, c := raw(tx)
+	var row executionRow
+	if err := row.scan(c.QueryRowContext(ctx, q, args...)); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return executionRow{}, false, nil
 		}
-		if err := s.mirror(tx, row, now); err != nil {
-			return err
-		}
-		out, ok = row.model(), true
-		return appendAudit(tx, tenantID, now, outcomeEvent(row))
-	})
-	return out, ok, err
+		return executionRow{}, false, err
+	}
+	if err := s.mirror(tx, row, now); err != nil {
+		return executionRow{}, false, err
+	}
+	return row, true, nil
 }
 
 // SetReceipt stores the signed receipt of a settled execution that has

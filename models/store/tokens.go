@@ -50,14 +50,23 @@ type Consume struct {
 	JTI        string
 	Execution  models.Execution // ID, RequestKey, DownstreamKey, Operation, ArgsDigest, LeaseUntil set by the caller
 	Now        time.Time
+	// Settle, when set, performs the write in the transaction that consumes
+	// the token (a business system kept in this database, see TxAdapter)
+	// and returns its outcome and the time it was reached; the outcome is
+	// recorded in that same transaction, so the consumption, the write and
+	// its outcome are committed together or not at all. An error from
+	// Settle rolls all of it back: the token stays issued.
+	Settle func(tx *gorm.DB, e models.Execution) (Outcome, time.Time, error)
 }
 
 // ConsumeToken redeems a token exactly once. In one transaction it flips the
 // token from issued to consumed with a conditional UPDATE (bound to the
 // tenant, agent, proposal and an unexpired window), creates the execution
 // record for the request key and moves the proposal from confirmed to
-// executing. consumed=false (and nothing written) means another redemption,
-// a revocation or the expiry came first; the caller reads the token to tell
+// executing; with c.Settle, the same transaction also performs the write
+// and records its outcome, and the execution returned is settled.
+// consumed=false (and nothing written) means another redemption, a
+// revocation or the expiry came first; the caller reads the token to tell
 // which. A downstream key that already has an execution for another digest
 // is EIdempotencyKeyReuse. An empty downstream key is EInternal: it would
 // reach the business system as no key at all.
@@ -70,7 +79,9 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
 		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
 		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
+	var settled executionRow
 	err = s.tx(ctx, func(tx *gorm.DB) error {
+		consumed = false
 		ctx, conn := raw(tx)
 		n, err := execCount(ctx, conn, `UPDATE tokens SET status = $1, consumed_at = $2, execution_id = $3
  WHERE jti = $4 AND tenant_id = $5 AND agent_id = $6 AND proposal_id = $7 AND status = $8 AND expires_at > $2`,
@@ -111,14 +122,38 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
 			return err
 		}
-		consumed = true
-		return appendAudit(tx, c.TenantID, c.Now, executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil))
+		redeemed := executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil)
+		if c.Settle == nil {
+			consumed = true
+			return appendAudit(tx, c.TenantID, c.Now, redeemed)
+		}
+		o, at, err := c.Settle(tx, row.model())
+		if err != nil {
+			return err
+		}
+		done, found, err := s.finish(tx, c.TenantID, row.ID, row.Attempts, o, at)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return models.Errorf(models.EInternal, "the execution %s changed inside its own transaction", row.ID)
+		}
+		// The audit entries come last: on PostgreSQL the chain's head is
+		// held from the first append to the commit.
+		if err := appendAudit(tx, c.TenantID, c.Now, redeemed); err != nil {
+			return err
+		}
+		consumed, settled = true, done
+		return appendAudit(tx, c.TenantID, at, outcomeEvent(done))
 	})
 	if commitUncertain(err) {
 		return s.consumedAfterAll(ctx, c, row, err)
 	}
 	if err != nil || !consumed {
 		return models.Execution{}, false, err
+	}
+	if c.Settle != nil {
+		return settled.model(), true, nil
 	}
 	return row.model(), true, nil
 }
@@ -136,7 +171,15 @@ func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRo
 	case rerr != nil:
 		cause = errors.Join(cause, rerr)
 	case tok.Status == string(models.TokenConsumed) && tok.ExecutionID != nil && *tok.ExecutionID == row.ID:
-		return row.model(), true, nil
+		if c.Settle == nil {
+			return row.model(), true, nil
+		}
+		// The write and its outcome were committed with the consumption.
+		e, err := s.Execution(ctx, c.TenantID, row.ID)
+		if err == nil {
+			return e, true, nil
+		}
+		cause = errors.Join(cause, err)
 	case tok.Status != string(models.TokenIssued):
 		return models.Execution{}, false, nil
 	}

@@ -152,10 +152,19 @@ func TestExecuteWhenTheConsumeCommitFails(t *testing.T) {
 // is consumed, so execute answers the execution (still executing), not an
 // error; the reconciler settles it from the business system's record
 // without a second write.
+//
+// The demo ledger keeps its data in countersign's database, so its writes
+// commit with the consumption and have no outcome to record apart; here it
+// stands for a business system elsewhere (an HTTP one), whose outcome is
+// recorded in a transaction of its own.
 func TestExecuteWhenRecordingTheOutcomeFails(t *testing.T) {
 	t.Parallel()
 	eachKind(t, func(t *testing.T, kind string) {
 		e, faults := faultEnv(t, kind)
+		for _, tool := range registry.Demo().Tools() {
+			e.adapter[tool.Name] = elsewhere{e.ledger}
+		}
+		e.svc = e.newService(registry.Demo())
 		refunded := e.order("ord_1001").RefundedMinor
 		p := e.confirm(e.propose("ord_1001", 400))
 		faults.Arm(dbfault.BeforeCommit, "update executions")
@@ -181,6 +190,11 @@ func TestExecuteWhenRecordingTheOutcomeFails(t *testing.T) {
 }
 
 func asError(err error, target **models.Error) bool { return errors.As(err, target) }
+
+// elsewhere is the demo ledger seen as a business system outside
+// countersign's database: only the adapter contract, so its writes are
+// not made in the consuming transaction.
+type elsewhere struct{ models.Adapter }
 
 // proxyEnv is the demo environment on PostgreSQL with the service's store
 // connected through a TCP proxy that can cut a connection at COMMIT.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
@@ -99,12 +101,23 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 		return nil, expiredErr(tok)
 	}
 
-	exec, consumed, err := s.store.ConsumeToken(ctx, store.Consume{
+	consume := store.Consume{
 		TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
 		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey,
 			DownstreamKey: models.DownstreamKey(s.installation, p.TenantID, p.AgentID, p.RequestKey),
 			Operation:     p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
-	})
+	}
+	if ta, ok := s.adapters[p.Tool].(store.TxAdapter); ok {
+		// The business system's data is in this database: the write and
+		// its outcome commit with the consumption, all or nothing.
+		if consume.Settle, err = s.settleIn(ctx, p, ta); err != nil {
+			return nil, err
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.lease(p.Tool))
+		defer cancel()
+	}
+	exec, consumed, err := s.store.ConsumeToken(ctx, consume)
 	if models.IsCode(err, models.EOutcomeUncertain) {
 		return nil, &models.Error{Code: models.EOutcomeUncertain,
 			Message: "the token may or may not have been redeemed; present the same token again, which never writes twice",
@@ -130,7 +143,41 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 		}
 	}
 	s.changed(ctx, p.TenantID, p.ID)
+	if consume.Settle != nil {
+		return &exec, stateChanged(exec)
+	}
 	return s.attempt(ctx, p, exec)
+}
+
+// settleIn returns the Settle of an execute whose business system writes in
+// the consuming transaction. It signs the receipt over the outcome before
+// that transaction records it, as finish does; what the receipt needs from
+// the database beyond the proposal is read before the transaction starts.
+// An answer other than a write, a state conflict or a refusal (the
+// database failed under the adapter) rolls everything back: the token stays
+// issued and nothing is written, so presenting it again is safe.
+func (s *Service) settleIn(ctx context.Context, p *models.Proposal, ta store.TxAdapter) (func(tx *gorm.DB, e models.Execution) (store.Outcome, time.Time, error), error) {
+	opt, err := s.receiptOptions(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return func(tx *gorm.DB, e models.Execution) (store.Outcome, time.Time, error) {
+		res, err := ta.ExecuteIn(tx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
+			Tenant: p.TenantID, IdempotencyKey: e.DownstreamKey, ExpectedStateVersion: p.StateVersion})
+		if err != nil && !errors.Is(err, models.ErrStateConflict) && !refused(err) {
+			return store.Outcome{}, time.Time{}, models.Wrap(models.EUnavailable, err,
+				"the business system could not make the write; nothing was written and the confirmation was not used: present it again")
+		}
+		o := s.outcome(e, res, err)
+		now := time.UnixMilli(s.clock.Now().UnixMilli()).UTC()
+		if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+			if o.Receipt, err = s.signReceiptWith(ctx, p, settledAs(e, o, now), opt); err != nil {
+				s.log.Warn("receipt not signed", "execution", e.ID, "err", err)
+				o.Receipt = ""
+			}
+		}
+		return o, now, nil
+	}, nil
 }
 
 // bindsTo checks that the verified claims name exactly this stored proposal.
@@ -321,8 +368,9 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 	case errors.Is(err, models.ErrStateConflict):
 		return store.Outcome{Status: models.StatusFailedTerminal, ErrorCode: string(models.EStateChanged),
 			ErrorMessage: "the target changed after the confirmation; nothing was written"}
-	case errors.As(err, &de) && (de.Code == models.EInvalidRequest || de.Code == models.EBusinessRule):
+	case refused(err):
 		// Refused before anything was written.
+		errors.As(err, &de)
 		return store.Outcome{Status: models.StatusFailedTerminal, ErrorCode: string(de.Code), ErrorMessage: de.Message}
 	default:
 		s.log.Warn("execution outcome unknown", "execution", e.ID, "request_key", e.RequestKey,
@@ -331,6 +379,13 @@ func (s *Service) outcome(e models.Execution, res models.ExecuteResult, err erro
 			ErrorMessage: "the business system did not answer; the outcome will be asked for by request key",
 			RetryAt:      now.Add(backoff(e.Attempts))}
 	}
+}
+
+// refused reports whether a business system refused a write before
+// writing anything (an invalid request or a business rule).
+func refused(err error) bool {
+	var de *models.Error
+	return errors.As(err, &de) && (de.Code == models.EInvalidRequest || de.Code == models.EBusinessRule)
 }
 
 // finish records an attempt's outcome and turns a state conflict into the
@@ -365,12 +420,18 @@ func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execu
 		}
 	}
 	s.changed(ctx, p.TenantID, p.ID)
-	if done.ErrorCode == string(models.EStateChanged) {
-		return &done, &models.Error{Code: models.EStateChanged,
-			Message: "the target changed after the confirmation; nothing was written and a new proposal is needed",
-			Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt(), "signed_receipt": done.ReceiptJWS}}
+	return &done, stateChanged(done)
+}
+
+// stateChanged is the caller's EStateChanged for an execution settled
+// because its target moved after the confirmation, nil for any other.
+func stateChanged(done models.Execution) error {
+	if done.ErrorCode != string(models.EStateChanged) {
+		return nil
 	}
-	return &done, nil
+	return &models.Error{Code: models.EStateChanged,
+		Message: "the target changed after the confirmation; nothing was written and a new proposal is needed",
+		Details: map[string]any{"execution_id": done.ID, "execution_status": done.Status, "receipt": done.Receipt(), "signed_receipt": done.ReceiptJWS}}
 }
 
 // backoff is how long to wait before asking again about an unknown outcome.

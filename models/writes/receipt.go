@@ -14,6 +14,16 @@ import (
 
 // signReceipt signs the receipt of execution e of proposal p.
 func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.Execution) (string, error) {
+	opt, err := s.receiptOptions(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	return s.signReceiptWith(ctx, p, e, opt)
+}
+
+// receiptOptions reads what the receipts of p's executions name beyond p:
+// the standing mandate that confirmed it, if any.
+func (s *Service) receiptOptions(ctx context.Context, p *models.Proposal) (models.ReceiptOptions, error) {
 	// p carries its decisions, which name the approvers: GetProposal and
 	// Redemption (execute's read) both load them, so nothing is read again
 	// on the execute's path.
@@ -27,14 +37,20 @@ func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.
 		// its grantors' approvals of its terms.
 		m, err := s.store.GetMandate(ctx, p.TenantID, p.MandateID)
 		if err != nil {
-			return "", err
+			return opt, err
 		}
 		grant, err := s.store.GetProposal(ctx, p.TenantID, m.ProposalID)
 		if err != nil {
-			return "", err
+			return opt, err
 		}
 		opt.Mandate = models.NewReceiptMandate(m, grant)
 	}
+	return opt, nil
+}
+
+// signReceiptWith signs the receipt of execution e of proposal p with the
+// options receiptOptions read; it reads nothing from the database.
+func (s *Service) signReceiptWith(ctx context.Context, p *models.Proposal, e models.Execution, opt models.ReceiptOptions) (string, error) {
 	r, err := models.NewSignedReceipt(p, e, opt)
 	if err != nil {
 		return "", err

@@ -218,12 +218,33 @@ var errAnswered = errors.New("demo ledger: answered from the record")
 // same key, which then committed), the transaction rolls back and the
 // recorded outcome is the answer.
 func (l *Ledger) Execute(ctx context.Context, req models.ExecuteRequest) (models.ExecuteResult, error) {
+	return l.execute(l.db.WithContext(ctx), req)
+}
+
+// ExecuteIn is Execute inside the caller's transaction tx (the one that
+// consumes the token: the ledger's tables are in countersign's database).
+// Its changes are made under a savepoint, so that a refused write leaves
+// nothing in tx.
+// A transaction of another database (one the ledger was not built over) is
+// refused before anything is written.
+func (l *Ledger) ExecuteIn(tx *gorm.DB, req models.ExecuteRequest) (models.ExecuteResult, error) {
+	if tx.Config.ConnPool != l.db.Config.ConnPool {
+		return models.ExecuteResult{}, models.Errorf(models.EInternal, "the demo ledger was given a transaction of another database")
+	}
+	return l.execute(tx, req)
+}
+
+var _ store.TxAdapter = (*Ledger)(nil)
+
+// execute runs the write in a transaction of db's, a savepoint when db is
+// in a transaction already.
+func (l *Ledger) execute(db *gorm.DB, req models.ExecuteRequest) (models.ExecuteResult, error) {
 	if req.IdempotencyKey == "" {
 		return models.ExecuteResult{}, models.Errorf(models.EInvalidRequest, "missing idempotency key")
 	}
 	now := l.clock.Now().UnixMilli()
 	var out models.ExecuteResult
-	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := db.Transaction(func(tx *gorm.DB) error {
 		status, result, err := l.apply(tx, req, now)
 		if err == nil {
 			rec := demoLedgerExecRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, Tool: req.Tool,
