@@ -218,6 +218,13 @@ func TestOpenQueriesUseOpenIndexes(t *testing.T) {
 				_, err := st.ExpireDue(ctx, "", "", now)
 				return err
 			}, store.OpenExecution + " AND status =", []read{{"executions", "", []string{"executions_open_lease"}}, {"tokens", "t", []string{pk("tokens")}}}},
+			// Expiry on read, for one proposal, finds its rows by their
+			// keys (or, on these tiny tables, maybe through the open
+			// rows); never by a scan.
+			{"expiry on read", func() error {
+				_, err := st.ExpireDue(ctx, d.Tenant.ID, "prop_none", now)
+				return err
+			}, "expires_at <=", nil},
 			{"open proposals of an agent", func() error {
 				p := &models.Proposal{ID: "prop_lim", TenantID: d.Tenant.ID, AgentID: d.Agent.ID,
 					Tool: "refund_order", Arguments: []byte(`{}`), ArgsDigest: "sha256:00", Resource: "ord_1001",
