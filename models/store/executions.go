@@ -148,8 +148,8 @@ func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseU
 		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
 				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
-			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").
-				Where("tenant_id = ? AND status = ? AND expires_at > ?", tenantID, string(models.TokenConsumed), ms(now))),
+			Where("EXISTS (SELECT 1 FROM tokens t WHERE t.jti = executions.token_jti AND t.tenant_id = ? AND t.status = ? AND t.expires_at > ?)",
+				tenantID, string(models.TokenConsumed), ms(now)),
 			map[string]any{"status": string(models.StatusExecuting), "attempts": gorm.Expr("attempts + 1"),
 				"lease_until": ms(leaseUntil), "updated_at": ms(now), "owner_instance": s.instanceID()})
 		if err != nil || !found {
@@ -309,7 +309,7 @@ func (s *Store) ExecutionsDue(ctx context.Context, now time.Time, limit int) ([]
 	var rows []executionRow
 	lapsed, args := s.lapsed(now)
 	err := s.db.WithContext(ctx).
-		Where("status IN ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}).
+		Where(openExecution+" AND status IN ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}).
 		Where(lapsed, args...).
 		Order("updated_at").Limit(limit).Find(&rows).Error
 	if err != nil {

@@ -153,8 +153,8 @@ func openProposalsLimited(tx *gorm.DB, agentID string, maxOpen int, now time.Tim
 		Soonest *int64
 	}
 	err := tx.Raw(`SELECT COUNT(*) AS n, MIN(expires_at) AS soonest FROM proposals
-		WHERE agent_id = ? AND status = ? AND expires_at > ?`,
-		agentID, string(models.StatusAwaitingConfirmation), ms(now)).Scan(&open).Error
+		WHERE agent_id = ? AND `+awaitingProposal+` AND expires_at > ?`,
+		agentID, ms(now)).Scan(&open).Error
 	if err != nil {
 		return err
 	}

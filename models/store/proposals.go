@@ -468,7 +468,13 @@ func listQuery(db *gorm.DB, f ListFilter, n int) (*gorm.DB, error) {
 		if f.AgentID != "" {
 			q = q.Where("p.agent_id = ?", f.AgentID)
 		}
-		if status != "" {
+		switch status {
+		case "":
+		case string(models.StatusAwaitingConfirmation):
+			// In the words of the partial index that serves the list by
+			// time left.
+			q = q.Where("p." + awaitingProposal)
+		default:
 			q = q.Where("p.status = ?", status)
 		}
 		if f.Tool != "" {
@@ -643,8 +649,7 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 		// happens records its event and audit entry; a proposal decided
 		// meanwhile is left alone.
 		var awaiting []proposalRow
-		q := tx.Select("id", "tenant_id").
-			Where("status = ? AND expires_at <= ?", string(models.StatusAwaitingConfirmation), ms(now))
+		q := tx.Select("id", "tenant_id").Where(awaitingProposal+" AND expires_at <= ?", ms(now))
 		if proposalID != "" {
 			q = q.Where("tenant_id = ? AND id = ?", tenantID, proposalID)
 		}
@@ -670,8 +675,7 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 		// a token consumed concurrently is no longer 'issued' and is left
 		// alone, and so is its proposal.
 		var due []tokenRow
-		tq := tx.Select("jti", "proposal_id", "tenant_id").
-			Where("status = ? AND expires_at <= ?", string(models.TokenIssued), ms(now))
+		tq := tx.Select("jti", "proposal_id", "tenant_id").Where(issuedToken+" AND expires_at <= ?", ms(now))
 		if proposalID != "" {
 			tq = tq.Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID)
 		}
@@ -706,11 +710,12 @@ func (s *Store) ExpireDueRefs(ctx context.Context, tenantID, proposalID string, 
 		// exp, so the execution ends failed_terminal (token_expired) and
 		// the proposal expired. Each row moves by a conditional UPDATE that
 		// a concurrent retry's claim (which needs expires_at > now) or
-		// revocation cannot also win.
+		// revocation cannot also win. Each row's token is read by its key,
+		// not gathered from every token that ever expired.
 		var stale []executionRow
 		eq := tx.Select("id", "tenant_id", "proposal_id").
-			Where("status = ? AND lease_until <= ?", string(models.StatusFailedRetryable), ms(now)).
-			Where("token_jti IN (?)", tx.Model(&tokenRow{}).Select("jti").Where("expires_at <= ?", ms(now)))
+			Where(openExecution+" AND status = ? AND lease_until <= ?", string(models.StatusFailedRetryable), ms(now)).
+			Where("EXISTS (SELECT 1 FROM tokens t WHERE t.jti = executions.token_jti AND t.expires_at <= ?)", ms(now))
 		if proposalID != "" {
 			eq = eq.Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID)
 		}

@@ -51,8 +51,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		out.Proposals = append(out.Proposals, ProposalCount{Tool: c.Tool, Tier: c.RiskTier, Status: models.Status(c.Status), Count: c.N})
 	}
 	var oldest sql.NullInt64
-	if err := db.Table("proposals").Select("MIN(created_at)").
-		Where("status = ?", string(models.StatusAwaitingConfirmation)).Scan(&oldest).Error; err != nil {
+	if err := db.Table("proposals").Select("MIN(created_at)").Where(awaitingProposal).Scan(&oldest).Error; err != nil {
 		return out, dbErr(err)
 	}
 	if oldest.Valid {
@@ -62,8 +61,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		Status string
 		N      int64
 	}
-	unsettled := []string{string(models.StatusExecuting), string(models.StatusFailedRetryable), string(models.StatusUnknown)}
-	if err := db.Table("executions").Select("status, COUNT(*) AS n").Where("status IN ?", unsettled).
+	if err := db.Table("executions").Select("status, COUNT(*) AS n").Where(openExecution).
 		Group("status").Scan(&execs).Error; err != nil {
 		return out, dbErr(err)
 	}
@@ -71,7 +69,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (Stats, error) {
 		out.Executions[models.Status(e.Status)] = e.N
 	}
 	if err := db.Table("executions").
-		Where("status IN ? AND lease_until <= ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}, ms(now)).
+		Where(openExecution+" AND status IN ? AND lease_until <= ?", []string{string(models.StatusExecuting), string(models.StatusUnknown)}, ms(now)).
 		Count(&out.ReconcileDue).Error; err != nil {
 		return out, dbErr(err)
 	}
