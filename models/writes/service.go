@@ -321,10 +321,10 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if prev != nil {
 		return sameRequest(prev, agent, tool.Name, digest)
 	}
-	vr, err := s.adapters[tool.Name].Validate(ctx, models.ValidateRequest{
+	vr, effect, effectDigest, err := s.validate(ctx, models.ValidateRequest{
 		Tool: tool.Name, Arguments: prep.Arguments, Tenant: agent.TenantID, Principal: agent.ID})
 	if err != nil {
-		return nil, false, adapterErr(err)
+		return nil, false, err
 	}
 	tier, err := tool.Tier(prep.Arguments)
 	if err != nil {
@@ -341,16 +341,12 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 		Resource: prep.Resource, ResourceSet: prep.ResourceSet, ResourceSetDigest: prep.ResourceSetDigest,
 		ResourceCount: len(prep.ResourceSet), ResourceLabel: vr.ResourceLabel, StateVersion: vr.StateVersion,
 		Tier: tier, PolicyVersion: tool.PolicyVersion, RequestKey: requestKey, Context: in.Context,
+		Effect: effect, EffectDigest: effectDigest,
 		Status: models.StatusAwaitingConfirmation, Revision: 1,
 		CreatedAt: now, ExpiresAt: now.Add(tier.TTL), UpdatedAt: now,
 	}
 	if !p.Batch() {
 		p.ResourceCount = 1
-	}
-	if vr.OK {
-		if p.Effect, p.EffectDigest, err = s.describe(ctx, tool.Name, prep.Arguments, agent.TenantID); err != nil {
-			return nil, false, err
-		}
 	}
 	if !vr.OK {
 		p.Status = models.StatusRejected
