@@ -6,6 +6,7 @@ package demoledger
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,19 +29,21 @@ import (
 // the same transaction as the change) and guarded by optimistic concurrency
 // on that version.
 type Ledger struct {
-	db    *gorm.DB
-	clock models.Clock
+	db     *gorm.DB
+	reader *sql.DB
+	clock  models.Clock
 }
 
-// Handle is what the ledger needs of the store: its database handle and
-// clock (*store.Store has both).
+// Handle is what the ledger needs of the store: its database handles and
+// clock (*store.Store has them).
 type Handle interface {
 	Gorm() *gorm.DB
+	ReadDB() *sql.DB
 	Clock() models.Clock
 }
 
 // New returns the demo business system over the store's database.
-func New(h Handle) *Ledger { return &Ledger{db: h.Gorm(), clock: h.Clock()} }
+func New(h Handle) *Ledger { return &Ledger{db: h.Gorm(), reader: h.ReadDB(), clock: h.Clock()} }
 
 var _ models.Adapter = (*Ledger)(nil)
 

@@ -2,12 +2,12 @@ package demoledger
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-
-	"gorm.io/gorm"
+	"strings"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
@@ -38,48 +38,80 @@ type target struct {
 var errUnhandled = errors.New("demo ledger: unhandled tool")
 
 // read decodes a write's arguments and reads its target as it stands now,
-// with one statement. An unknown tool is errUnhandled.
+// with one statement, as plain SQL on the store's read pool: validation and
+// description are asked outside any transaction, and on SQLite they need
+// not queue behind the writer. An unknown tool is errUnhandled.
 func (l *Ledger) read(ctx context.Context, tool, tenant string, args json.RawMessage) (target, error) {
-	db := l.db.WithContext(ctx)
 	t := target{tool: tool}
+	var err error
 	switch tool {
 	case "refund_order":
 		if err := decodeArgs(args, &t.refund); err != nil {
 			return t, err
 		}
-		err := db.Where("tenant_id = ? AND id = ?", tenant, t.refund.OrderID).Take(&t.order).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return t, nil
-		}
-		if err != nil {
-			return t, store.DBError(err)
-		}
-		t.found = true
+		o := &t.order
+		err = l.reader.QueryRowContext(ctx, `SELECT tenant_id, id, label, currency, payable_minor, refunded_minor, version
+ FROM demo_orders WHERE tenant_id = $1 AND id = $2`, tenant, t.refund.OrderID).
+			Scan(&o.TenantID, &o.ID, &o.Label, &o.Currency, &o.PayableMinor, &o.RefundedMinor, &o.Version)
 	case "send_customer_email":
 		if err := decodeArgs(args, &t.email); err != nil {
 			return t, err
 		}
-		err := db.Where("tenant_id = ? AND id = ?", tenant, t.email.CustomerID).Take(&t.customer).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return t, nil
-		}
-		if err != nil {
-			return t, store.DBError(err)
-		}
-		t.found = true
+		c := &t.customer
+		err = l.reader.QueryRowContext(ctx, `SELECT tenant_id, id, name, email, version
+ FROM demo_customers WHERE tenant_id = $1 AND id = $2`, tenant, t.email.CustomerID).
+			Scan(&c.TenantID, &c.ID, &c.Name, &c.Email, &c.Version)
 	case "delete_logs":
 		if err := decodeArgs(args, &t.logs); err != nil {
 			return t, err
 		}
-		err := db.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", tenant, t.logs.LogIDs).
-			Order("id").Pluck("id", &t.live).Error
-		if err != nil {
-			return t, store.DBError(err)
-		}
+		t.live, err = l.liveLogs(ctx, tenant, t.logs.LogIDs)
+		return t, err
 	default:
 		return t, errUnhandled
 	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, nil
+	}
+	if err != nil {
+		return t, store.DBError(err)
+	}
+	t.found = true
 	return t, nil
+}
+
+// liveLogs returns the entries of ids that exist and are not deleted, by
+// id.
+func (l *Ledger) liveLogs(ctx context.Context, tenant string, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var q strings.Builder
+	q.WriteString("SELECT id FROM demo_logs WHERE tenant_id = $1 AND deleted_at IS NULL AND id IN (")
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, tenant)
+	for i, id := range ids {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("$" + strconv.Itoa(i+2))
+		args = append(args, id)
+	}
+	q.WriteString(") ORDER BY id")
+	rows, err := l.reader.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, store.DBError(err)
+	}
+	defer rows.Close()
+	var live []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, store.DBError(err)
+		}
+		live = append(live, id)
+	}
+	return live, store.DBError(rows.Err())
 }
 
 // Validate answers the resource's state version and label, or the business

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/adapters/demoledger"
@@ -64,6 +65,37 @@ func TestDemoLedgerValidateDescribeAgreesWithValidateThenDescribe(t *testing.T) 
 		bad := models.ValidateRequest{Tool: "refund_order", Arguments: json.RawMessage(`{"amount_minor":"x"}`), Tenant: d.Tenant.ID}
 		if _, _, err := l.ValidateDescribe(ctx, bad); models.ErrorCode(err) != models.EInvalidRequest {
 			t.Errorf("arguments that do not decode: %v, want %s", err, models.EInvalidRequest)
+		}
+	})
+}
+
+// Validation and description read the committed state on the store's
+// read pool: a write transaction left open (on SQLite it holds the one
+// writer connection) neither holds them up nor shows them its uncommitted
+// change.
+func TestDemoLedgerValidatesBesideAnOpenWrite(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		d := seed(t, st)
+		l := demoledger.New(st)
+		tx := st.Gorm().WithContext(ctx).Begin()
+		if tx.Error != nil {
+			t.Fatal(tx.Error)
+		}
+		defer tx.Rollback()
+		if err := tx.Exec("UPDATE demo_orders SET refunded_minor = payable_minor, version = version + 1 WHERE tenant_id = ? AND id = ?",
+			d.Tenant.ID, "ord_1003").Error; err != nil {
+			t.Fatal(err)
+		}
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		vr, desc, err := l.ValidateDescribe(wait, models.ValidateRequest{Tool: "refund_order", Tenant: d.Tenant.ID,
+			Arguments: json.RawMessage(`{"amount_minor":5000,"currency":"CNY","order_id":"ord_1003","reason":"x"}`)})
+		if err != nil {
+			t.Fatalf("validation beside an open write: %v", err)
+		}
+		if !vr.OK || vr.StateVersion != "1" || desc == nil || string(desc.Changes[0].Before) != "0" {
+			t.Fatalf("validation saw the uncommitted refund: %+v %+v", vr, desc)
 		}
 	})
 }
