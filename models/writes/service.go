@@ -357,7 +357,7 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 			p.Problems = []models.FieldProblem{{Message: "the business system refused the write"}}
 		}
 	}
-	prev, inserted, err := s.store.CreateProposalWithin(ctx, p, limits.OpenProposals)
+	prev, inserted, mandates, err := s.store.CreateProposalSeeingMandates(ctx, p, limits.OpenProposals)
 	if models.IsCode(err, models.EOutcomeUncertain) {
 		// The agent learns the key to retry with, also when it sent none:
 		// a retry with it finds the proposal if it was stored.
@@ -375,6 +375,11 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if p.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
+	}
+	if !mandates {
+		// No live mandate of the tenant for the tool when it was
+		// stored: none can confirm it.
+		return p, true, nil
 	}
 	return s.applyMandates(ctx, agent, p), true, nil
 }
