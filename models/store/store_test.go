@@ -136,3 +136,21 @@ func TestProposalsCarryTheAgentsOwner(t *testing.T) {
 		}
 	})
 }
+
+// The writer keeps temporary storage (statement journals above all) in
+// memory: a create journals more than SQLite's 64 KiB spill threshold, and
+// a file per transaction cost a fifth of a create's CPU.
+func TestSQLiteWriterKeepsTemporaryStorageInMemory(t *testing.T) {
+	st, err := store.Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mode int
+	if err := st.Gorm().Raw("PRAGMA temp_store").Scan(&mode).Error; err != nil {
+		t.Fatal(err)
+	}
+	if mode != 2 {
+		t.Fatalf("the writer's temp_store is %d, want 2 (memory)", mode)
+	}
+}
