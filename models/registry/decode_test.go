@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/models"
 )
 
 // decodeStrict answers exactly what the token-by-token decoder answers —
@@ -43,5 +45,38 @@ func TestDecodeStrictAgreesWithTheTokenDecoder(t *testing.T) {
 	}
 	if _, ok := decodeQuick([]byte(corpus[0])); !ok {
 		t.Error("a plain argument object is not decoded in one call")
+	}
+}
+
+// A prepared write's digest is the digest of its canonical arguments, the
+// same for every spelling of the same arguments.
+func TestPreparedDigest(t *testing.T) {
+	r := Demo()
+	for tool, spellings := range map[string][]string{
+		"refund_order": {`{"order_id":"ord_1001","amount_minor":1000,"currency":"CNY","reason":"late"}`,
+			` {"reason":"late","currency":"CNY","amount_minor":1.0E3,"order_id":"ord_1001"} `},
+		"delete_logs": {`{"log_ids":["log_0002","log_0001"],"reason":"x"}`, `{"reason":"x","log_ids":["log_0001","log_0002","log_0001"]}`},
+	} {
+		tl, ok := r.Tool(tool)
+		if !ok {
+			t.Fatal(tool)
+		}
+		var first string
+		for _, raw := range spellings {
+			p, err := tl.Prepare([]byte(raw))
+			if err != nil {
+				t.Fatalf("%s: %v", raw, err)
+			}
+			want, err := models.Digest(p.Arguments)
+			if err != nil || p.Digest != want {
+				t.Fatalf("%s: digest %s, the arguments digest to %s (%v)", raw, p.Digest, want, err)
+			}
+			if first == "" {
+				first = p.Digest
+			}
+			if p.Digest != first {
+				t.Errorf("%s: digest %s, another spelling %s", raw, p.Digest, first)
+			}
+		}
 	}
 }

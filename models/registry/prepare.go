@@ -26,8 +26,10 @@ import (
 // Prepared is the result of Prepare: what a proposal snapshot stores.
 type Prepared struct {
 	// Arguments are the normalized arguments in RFC 8785 canonical JSON
-	// (models.Canonical); their digest is the proposal's args_digest.
+	// (models.Canonical).
 	Arguments json.RawMessage
+	// Digest is their digest (models.Digest), the proposal's args_digest.
+	Digest string
 	// Resource is the target resource id of a single-resource tool.
 	Resource string
 	// ResourceSet is a batch tool's ids, sorted and de-duplicated
@@ -120,6 +122,7 @@ func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, err
 	}
+	p.Digest = models.CanonicalDigest(p.Arguments)
 	return p, nil
 }
 

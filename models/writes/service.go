@@ -292,10 +292,7 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if err != nil {
 		return nil, false, err
 	}
-	digest, err := models.Digest(prep.Arguments)
-	if err != nil {
-		return nil, false, err
-	}
+	digest := prep.Digest
 	id := models.NewID("prop")
 	requestKey := in.RequestKey
 	if requestKey == "" {
