@@ -62,12 +62,16 @@ func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 	if err := checkSurrogates(body); err != nil {
 		return err
 	}
-	if !plainStructure(body) {
+	top, plain := plainStructure(body)
+	if !plain {
 		if err := checkStructure(body); err != nil {
 			return err
 		}
+		if top, err = topLevelNames(body); err != nil {
+			return err
+		}
 	}
-	if err := checkFieldNames(body, dst); err != nil {
+	if err := checkFieldNames(top, dst); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -111,7 +115,7 @@ func checkContentType(v string) error {
 
 // checkFieldNames requires every top-level key of body (a well-formed JSON
 // object) to be one of dst's JSON field names exactly, byte for byte.
-func checkFieldNames(body []byte, dst any) error {
+func checkFieldNames(top []string, dst any) error {
 	names := map[string]bool{}
 	t := reflect.TypeOf(dst)
 	for t.Kind() == reflect.Pointer {
@@ -126,11 +130,7 @@ func checkFieldNames(body []byte, dst any) error {
 			names[name] = true
 		}
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return models.Wrap(models.EInvalidRequest, err, "request body must be a JSON object")
-	}
-	for key := range top {
+	for _, key := range top {
 		if names[key] {
 			continue
 		}
@@ -230,6 +230,19 @@ func checkStructure(body []byte) error {
 	}
 }
 
+// topLevelNames returns the member names of body's top-level object.
+func topLevelNames(body []byte) ([]string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, models.Wrap(models.EInvalidRequest, err, "request body must be a JSON object")
+	}
+	names := make([]string, 0, len(top))
+	for key := range top {
+		names = append(names, key)
+	}
+	return names, nil
+}
+
 // plainStructure reports whether body certainly passes checkStructure,
 // without its token-by-token walk (most of a create's request decoding):
 // one JSON text (json.Valid: no syntax error, no trailing data) whose top
@@ -237,12 +250,13 @@ func checkStructure(body []byte) error {
 // key twice. A key spelled with an escape, which only its decoded form can
 // be compared by, or an object of more than maxPlainKeys members leaves
 // the answer to checkStructure, as does every document it would refuse.
-func plainStructure(body []byte) bool {
+// When ok, top is the top-level object's member names, in order.
+func plainStructure(body []byte) (top []string, ok bool) {
 	if !json.Valid(body) {
-		return false
+		return nil, false
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return false
+		return nil, false
 	}
 	var (
 		stack    [maxDepth][]string // the keys of each open object; nil for arrays
@@ -261,7 +275,7 @@ func plainStructure(body []byte) bool {
 				escaped = false
 			case c == '\\':
 				if isKey {
-					return false
+					return nil, false
 				}
 				escaped = true
 			case c == '"':
@@ -269,11 +283,11 @@ func plainStructure(body []byte) bool {
 				if isKey {
 					key, keys := body[start:i], stack[depth-1]
 					if len(keys) == maxPlainKeys {
-						return false
+						return nil, false
 					}
 					for _, k := range keys {
 						if k == string(key) {
-							return false
+							return nil, false
 						}
 					}
 					stack[depth-1] = append(keys, string(key))
@@ -287,7 +301,7 @@ func plainStructure(body []byte) bool {
 			wantKey = false
 		case '{', '[':
 			if depth == maxDepth {
-				return false
+				return nil, false
 			}
 			objects[depth], stack[depth] = c == '{', nil
 			depth++
@@ -299,7 +313,7 @@ func plainStructure(body []byte) bool {
 			wantKey = objects[depth-1]
 		}
 	}
-	return true
+	return stack[0], true
 }
 
 // maxPlainKeys bounds the members of an object plainStructure compares

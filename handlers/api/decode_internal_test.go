@@ -2,6 +2,7 @@ package api
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,14 +42,23 @@ func TestPlainStructureOnlyWhereTheWalkAgrees(t *testing.T) {
 		corpus = append(corpus, a[:i]+b[j:])
 	}
 	for _, body := range corpus {
-		if plainStructure([]byte(body)) {
-			if err := checkStructure([]byte(body)); err != nil {
-				t.Errorf("%q passed as plain, but the walk says: %v", body, err)
-			}
+		top, ok := plainStructure([]byte(body))
+		if !ok {
+			continue
+		}
+		if err := checkStructure([]byte(body)); err != nil {
+			t.Errorf("%q passed as plain, but the walk says: %v", body, err)
+			continue
+		}
+		want, err := topLevelNames([]byte(body))
+		slices.Sort(top)
+		slices.Sort(want)
+		if err != nil || !slices.Equal(top, want) {
+			t.Errorf("%q: top-level names %q, want %q (%v)", body, top, want, err)
 		}
 	}
 	for _, body := range plain {
-		if !plainStructure([]byte(body)) {
+		if _, ok := plainStructure([]byte(body)); !ok {
 			t.Errorf("%q did not take the quick path", body)
 		}
 	}
