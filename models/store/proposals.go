@@ -197,6 +197,13 @@ func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Prop
 	if err != nil {
 		return nil, false, false, models.Wrap(models.EInternal, err, "cannot encode proposal")
 	}
+	// The audit entry's body is made before the transaction, so that the
+	// one writer is not held for it.
+	audit := proposalCreatedEvent(p)
+	auditTpl, err := audit.Template(p.TenantID, ms(p.CreatedAt))
+	if err != nil {
+		return nil, false, false, err
+	}
 	capped := maxOpen > 0 && p.Status == models.StatusAwaitingConfirmation
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		if capped {
@@ -228,7 +235,7 @@ func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Prop
 		}
 		// The audit append stays last: on PostgreSQL it may wait for
 		// another transaction's append.
-		return appendAudit(tx, p.TenantID, p.CreatedAt, proposalCreatedEvent(p))
+		return appendOne(tx, p.TenantID, p.CreatedAt, audit, auditTpl)
 	})
 	if commitUncertain(err) {
 		var stored proposalRow
