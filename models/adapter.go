@@ -183,6 +183,20 @@ type DescribeAdapter interface {
 	Describe(ctx context.Context, req DescribeRequest) (Description, error)
 }
 
+// ValidateDescribeAdapter is a DescribeAdapter that can answer both
+// questions a new proposal asks — may this write happen, and what would it
+// do — from one look at the business state. Propose then asks once instead
+// of calling Validate and Describe in turn. Its answers must be the ones
+// Validate and Describe would give over the same state.
+type ValidateDescribeAdapter interface {
+	DescribeAdapter
+	// ValidateDescribe is Validate and, when the write is allowed (OK),
+	// Describe of the same write: the description is nil when the write is
+	// refused or when the adapter describes nothing for the tool. An
+	// unreachable business system is EUnavailable.
+	ValidateDescribe(ctx context.Context, req ValidateRequest) (ValidateResult, *Description, error)
+}
+
 // ErrNoDescription: the adapter describes nothing for this tool.
 var ErrNoDescription = errors.New("no description for this write")
 

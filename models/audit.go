@@ -2,9 +2,11 @@ package models
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,6 +210,129 @@ func (b AuditBody) Template() (AuditTemplate, error) {
 			return AuditTemplate{}, Wrap(EInternal, err, "audit data cannot be canonicalized")
 		}
 	}
+	return b.template(data)
+}
+
+// Template returns the template of the entry that records ev in tenant's
+// chain at at (Unix milliseconds): AuditBody.Template of the body with ev's
+// data encoded as JSON. Data that is a flat object of strings, booleans,
+// nulls and integers (what most events record) is written in canonical
+// form directly, without encoding and then re-parsing it; anything else is
+// encoded and canonicalized.
+func (ev AuditEvent) Template(tenant string, at int64) (AuditTemplate, error) {
+	b := AuditBody{Tenant: tenant, At: at, Kind: ev.Kind, Actor: ev.Actor, ProposalID: ev.ProposalID}
+	if m, ok := ev.Data.(map[string]any); ok {
+		if data, ok := canonicalFlatObject(m); ok {
+			return b.template(data)
+		}
+	}
+	b.Data = []byte("{}")
+	if ev.Data != nil {
+		var err error
+		if b.Data, err = json.Marshal(ev.Data); err != nil {
+			return AuditTemplate{}, Wrap(EInternal, err, "audit data cannot be encoded")
+		}
+	}
+	return b.Template()
+}
+
+// maxExactInteger is 2^53: integers up to it in magnitude are numbers of
+// their own in RFC 8785's (IEEE 754 double) form, written as plain digits.
+const maxExactInteger = 1 << 53
+
+// canonicalFlatObject returns the canonical JSON (RFC 8785) of m when its
+// keys are ASCII and its values strings (valid UTF-8), booleans, nil or
+// integers of at most 2^53 in magnitude (of those kinds, when their types
+// have no JSON or text encoding of their own); ok is false for anything
+// else.
+func canonicalFlatObject(m map[string]any) (out []byte, ok bool) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		for i := 0; i < len(k); i++ {
+			if k[i] >= utf8.RuneSelf {
+				return nil, false
+			}
+		}
+		keys = append(keys, k)
+	}
+	// Sorted by UTF-16 code units, which for ASCII is by bytes.
+	slices.Sort(keys)
+	out = make([]byte, 0, 64*len(keys)+2)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		key, _ := jcsString(k)
+		out = append(out, key...)
+		out = append(out, ':')
+		switch v := m[k].(type) {
+		case nil:
+			out = append(out, "null"...)
+		case bool:
+			out = strconv.AppendBool(out, v)
+		case string:
+			s, err := jcsString(v)
+			if err != nil {
+				return nil, false
+			}
+			out = append(out, s...)
+		case int:
+			if v > maxExactInteger || v < -maxExactInteger {
+				return nil, false
+			}
+			out = strconv.AppendInt(out, int64(v), 10)
+		case int64:
+			if v > maxExactInteger || v < -maxExactInteger {
+				return nil, false
+			}
+			out = strconv.AppendInt(out, v, 10)
+		default:
+			// A named string or integer type (an enum, say) encodes as its
+			// kind unless it has a method of its own for JSON or text;
+			// everything else is left to encoding/json.
+			rv := reflect.ValueOf(v)
+			if marshals(rv.Type()) {
+				return nil, false
+			}
+			switch rv.Kind() {
+			case reflect.String:
+				s, err := jcsString(rv.String())
+				if err != nil {
+					return nil, false
+				}
+				out = append(out, s...)
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+				if n := rv.Int(); n > maxExactInteger || n < -maxExactInteger {
+					return nil, false
+				}
+				out = strconv.AppendInt(out, rv.Int(), 10)
+			default:
+				return nil, false
+			}
+		}
+	}
+	return append(out, '}'), true
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// marshals reports whether t or *t has its own JSON or text encoding.
+func marshals(t reflect.Type) bool {
+	for _, x := range []reflect.Type{t, reflect.PointerTo(t)} {
+		if x.Implements(jsonMarshaler) || x.Implements(textMarshaler) {
+			return true
+		}
+	}
+	return false
+}
+
+// template is the body's template with data, the canonical JSON of its
+// data.
+func (b AuditBody) template(data []byte) (AuditTemplate, error) {
 	actor, err1 := jcsString(b.Actor)
 	kind, err2 := jcsString(b.Kind)
 	proposal, err3 := jcsString(b.ProposalID)

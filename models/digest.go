@@ -32,8 +32,15 @@ func Digest(doc []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(c)
-	return DigestPrefix + hex.EncodeToString(sum[:]), nil
+	return CanonicalDigest(c), nil
+}
+
+// CanonicalDigest is Digest of a text already in canonical form
+// (Canonical's output), without putting it in that form again:
+// Digest(doc) == CanonicalDigest(Canonical(doc)).
+func CanonicalDigest(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return DigestPrefix + hex.EncodeToString(sum[:])
 }
 
 // DigestValue marshals v and returns its digest.

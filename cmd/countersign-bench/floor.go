@@ -184,17 +184,15 @@ func (f *floor) create(ctx context.Context, body []byte) error {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return err
 	}
+	// Prepare digests the canonical arguments too (Prepared.Digest), as
+	// for a create.
 	prep, err := f.tool.Prepare(req.Arguments)
-	if err != nil {
-		return err
-	}
-	digest, err := models.Digest(prep.Arguments)
 	if err != nil {
 		return err
 	}
 	id := models.NewID("prop")
 	_, err = f.db.ExecContext(ctx, f.q(`INSERT INTO floor_proposals (id, tenant_id, agent_id, tool, arguments, args_digest, request_key, status, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, 'awaiting_confirmation', ?)`),
-		id, "ten_floor", "agt_floor", req.Tool, string(prep.Arguments), digest, id, time.Now().UnixMilli())
+		id, "ten_floor", "agt_floor", req.Tool, string(prep.Arguments), prep.Digest, id, time.Now().UnixMilli())
 	return err
 }

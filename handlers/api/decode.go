@@ -62,10 +62,16 @@ func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 	if err := checkSurrogates(body); err != nil {
 		return err
 	}
-	if err := checkStructure(body); err != nil {
-		return err
+	top, plain := plainStructure(body)
+	if !plain {
+		if err := checkStructure(body); err != nil {
+			return err
+		}
+		if top, err = topLevelNames(body); err != nil {
+			return err
+		}
 	}
-	if err := checkFieldNames(body, dst); err != nil {
+	if err := checkFieldNames(top, dst); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -109,7 +115,7 @@ func checkContentType(v string) error {
 
 // checkFieldNames requires every top-level key of body (a well-formed JSON
 // object) to be one of dst's JSON field names exactly, byte for byte.
-func checkFieldNames(body []byte, dst any) error {
+func checkFieldNames(top []string, dst any) error {
 	names := map[string]bool{}
 	t := reflect.TypeOf(dst)
 	for t.Kind() == reflect.Pointer {
@@ -124,11 +130,7 @@ func checkFieldNames(body []byte, dst any) error {
 			names[name] = true
 		}
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return models.Wrap(models.EInvalidRequest, err, "request body must be a JSON object")
-	}
-	for key := range top {
+	for _, key := range top {
 		if names[key] {
 			continue
 		}
@@ -227,6 +229,96 @@ func checkStructure(body []byte) error {
 		}
 	}
 }
+
+// topLevelNames returns the member names of body's top-level object.
+func topLevelNames(body []byte) ([]string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, models.Wrap(models.EInvalidRequest, err, "request body must be a JSON object")
+	}
+	names := make([]string, 0, len(top))
+	for key := range top {
+		names = append(names, key)
+	}
+	return names, nil
+}
+
+// plainStructure reports whether body certainly passes checkStructure,
+// without its token-by-token walk (most of a create's request decoding):
+// one JSON text (json.Valid: no syntax error, no trailing data) whose top
+// level is an object, nested at most maxDepth deep, whose objects name no
+// key twice. A key spelled with an escape, which only its decoded form can
+// be compared by, or an object of more than maxPlainKeys members leaves
+// the answer to checkStructure, as does every document it would refuse.
+// When ok, top is the top-level object's member names, in order.
+func plainStructure(body []byte) (top []string, ok bool) {
+	if !json.Valid(body) {
+		return nil, false
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, false
+	}
+	var (
+		stack    [maxDepth][]string // the keys of each open object; nil for arrays
+		objects  [maxDepth]bool
+		depth    int
+		start    int
+		inString bool
+		escaped  bool
+		wantKey  bool
+		isKey    bool
+	)
+	for i, c := range body {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				if isKey {
+					return nil, false
+				}
+				escaped = true
+			case c == '"':
+				inString = false
+				if isKey {
+					key, keys := body[start:i], stack[depth-1]
+					if len(keys) == maxPlainKeys {
+						return nil, false
+					}
+					for _, k := range keys {
+						if k == string(key) {
+							return nil, false
+						}
+					}
+					stack[depth-1] = append(keys, string(key))
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString, isKey, start = true, wantKey, i+1
+			wantKey = false
+		case '{', '[':
+			if depth == maxDepth {
+				return nil, false
+			}
+			objects[depth], stack[depth] = c == '{', nil
+			depth++
+			wantKey = c == '{'
+		case '}', ']':
+			depth--
+			wantKey = false
+		case ',':
+			wantKey = objects[depth-1]
+		}
+	}
+	return stack[0], true
+}
+
+// maxPlainKeys bounds the members of an object plainStructure compares
+// one by one.
+const maxPlainKeys = 32
 
 // valueDone records that one member or element of f is complete.
 func (f *frame) valueDone() {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql/driver"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -73,15 +72,7 @@ const maxAppendTries = 1000
 // (models.AuditHash).
 func appendAudit(tx *gorm.DB, tenantID string, at time.Time, evs ...models.AuditEvent) error {
 	for _, ev := range evs {
-		data := []byte("{}")
-		if ev.Data != nil {
-			var err error
-			if data, err = json.Marshal(ev.Data); err != nil {
-				return models.Wrap(models.EInternal, err, "audit data cannot be encoded")
-			}
-		}
-		tpl, err := models.AuditBody{Tenant: tenantID, At: ms(at), Kind: ev.Kind, Actor: ev.Actor,
-			ProposalID: ev.ProposalID, Data: data}.Template()
+		tpl, err := ev.Template(tenantID, ms(at))
 		if err != nil {
 			return err
 		}

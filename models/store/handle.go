@@ -1,6 +1,8 @@
 package store
 
 import (
+	"database/sql"
+
 	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/models"
@@ -10,6 +12,13 @@ import (
 // tables in the same database (the demo ledger): its statements go through
 // the same connection, pragmas and statement hook as the store's own.
 func (s *Store) Gorm() *gorm.DB { return s.db }
+
+// ReadDB is the store's read handle, for a business system's reads outside
+// its transactions: on SQLite the pool of read-only connections beside the
+// one writer (a read there does not queue behind writes), on PostgreSQL
+// the same pool as Gorm's. Statements on it are hooked and counted like the
+// store's own.
+func (s *Store) ReadDB() *sql.DB { return s.readDB }
 
 // Clock is the clock the store stamps creation times with.
 func (s *Store) Clock() models.Clock { return s.clock }

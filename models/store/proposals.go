@@ -62,9 +62,12 @@ const proposalCols = `p.id, p.tenant_id, p.agent_id, p.tool, p.arguments, p.args
  p.effect, p.effect_digest, p.status, p.revision, p.created_at, p.expires_at, p.updated_at`
 
 // insertProposalSQL inserts a proposal row unless it conflicts on a unique
-// key (an agent's request key).
+// key (an agent's request key), and answers for an inserted row whether
+// its tenant has a live mandate for its tool ($33: the live status), so
+// that the mandates are read only when one might confirm it.
 var insertProposalSQL = "INSERT INTO proposals (" + strings.ReplaceAll(proposalCols, "p.", "") + ") VALUES (" +
-	placeholders(1, len((&proposalRow{}).values())) + ") ON CONFLICT (tenant_id, agent_id, request_key) DO NOTHING"
+	placeholders(1, len((&proposalRow{}).values())) + ") ON CONFLICT (tenant_id, agent_id, request_key) DO NOTHING" +
+	" RETURNING EXISTS (SELECT 1 FROM mandates m WHERE m.tenant_id = $2 AND m.tool = $4 AND m.status = $33)"
 
 // values returns the fields of proposalCols, in its order.
 func (r *proposalRow) values() []any {
@@ -179,9 +182,27 @@ func (s *Store) CreateProposal(ctx context.Context, p *models.Proposal) (existin
 // concurrent proposals of one agent, on any number of instances, cannot
 // pass the limit together.
 func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, maxOpen int) (existing *models.Proposal, inserted bool, err error) {
+	existing, inserted, _, err = s.CreateProposalSeeingMandates(ctx, p, maxOpen)
+	return existing, inserted, err
+}
+
+// CreateProposalSeeingMandates is CreateProposalWithin that also tells,
+// when it inserted the proposal, whether its tenant had a live mandate
+// (models.MandateActive) for its tool as the proposal was inserted: only
+// then may a mandate confirm it, and need the mandates be read
+// (LiveMandates). It answers true when the commit's outcome had to be read
+// back.
+func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Proposal, maxOpen int) (existing *models.Proposal, inserted, mandates bool, err error) {
 	row, err := proposalToRow(p)
 	if err != nil {
-		return nil, false, models.Wrap(models.EInternal, err, "cannot encode proposal")
+		return nil, false, false, models.Wrap(models.EInternal, err, "cannot encode proposal")
+	}
+	// The audit entry's body is made before the transaction, so that the
+	// one writer is not held for it.
+	audit := proposalCreatedEvent(p)
+	auditTpl, err := audit.Template(p.TenantID, ms(p.CreatedAt))
+	if err != nil {
+		return nil, false, false, err
 	}
 	capped := maxOpen > 0 && p.Status == models.StatusAwaitingConfirmation
 	err = s.tx(ctx, func(tx *gorm.DB) error {
@@ -191,8 +212,11 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 			}
 		}
 		qctx, c := raw(tx)
-		n, err := execCount(qctx, c, insertProposalSQL, row.values()...)
-		if err != nil || n == 0 {
+		err := c.QueryRowContext(qctx, insertProposalSQL, append(row.values(), string(models.MandateActive))...).Scan(&mandates)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		inserted = true
@@ -211,34 +235,34 @@ func (s *Store) CreateProposalWithin(ctx context.Context, p *models.Proposal, ma
 		}
 		// The audit append stays last: on PostgreSQL it may wait for
 		// another transaction's append.
-		return appendAudit(tx, p.TenantID, p.CreatedAt, proposalCreatedEvent(p))
+		return appendOne(tx, p.TenantID, p.CreatedAt, audit, auditTpl)
 	})
 	if commitUncertain(err) {
 		var stored proposalRow
 		rerr := s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id = ? AND request_key = ?", p.TenantID, p.AgentID, p.RequestKey).Take(&stored).Error
 		switch {
 		case rerr == nil && stored.ID == p.ID:
-			return nil, true, nil
+			return nil, true, true, nil
 		case rerr == nil:
 			inserted, err = false, nil
 		default:
-			return nil, false, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
+			return nil, false, false, models.Wrap(models.EOutcomeUncertain, errors.Join(err, rerr),
 				"the database failed while storing the proposal, which may or may not have been stored; retry with the same request_key")
 		}
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if inserted {
-		return nil, true, nil
+		return nil, true, mandates, nil
 	}
 	var other proposalRow
 	err = s.db.WithContext(ctx).Where("tenant_id = ? AND agent_id = ? AND request_key = ?", p.TenantID, p.AgentID, p.RequestKey).Take(&other).Error
 	if err != nil {
-		return nil, false, dbErr(err)
+		return nil, false, false, dbErr(err)
 	}
 	existing, err = s.GetProposal(ctx, p.TenantID, other.ID)
-	return existing, false, err
+	return existing, false, false, err
 }
 
 // GetProposal returns a proposal of the tenant with its decisions, token and

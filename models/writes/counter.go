@@ -60,10 +60,7 @@ func (s *Service) Counter(ctx context.Context, in CounterInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	digest, err := models.Digest(prep.Arguments)
-	if err != nil {
-		return nil, err
-	}
+	digest := prep.Digest
 	if digest == orig.ArgsDigest {
 		return nil, models.Errorf(models.EInvalidRequest, "the edited arguments are the same as the proposal's; approve or decline it instead")
 	}

@@ -25,6 +25,14 @@ func (s *Service) describe(ctx context.Context, tool string, args []byte, tenant
 	if err != nil {
 		return nil, "", adapterErr(err)
 	}
+	return checkedDescription(d)
+}
+
+// checkedDescription checks a business system's description of a write
+// and returns it with its digest.
+//
+// Errors: EUnavailable when the description is out of bounds.
+func checkedDescription(d models.Description) (*models.Description, string, error) {
 	if err := d.Check(); err != nil {
 		return nil, "", models.Wrap(models.EUnavailable, err, "the business system described the write out of bounds")
 	}
@@ -33,6 +41,36 @@ func (s *Service) describe(ctx context.Context, tool string, args []byte, tenant
 		return nil, "", models.Wrap(models.EInternal, err, "the description cannot be digested")
 	}
 	return &d, digest, nil
+}
+
+// validate asks the business system of a new proposal's tool whether the
+// write may happen and, when it may, what it would do (describe): in one
+// call when the adapter answers both from one look at its state
+// (models.ValidateDescribeAdapter), else Validate and then Describe.
+//
+// Errors: those of the adapter (adapterErr) and of describe.
+func (s *Service) validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, *models.Description, string, error) {
+	a := s.adapters[req.Tool]
+	if vd, ok := a.(models.ValidateDescribeAdapter); ok {
+		vr, d, err := vd.ValidateDescribe(ctx, req)
+		if err != nil {
+			return models.ValidateResult{}, nil, "", adapterErr(err)
+		}
+		if !vr.OK || d == nil {
+			return vr, nil, "", nil
+		}
+		effect, digest, err := checkedDescription(*d)
+		return vr, effect, digest, err
+	}
+	vr, err := a.Validate(ctx, req)
+	if err != nil {
+		return models.ValidateResult{}, nil, "", adapterErr(err)
+	}
+	if !vr.OK {
+		return vr, nil, "", nil
+	}
+	effect, digest, err := s.describe(ctx, req.Tool, req.Arguments, req.Tenant)
+	return vr, effect, digest, err
 }
 
 // EffectNamed refuses an approval of p that names an effect digest (seen)

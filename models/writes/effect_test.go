@@ -1,13 +1,16 @@
 package writes_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/adapters/demoledger"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/writes"
@@ -219,6 +222,66 @@ func TestApprovalWithoutAPreviewNamesNoEffect(t *testing.T) {
 		g, err := e.svc.Confirm(e.ctx, in)
 		if err != nil || g.MandateID == "" {
 			t.Fatalf("grant without a preview: %v", err)
+		}
+	})
+}
+
+// validateThenDescribe is the demo ledger without its one-read answer:
+// propose asks it Validate and then Describe.
+type validateThenDescribe struct{ *demoledger.Ledger }
+
+// ValidateDescribe hides the ledger's, so that the type is no
+// models.ValidateDescribeAdapter.
+func (a validateThenDescribe) ValidateDescribe() {}
+
+// overDescribed is the demo ledger answering validation and description
+// at once with a description out of bounds.
+type overDescribed struct{ *demoledger.Ledger }
+
+func (a overDescribed) ValidateDescribe(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, *models.Description, error) {
+	vr, d, err := a.Ledger.ValidateDescribe(ctx, req)
+	if d != nil {
+		d.Facts = append(d.Facts, models.Fact{Label: strings.Repeat("x", models.MaxDescribeLabel+1), Value: "v"})
+	}
+	return vr, d, err
+}
+
+// An adapter that validates and describes in one call (the demo ledger)
+// gives a proposal the effect Validate and then Describe give, and its
+// description is checked as Describe's is: out of bounds, the proposal is
+// refused as unavailable and nothing is stored.
+func TestValidateAndDescribeInOneCall(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		one := e.propose("ord_1001", 1000)
+		if _, ok := e.adapter["refund_order"].(models.ValidateDescribeAdapter); !ok {
+			t.Fatal("the demo ledger no longer validates and describes in one call")
+		}
+		two := newEnv(t, e.dbKind, func(e *env) *registry.Registry {
+			e.adapter["refund_order"] = validateThenDescribe{e.ledger}
+			return registry.Demo()
+		})
+		if _, ok := two.adapter["refund_order"].(models.ValidateDescribeAdapter); ok {
+			t.Fatal("the two-call adapter answers in one call")
+		}
+		p := two.propose("ord_1001", 1000)
+		if one.Effect == nil || one.EffectDigest != p.EffectDigest || one.StateVersion != p.StateVersion ||
+			one.ResourceLabel != p.ResourceLabel || !reflect.DeepEqual(one.Preview, p.Preview) {
+			t.Fatalf("one call: %+v %s %s %q; two calls: %+v %s %s %q", one.Effect, one.EffectDigest, one.StateVersion, one.ResourceLabel,
+				p.Effect, p.EffectDigest, p.StateVersion, p.ResourceLabel)
+		}
+		// A refused write is not described, in one call as in two.
+		_, _, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1001", 99999999)})
+		wantCode(t, err, models.EBusinessRule)
+
+		bad := newEnv(t, e.dbKind, func(e *env) *registry.Registry {
+			e.adapter["refund_order"] = overDescribed{e.ledger}
+			return registry.Demo()
+		})
+		_, _, err = bad.svc.Propose(bad.ctx, bad.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1001", 1000)})
+		wantCode(t, err, models.EUnavailable)
+		page, err := bad.svc.List(bad.ctx, bad.tenant, writes.ListQuery{})
+		if err != nil || len(page.Items) != 0 {
+			t.Fatalf("an out-of-bounds description stored %d proposals (%v)", len(page.Items), err)
 		}
 	})
 }

@@ -292,10 +292,7 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if err != nil {
 		return nil, false, err
 	}
-	digest, err := models.Digest(prep.Arguments)
-	if err != nil {
-		return nil, false, err
-	}
+	digest := prep.Digest
 	id := models.NewID("prop")
 	requestKey := in.RequestKey
 	if requestKey == "" {
@@ -321,10 +318,10 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if prev != nil {
 		return sameRequest(prev, agent, tool.Name, digest)
 	}
-	vr, err := s.adapters[tool.Name].Validate(ctx, models.ValidateRequest{
+	vr, effect, effectDigest, err := s.validate(ctx, models.ValidateRequest{
 		Tool: tool.Name, Arguments: prep.Arguments, Tenant: agent.TenantID, Principal: agent.ID})
 	if err != nil {
-		return nil, false, adapterErr(err)
+		return nil, false, err
 	}
 	tier, err := tool.Tier(prep.Arguments)
 	if err != nil {
@@ -341,16 +338,12 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 		Resource: prep.Resource, ResourceSet: prep.ResourceSet, ResourceSetDigest: prep.ResourceSetDigest,
 		ResourceCount: len(prep.ResourceSet), ResourceLabel: vr.ResourceLabel, StateVersion: vr.StateVersion,
 		Tier: tier, PolicyVersion: tool.PolicyVersion, RequestKey: requestKey, Context: in.Context,
+		Effect: effect, EffectDigest: effectDigest,
 		Status: models.StatusAwaitingConfirmation, Revision: 1,
 		CreatedAt: now, ExpiresAt: now.Add(tier.TTL), UpdatedAt: now,
 	}
 	if !p.Batch() {
 		p.ResourceCount = 1
-	}
-	if vr.OK {
-		if p.Effect, p.EffectDigest, err = s.describe(ctx, tool.Name, prep.Arguments, agent.TenantID); err != nil {
-			return nil, false, err
-		}
 	}
 	if !vr.OK {
 		p.Status = models.StatusRejected
@@ -361,7 +354,7 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 			p.Problems = []models.FieldProblem{{Message: "the business system refused the write"}}
 		}
 	}
-	prev, inserted, err := s.store.CreateProposalWithin(ctx, p, limits.OpenProposals)
+	prev, inserted, mandates, err := s.store.CreateProposalSeeingMandates(ctx, p, limits.OpenProposals)
 	if models.IsCode(err, models.EOutcomeUncertain) {
 		// The agent learns the key to retry with, also when it sent none:
 		// a retry with it finds the proposal if it was stored.
@@ -379,6 +372,11 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if p.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
+	}
+	if !mandates {
+		// No live mandate of the tenant for the tool when it was
+		// stored: none can confirm it.
+		return p, true, nil
 	}
 	return s.applyMandates(ctx, agent, p), true, nil
 }

@@ -1,6 +1,7 @@
 package writes_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,12 +104,16 @@ func TestExecuteStatementCount(t *testing.T) {
 
 // The statements one create (Propose) runs, counted as for execute: the
 // agent's limit overrides, the business system's validation and its
-// description of the effect (two calls of the adapter contract, so two
-// reads of the order in the demo ledger), the proposal's INSERT, its two events in one INSERT, its audit entry (in one transaction: BEGIN and COMMIT count) and,
-// after the commit, the standing mandates that might confirm it
-// (PostgreSQL adds the change notification).
+// description of the effect (one read of the order: the demo ledger
+// answers both from it, models.ValidateDescribeAdapter), the proposal's
+// INSERT (which also tells whether the tenant has a live mandate for the
+// tool: the demo tenant has none, so the mandates are not read), its two
+// events in one INSERT and its audit entry, in one transaction whose BEGIN
+// and COMMIT count (PostgreSQL adds the change notification). (9 and 10
+// while validation and description were two reads and the mandates were
+// read after every create.)
 func TestProposeStatementCount(t *testing.T) {
-	limits := map[string]int{"sqlite": 9, "postgres": 10}
+	limits := map[string]int{"sqlite": 7, "postgres": 8}
 	eachDB(t, func(t *testing.T, e *env) {
 		log := &statementLog{}
 		svc := e.countedService(log)
@@ -124,6 +129,51 @@ func TestProposeStatementCount(t *testing.T) {
 		}
 		if n, limit := len(sqls), limits[e.dbKind]; n == 0 || n > limit {
 			t.Errorf("one create ran %d statements, at most %d expected", n, limit)
+		}
+	})
+}
+
+// A create reads the tenant's mandates only when its INSERT found a live
+// one for its tool: then a mandate may confirm it (and does, when it
+// fits); with none live for the tool — none granted, one for another tool,
+// one revoked — nothing more is read and the proposal awaits a person.
+func TestProposeReadsMandatesOnlyWhenOneIsLive(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		log := &statementLog{}
+		svc := e.countedService(log)
+		propose := func(tool string, args []byte) (*models.Proposal, bool) {
+			t.Helper()
+			log.start()
+			p, created, err := svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: tool, Arguments: args})
+			sqls := log.stop()
+			if err != nil || !created {
+				t.Fatalf("propose %s: %v", tool, err)
+			}
+			read := false
+			for _, q := range sqls {
+				read = read || strings.Contains(q, "SELECT mandates.*")
+			}
+			return p, read
+		}
+		email := []byte(`{"customer_id":"cus_001","template":"apology","subject":"Sorry","body":"Message","send_at":null}`)
+		if p, read := propose("refund_order", refundArgs("ord_1001", 500)); read || p.Status != models.StatusAwaitingConfirmation {
+			t.Fatalf("without mandates: read %v, status %s", read, p.Status)
+		}
+		m := e.grant(lowRefunds(e, 1000, 10000, 0), e.alice)
+		if p, read := propose("refund_order", refundArgs("ord_1001", 500)); !read || p.Status != models.StatusConfirmed || p.MandateID != m.ID {
+			t.Fatalf("under a live mandate: read %v, status %s, mandate %q", read, p.Status, p.MandateID)
+		}
+		if p, read := propose("refund_order", refundArgs("ord_1001", 5000)); !read || p.Status != models.StatusAwaitingConfirmation || p.MandateNote == "" {
+			t.Fatalf("over the mandate's cap: read %v, status %s, note %q", read, p.Status, p.MandateNote)
+		}
+		if p, read := propose("send_customer_email", email); read || p.Status != models.StatusAwaitingConfirmation {
+			t.Fatalf("another tool: read %v, status %s", read, p.Status)
+		}
+		if _, err := e.svc.RevokeMandate(e.ctx, e.admin, m.ID); err != nil {
+			t.Fatal(err)
+		}
+		if p, read := propose("refund_order", refundArgs("ord_1002", 500)); read || p.Status != models.StatusAwaitingConfirmation {
+			t.Fatalf("after the revocation: read %v, status %s", read, p.Status)
 		}
 	})
 }

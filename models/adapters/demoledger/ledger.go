@@ -6,6 +6,7 @@ package demoledger
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,19 +29,21 @@ import (
 // the same transaction as the change) and guarded by optimistic concurrency
 // on that version.
 type Ledger struct {
-	db    *gorm.DB
-	clock models.Clock
+	db     *gorm.DB
+	reader *sql.DB
+	clock  models.Clock
 }
 
-// Handle is what the ledger needs of the store: its database handle and
-// clock (*store.Store has both).
+// Handle is what the ledger needs of the store: its database handles and
+// clock (*store.Store has them).
 type Handle interface {
 	Gorm() *gorm.DB
+	ReadDB() *sql.DB
 	Clock() models.Clock
 }
 
 // New returns the demo business system over the store's database.
-func New(h Handle) *Ledger { return &Ledger{db: h.Gorm(), clock: h.Clock()} }
+func New(h Handle) *Ledger { return &Ledger{db: h.Gorm(), reader: h.ReadDB(), clock: h.Clock()} }
 
 var _ models.Adapter = (*Ledger)(nil)
 
@@ -125,70 +128,6 @@ func decodeArgs(raw json.RawMessage, v any) error {
 		return models.Wrap(models.EInvalidRequest, err, "arguments do not fit the demo ledger")
 	}
 	return nil
-}
-
-// Validate answers the resource's state version and label, or the business
-// problems that forbid the write.
-func (l *Ledger) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
-	db := l.db.WithContext(ctx)
-	switch req.Tool {
-	case "refund_order":
-		var a refundArgs
-		if err := decodeArgs(req.Arguments, &a); err != nil {
-			return models.ValidateResult{}, err
-		}
-		var o demoOrderRow
-		err := db.Where("tenant_id = ? AND id = ?", req.Tenant, a.OrderID).Take(&o).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return models.ValidateResult{Problems: []string{fmt.Sprintf("order %s does not exist", a.OrderID)}}, nil
-		}
-		if err != nil {
-			return models.ValidateResult{}, store.DBError(err)
-		}
-		res := models.ValidateResult{OK: true, StateVersion: strconv.FormatInt(o.Version, 10), ResourceLabel: o.Label}
-		if a.Currency != o.Currency {
-			res.OK = false
-			res.Problems = append(res.Problems, fmt.Sprintf("order %s was paid in %s, not %s", o.ID, o.Currency, a.Currency))
-		}
-		if left := o.PayableMinor - o.RefundedMinor; a.AmountMinor > left {
-			res.OK = false
-			res.Problems = append(res.Problems, fmt.Sprintf("amount %d exceeds the refundable balance %d (minor units)", a.AmountMinor, left))
-		}
-		return res, nil
-	case "send_customer_email":
-		var a emailArgs
-		if err := decodeArgs(req.Arguments, &a); err != nil {
-			return models.ValidateResult{}, err
-		}
-		var c demoCustomerRow
-		err := db.Where("tenant_id = ? AND id = ?", req.Tenant, a.CustomerID).Take(&c).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return models.ValidateResult{Problems: []string{fmt.Sprintf("customer %s does not exist", a.CustomerID)}}, nil
-		}
-		if err != nil {
-			return models.ValidateResult{}, store.DBError(err)
-		}
-		return models.ValidateResult{OK: true, StateVersion: strconv.FormatInt(c.Version, 10),
-			ResourceLabel: fmt.Sprintf("%s <%s>", c.Name, c.Email)}, nil
-	case "delete_logs":
-		var a deleteLogsArgs
-		if err := decodeArgs(req.Arguments, &a); err != nil {
-			return models.ValidateResult{}, err
-		}
-		var live []string
-		err := db.Model(&demoLogRow{}).Where("tenant_id = ? AND id IN ? AND deleted_at IS NULL", req.Tenant, a.LogIDs).
-			Order("id").Pluck("id", &live).Error
-		if err != nil {
-			return models.ValidateResult{}, store.DBError(err)
-		}
-		if len(live) != len(a.LogIDs) {
-			return models.ValidateResult{Problems: []string{fmt.Sprintf("%d of the %d log entries do not exist or are already deleted",
-				len(a.LogIDs)-len(live), len(a.LogIDs))}}, nil
-		}
-		return models.ValidateResult{OK: true, StateVersion: logSetVersion(live),
-			ResourceLabel: fmt.Sprintf("%d log entries", len(live))}, nil
-	}
-	return models.ValidateResult{}, models.Errorf(models.EBusinessRule, "the demo ledger does not handle %s", req.Tool)
 }
 
 // logSetVersion names the state of a set of live log entries: it changes as
