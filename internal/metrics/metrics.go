@@ -197,28 +197,61 @@ func (m *Metrics) Observe(_ context.Context, ev writes.Event) {
 }
 
 // Adapter wraps a tool's adapter so that every business-system call is
-// timed and its failures counted under the tool's name.
-//
-// A business system kept in countersign's database (store.TxAdapter) stays
-// one: its writes inside the consuming transaction are timed as execute.
+// timed and its failures counted under the tool's name. The wrapper offers
+// the optional calls the adapter has, and only those: the protocol looks
+// for them, so hiding one would change what it does (a business system
+// kept in countersign's database writes in the consuming transaction,
+// store.TxAdapter; one that validates and describes from one look at its
+// state is asked once, models.ValidateDescribeAdapter).
 func (m *Metrics) Adapter(tool string, a models.Adapter) models.Adapter {
 	t := &timedAdapter{m: m, tool: tool, next: a}
-	if ta, ok := a.(store.TxAdapter); ok {
-		return &timedTxAdapter{timedAdapter: t, in: ta}
+	in, isTx := a.(store.TxAdapter)
+	vd, isVD := a.(models.ValidateDescribeAdapter)
+	switch {
+	case isTx && isVD:
+		return &struct {
+			*timedAdapter
+			timedIn
+			timedVD
+		}{t, timedIn{t, in}, timedVD{t, vd}}
+	case isTx:
+		return &struct {
+			*timedAdapter
+			timedIn
+		}{t, timedIn{t, in}}
+	case isVD:
+		return &struct {
+			*timedAdapter
+			timedVD
+		}{t, timedVD{t, vd}}
 	}
 	return t
 }
 
-type timedTxAdapter struct {
-	*timedAdapter
+// timedIn times a write in the consuming transaction as an execute.
+type timedIn struct {
+	t  *timedAdapter
 	in store.TxAdapter
 }
 
-func (t *timedTxAdapter) ExecuteIn(tx *gorm.DB, req models.ExecuteRequest) (models.ExecuteResult, error) {
+func (w timedIn) ExecuteIn(tx *gorm.DB, req models.ExecuteRequest) (models.ExecuteResult, error) {
 	start := time.Now()
-	res, err := t.in.ExecuteIn(tx, req)
-	t.record("execute", start, err)
+	res, err := w.in.ExecuteIn(tx, req)
+	w.t.record("execute", start, err)
 	return res, err
+}
+
+// timedVD times a combined validation and description as a validation.
+type timedVD struct {
+	t  *timedAdapter
+	vd models.ValidateDescribeAdapter
+}
+
+func (w timedVD) ValidateDescribe(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, *models.Description, error) {
+	start := time.Now()
+	vr, d, err := w.vd.ValidateDescribe(ctx, req)
+	w.t.record("validate", start, err)
+	return vr, d, err
 }
 
 type timedAdapter struct {

@@ -126,3 +126,51 @@ func TestAdapterKeepsWritingInTheTransaction(t *testing.T) {
 		t.Error("an adapter without ExecuteIn offers it through the wrapper")
 	}
 }
+
+type describingAdapter struct{ *scriptedAdapter }
+
+func (a describingAdapter) Describe(context.Context, models.DescribeRequest) (models.Description, error) {
+	return models.Description{}, a.next()
+}
+
+func (a describingAdapter) ValidateDescribe(context.Context, models.ValidateRequest) (models.ValidateResult, *models.Description, error) {
+	return models.ValidateResult{}, nil, a.next()
+}
+
+type inDatabaseDescribingAdapter struct{ describingAdapter }
+
+func (a inDatabaseDescribingAdapter) ExecuteIn(*gorm.DB, models.ExecuteRequest) (models.ExecuteResult, error) {
+	return models.ExecuteResult{}, a.next()
+}
+
+// TestAdapterKeepsItsOptionalCalls: the wrapper offers exactly the optional
+// calls of the adapter it wraps, alone or together (the demo ledger has
+// both), and times them.
+func TestAdapterKeepsItsOptionalCalls(t *testing.T) {
+	m := New(Config{})
+	both := m.Adapter("both", inDatabaseDescribingAdapter{describingAdapter{&scriptedAdapter{errs: []error{
+		models.Errorf(models.EUnavailable, "down"), models.ErrStateConflict}}}})
+	vd, okVD := both.(models.ValidateDescribeAdapter)
+	tx, okTx := both.(store.TxAdapter)
+	if !okVD || !okTx {
+		t.Fatalf("wrapper of an adapter with both: ValidateDescribe %v, ExecuteIn %v", okVD, okTx)
+	}
+	vd.ValidateDescribe(context.Background(), models.ValidateRequest{})
+	tx.ExecuteIn(nil, models.ExecuteRequest{})
+	if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("both", "validate", "unavailable")); got != 1 {
+		t.Errorf("adapter_errors_total{call=validate,kind=unavailable} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("both", "execute", "state_conflict")); got != 1 {
+		t.Errorf("adapter_errors_total{call=execute,kind=state_conflict} = %v, want 1", got)
+	}
+	only := m.Adapter("vd", describingAdapter{&scriptedAdapter{}})
+	if _, ok := only.(models.ValidateDescribeAdapter); !ok {
+		t.Error("the wrapper hides ValidateDescribe")
+	}
+	if _, ok := only.(store.TxAdapter); ok {
+		t.Error("an adapter without ExecuteIn offers it through the wrapper")
+	}
+	if _, ok := m.Adapter("plain", &scriptedAdapter{}).(models.ValidateDescribeAdapter); ok {
+		t.Error("an adapter without ValidateDescribe offers it through the wrapper")
+	}
+}
