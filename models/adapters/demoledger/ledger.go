@@ -271,12 +271,19 @@ func (l *Ledger) apply(tx *gorm.DB, req models.ExecuteRequest, now int64) (model
 		if err := decodeArgs(req.Arguments, &a); err != nil {
 			return "", nil, err
 		}
-		res := tx.Model(&demoCustomerRow{}).Where("tenant_id = ? AND id = ? AND version = ?", req.Tenant, a.CustomerID, version).
-			Update("version", gorm.Expr("version"))
-		if res.Error != nil {
-			return "", nil, res.Error
+		// The customer must stay at the version validated until the email
+		// is queued: a shared lock on PostgreSQL (a change of the customer
+		// waits; other emails to the customer do not), nothing more on
+		// SQLite, whose one writer is this transaction.
+		q := "SELECT count(*) FROM demo_customers WHERE tenant_id = ? AND id = ? AND version = ?"
+		if tx.Dialector.Name() == "postgres" {
+			q = "SELECT count(*) FROM (SELECT 1 FROM demo_customers WHERE tenant_id = ? AND id = ? AND version = ? FOR SHARE) AS c"
 		}
-		if res.RowsAffected == 0 {
+		var n int64
+		if err := tx.Raw(q, req.Tenant, a.CustomerID, version).Scan(&n).Error; err != nil {
+			return "", nil, err
+		}
+		if n == 0 {
 			return "", nil, errConflict
 		}
 		row := demoOutboxRow{TenantID: req.Tenant, RequestKey: req.IdempotencyKey, CustomerID: a.CustomerID,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -120,6 +121,59 @@ func TestDemoLedgerIsIdempotentPerKey(t *testing.T) {
 		st2, err := l.Status(ctx, d.Tenant.ID, "k-2")
 		if err != nil || st2.Status != models.StatusFailedTerminal {
 			t.Fatalf("status of k-2: %+v %v", st2, err)
+		}
+	})
+}
+
+// An email is queued only while its customer is at the version validated:
+// a moved version is a state conflict that queues nothing; on PostgreSQL a
+// change of the customer waits for the transaction queueing an email
+// (shared lock), while other emails to the same customer do not.
+func TestEmailHoldsItsCustomersVersion(t *testing.T) {
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		d := seed(t, st)
+		l := demoledger.New(st)
+		email := func(key, version string) models.ExecuteRequest {
+			return models.ExecuteRequest{Tool: "send_customer_email", Tenant: d.Tenant.ID, IdempotencyKey: key, ExpectedStateVersion: version,
+				Arguments: json.RawMessage(`{"customer_id":"cus_001","template":"apology","subject":"Sorry","body":"Hello","send_at":null}`)}
+		}
+		var version int64
+		if err := st.Gorm().Raw("SELECT version FROM demo_customers WHERE tenant_id = ? AND id = 'cus_001'", d.Tenant.ID).Scan(&version).Error; err != nil {
+			t.Fatal(err)
+		}
+		current := strconv.FormatInt(version, 10)
+		if _, err := l.Execute(ctx, email("e-stale", strconv.FormatInt(version-1, 10))); !errors.Is(err, models.ErrStateConflict) {
+			t.Fatalf("stale version: %v, want a state conflict", err)
+		}
+		if n, err := l.ExecutionsFor(ctx, d.Tenant.ID, "e-stale"); err != nil || n != 0 {
+			t.Fatalf("a conflicting email was recorded: %d %v", n, err)
+		}
+		if res, err := l.Execute(ctx, email("e-1", current)); err != nil || res.Status != models.StatusSucceeded {
+			t.Fatalf("email: %+v %v", res, err)
+		}
+		if st.Dialect() != store.Postgres {
+			return
+		}
+		// Two transactions queue emails to the customer at once; a change
+		// of the customer has to wait for both.
+		txA := st.Gorm().Begin()
+		defer txA.Rollback()
+		txB := st.Gorm().Begin()
+		defer txB.Rollback()
+		if _, err := l.ExecuteIn(txA, email("e-a", current)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.ExecuteIn(txB, email("e-b", current)); err != nil {
+			t.Fatalf("a second email to the customer waited for the first: %v", err)
+		}
+		change := st.Gorm().Begin()
+		defer change.Rollback()
+		if err := change.Exec("SET LOCAL lock_timeout = '200ms'").Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := change.Exec("UPDATE demo_customers SET version = version + 1 WHERE tenant_id = ? AND id = 'cus_001'", d.Tenant.ID).Error; err == nil {
+			t.Fatal("the customer changed while emails to it were being queued")
 		}
 	})
 }
