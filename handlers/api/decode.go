@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -16,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/handlers/jsonerr"
+	"github.com/countersign/countersign/internal/jsonscan"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/visible"
 )
@@ -258,62 +260,28 @@ func plainStructure(body []byte) (top []string, ok bool) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, false
 	}
-	var (
-		stack    [maxDepth][]string // the keys of each open object; nil for arrays
-		objects  [maxDepth]bool
-		depth    int
-		start    int
-		inString bool
-		escaped  bool
-		wantKey  bool
-		isKey    bool
-	)
-	for i, c := range body {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				if isKey {
-					return nil, false
-				}
-				escaped = true
-			case c == '"':
-				inString = false
-				if isKey {
-					key, keys := body[start:i], stack[depth-1]
-					if len(keys) == maxPlainKeys {
-						return nil, false
-					}
-					for _, k := range keys {
-						if k == string(key) {
-							return nil, false
-						}
-					}
-					stack[depth-1] = append(keys, string(key))
-				}
+	var names [maxDepth][]string // the names of each open object so far
+	ok = jsonscan.Walk(body, jsonscan.Visitor{
+		Open: func(depth int, _ bool) bool {
+			if depth > maxDepth {
+				return false
 			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString, isKey, start = true, wantKey, i+1
-			wantKey = false
-		case '{', '[':
-			if depth == maxDepth {
-				return nil, false
+			names[depth-1] = nil
+			return true
+		},
+		Name: func(depth int, raw []byte, escaped bool) bool {
+			seen := names[depth-1]
+			if escaped || len(seen) == maxPlainKeys || slices.Contains(seen, string(raw)) {
+				return false
 			}
-			objects[depth], stack[depth] = c == '{', nil
-			depth++
-			wantKey = c == '{'
-		case '}', ']':
-			depth--
-			wantKey = false
-		case ',':
-			wantKey = objects[depth-1]
-		}
+			names[depth-1] = append(seen, string(raw))
+			return true
+		},
+	})
+	if !ok {
+		return nil, false
 	}
-	return stack[0], true
+	return names[0], true
 }
 
 // maxPlainKeys bounds the members of an object plainStructure compares

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/countersign/countersign/internal/jsonscan"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/visible"
 )
@@ -230,50 +231,16 @@ func decodeQuick(raw []byte) (any, bool) {
 }
 
 // countMembers counts the members of all objects in the JSON text raw (the
-// strings in key position), and is false when containers nest more than
-// maxJSONDepth deep (then a value inside may be deeper than decodeTokens
-// takes) or the text is plainly not JSON.
+// names), and is false when containers nest more than maxJSONDepth deep
+// (then a value inside may be deeper than decodeTokens takes) or the text is
+// plainly not JSON.
 func countMembers(raw []byte) (int, bool) {
-	var stack [maxJSONDepth]byte // the open containers' '{' or '['
-	depth, n := 0, 0
-	inString, escaped, wantKey := false, false, false
-	for _, c := range raw {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-			if wantKey {
-				n++
-				wantKey = false
-			}
-		case '{', '[':
-			if depth == len(stack) {
-				return 0, false
-			}
-			stack[depth] = c
-			depth++
-			wantKey = c == '{'
-		case '}', ']':
-			if depth == 0 {
-				return 0, false
-			}
-			depth--
-			wantKey = false
-		case ',':
-			wantKey = depth > 0 && stack[depth-1] == '{'
-		}
-	}
-	return n, !inString && depth == 0
+	n := 0
+	ok := jsonscan.Walk(raw, jsonscan.Visitor{
+		Open: func(depth int, _ bool) bool { return depth <= maxJSONDepth },
+		Name: func(int, []byte, bool) bool { n++; return true },
+	})
+	return n, ok
 }
 
 // decodedKeys counts the keys of all objects in v, as decoded.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/countersign/countersign/internal/jsonscan"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
@@ -612,42 +613,15 @@ func objectFields(doc []byte) (map[string]json.RawMessage, error) {
 }
 
 // topLevelMembers counts the members of the JSON object doc (valid JSON):
-// the strings in key position at depth one.
+// the names at depth one.
 func topLevelMembers(doc []byte) int {
-	depth, n := 0, 0
-	inString, escaped, wantKey := false, false, false
-	for _, c := range doc {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
+	n := 0
+	jsonscan.Walk(doc, jsonscan.Visitor{Name: func(depth int, _ []byte, _ bool) bool {
+		if depth == 1 {
+			n++
 		}
-		switch c {
-		case '"':
-			inString = true
-			if depth == 1 && wantKey {
-				n++
-				wantKey = false
-			}
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				wantKey = true
-			}
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				wantKey = true
-			}
-		}
-	}
+		return true
+	}})
 	return n
 }
 
