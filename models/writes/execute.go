@@ -168,16 +168,33 @@ func (s *Service) settleIn(ctx context.Context, p *models.Proposal, ta store.TxA
 			return store.Outcome{}, time.Time{}, models.Wrap(models.EUnavailable, err,
 				"the business system could not make the write; nothing was written and the confirmation was not used: present it again")
 		}
-		o := s.outcome(e, res, err)
-		now := time.UnixMilli(s.clock.Now().UnixMilli()).UTC()
-		if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
-			if o.Receipt, err = s.signReceiptWith(ctx, p, settledAs(e, o, now), opt); err != nil {
-				s.log.Warn("receipt not signed", "execution", e.ID, "err", err)
-				o.Receipt = ""
-			}
-		}
+		o, now := s.receipted(ctx, p, e, s.outcome(e, res, err), &opt)
 		return o, now, nil
 	}, nil
+}
+
+// receipted is outcome o of execution e stamped with the time it is
+// recorded at and, when it settles e, its signed receipt (written by the
+// same UPDATE as the outcome). The time is in milliseconds, as stored, so
+// that the receipt signed now and one rebuilt from the database later
+// state the same times. Failing to sign must not lose the outcome: the
+// receipt is then made on first request (Receipt). opt, when not nil, is
+// what receiptOptions read already (nothing is read then).
+func (s *Service) receipted(ctx context.Context, p *models.Proposal, e models.Execution, o store.Outcome, opt *models.ReceiptOptions) (store.Outcome, time.Time) {
+	now := time.UnixMilli(s.clock.Now().UnixMilli()).UTC()
+	if settled := settledAs(e, o, now); settled.Settled() {
+		var err error
+		if opt != nil {
+			o.Receipt, err = s.signReceiptWith(ctx, p, settled, *opt)
+		} else {
+			o.Receipt, err = s.signReceipt(ctx, p, settled)
+		}
+		if err != nil {
+			s.log.Warn("receipt not signed", "execution", e.ID, "err", err)
+			o.Receipt = ""
+		}
+	}
+	return o, now
 }
 
 // bindsTo checks that the verified claims name exactly this stored proposal.
@@ -395,19 +412,7 @@ func refused(err error) bool {
 func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execution, o store.Outcome) (*models.Execution, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.margin)
 	defer cancel()
-	// Milliseconds, as stored, so that the receipt signed now and one
-	// rebuilt from the database later state the same times.
-	now := time.UnixMilli(s.clock.Now().UnixMilli()).UTC()
-	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
-		// The receipt is signed before the outcome is stored and written by
-		// the same UPDATE. Failing to sign must not lose the outcome: the
-		// receipt is then made on first request (Receipt).
-		var err error
-		if o.Receipt, err = s.signReceipt(ctx, p, settledAs(e, o, now)); err != nil {
-			s.log.Warn("receipt not signed", "execution", e.ID, "err", err)
-			o.Receipt = ""
-		}
-	}
+	o, now := s.receipted(ctx, p, e, o, nil)
 	done, ok, err := s.store.FinishExecution(ctx, e.TenantID, e.ID, e.Attempts, o, now)
 	if err != nil {
 		return nil, err
