@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -164,24 +163,8 @@ func TestOpenQueriesUseOpenIndexes(t *testing.T) {
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
 		now := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
-		type statement struct {
-			sql  string
-			args []any
-		}
-		var (
-			mu    sync.Mutex
-			stmts []statement
-		)
-		st, err := store.OpenRecording(url, store.Options{Clock: models.NewFixedClock(now)},
-			func(q string, args []any) { mu.Lock(); stmts = append(stmts, statement{q, args}); mu.Unlock() })
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if _, err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		d := seed(t, st)
+		st := openRecording(t, url, now)
+		d := seed(t, st.Store)
 		pk := func(table string) string {
 			if st.Dialect() == store.Postgres {
 				name, err := st.ValueForTest(ctx, "pg_indexes", "indexname", "tablename = ? AND indexname LIKE '%_pkey'", table)
@@ -241,7 +224,7 @@ func TestOpenQueriesUseOpenIndexes(t *testing.T) {
 			{"unsettled executions", func() error {
 				_, err := st.Stats(ctx, now)
 				return err
-			}, "FROM " + quoteFor(st, "executions"), []read{{"executions", "", []string{"executions_open_lease"}}}},
+			}, "FROM " + quoteFor(st.Store, "executions"), []read{{"executions", "", []string{"executions_open_lease"}}}},
 			{"reconciler", func() error {
 				_, err := st.ExecutionsDue(ctx, now, 10)
 				return err
@@ -253,7 +236,7 @@ func TestOpenQueriesUseOpenIndexes(t *testing.T) {
 			{"retry claim", func() error {
 				_, _, err := st.ClaimRetry(ctx, d.Tenant.ID, "exe_none", now, now.Add(time.Minute))
 				return err
-			}, "UPDATE " + quoteFor(st, "executions"), []read{{"tokens", "t", []string{pk("tokens")}}}},
+			}, "UPDATE " + quoteFor(st.Store, "executions"), []read{{"tokens", "t", []string{pk("tokens")}}}},
 			{"pending by time left (console)", func() error {
 				_, _, err := st.ListProposals(ctx, store.ListFilter{TenantID: d.Tenant.ID,
 					Statuses: []models.Status{models.StatusAwaitingConfirmation}, Order: store.ListExpiring})
@@ -261,15 +244,7 @@ func TestOpenQueriesUseOpenIndexes(t *testing.T) {
 			}, "p." + store.AwaitingProposal, []read{{"proposals", "p", []string{"proposals_tenant_awaiting_expires"}}}},
 		}
 		for _, tc := range cases {
-			mu.Lock()
-			stmts = nil
-			mu.Unlock()
-			if err := tc.call(); err != nil {
-				t.Fatalf("%s: %v", tc.name, err)
-			}
-			mu.Lock()
-			ran := slices.Clone(stmts)
-			mu.Unlock()
+			ran := st.ran(t, tc.name, tc.call)
 			checked := 0
 			for _, q := range ran {
 				if !strings.Contains(q.sql, tc.match) || strings.HasPrefix(q.sql, "EXPLAIN") {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,24 +186,8 @@ func TestReadsDoNotStallWrites(t *testing.T) {
 func TestAuditPlansUseIndexes(t *testing.T) {
 	eachDBURL(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		type statement struct {
-			sql  string
-			args []any
-		}
-		var (
-			mu    sync.Mutex
-			stmts []statement
-		)
-		st, err := store.OpenRecording(url, store.Options{Clock: models.NewFixedClock(time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC))},
-			func(q string, args []any) { mu.Lock(); stmts = append(stmts, statement{q, args}); mu.Unlock() })
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if _, err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		d := seed(t, st)
+		st := openRecording(t, url, time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC))
+		d := seed(t, st.Store)
 		pk := func(table string) string {
 			if st.Dialect() == store.Postgres {
 				return table + "_pkey"
@@ -233,15 +216,10 @@ func TestAuditPlansUseIndexes(t *testing.T) {
 		}
 		// The checkpointer's look for grown chains, every minute: a
 		// search per tenant, never a pass over the entries.
-		mu.Lock()
-		stmts = nil
-		mu.Unlock()
-		if _, err := st.UncheckpointedHeads(ctx); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		ran := slices.Clone(stmts)
-		mu.Unlock()
+		ran := st.ran(t, "uncheckpointed heads", func() error {
+			_, err := st.UncheckpointedHeads(ctx)
+			return err
+		})
 		for _, q := range ran {
 			plan, err := st.Explain(ctx, q.sql, q.args...)
 			if err != nil {
@@ -258,15 +236,7 @@ func TestAuditPlansUseIndexes(t *testing.T) {
 			t.Logf("uncheckpointed heads: %s %v\n%s", q.sql, q.args, text)
 		}
 		for _, tc := range cases {
-			mu.Lock()
-			stmts = nil
-			mu.Unlock()
-			if err := tc.call(); err != nil {
-				t.Fatalf("%s: %v", tc.name, err)
-			}
-			mu.Lock()
-			ran := slices.Clone(stmts)
-			mu.Unlock()
+			ran := st.ran(t, tc.name, tc.call)
 			if len(ran) != 1 {
 				t.Fatalf("%s: %d statements, want one: %q", tc.name, len(ran), ran)
 			}
