@@ -108,25 +108,6 @@ func (a inDatabaseAdapter) ExecuteIn(*gorm.DB, models.ExecuteRequest) (models.Ex
 	return models.ExecuteResult{}, a.next()
 }
 
-// TestAdapterKeepsWritingInTheTransaction: a business system kept in
-// countersign's database writes in the consuming transaction only if the
-// wrapper still offers ExecuteIn, and those writes are timed and counted
-// as execute; an adapter elsewhere does not become one.
-func TestAdapterKeepsWritingInTheTransaction(t *testing.T) {
-	m := New(Config{})
-	wrapped, ok := m.Adapter("t", inDatabaseAdapter{&scriptedAdapter{errs: []error{models.ErrStateConflict}}}).(store.TxAdapter)
-	if !ok {
-		t.Fatal("the wrapper hides ExecuteIn")
-	}
-	wrapped.ExecuteIn(nil, models.ExecuteRequest{})
-	if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("t", "execute", "state_conflict")); got != 1 {
-		t.Errorf("adapter_errors_total{call=execute,kind=state_conflict} = %v, want 1", got)
-	}
-	if _, ok := m.Adapter("t", &scriptedAdapter{}).(store.TxAdapter); ok {
-		t.Error("an adapter without ExecuteIn offers it through the wrapper")
-	}
-}
-
 type describingAdapter struct{ *scriptedAdapter }
 
 func (a describingAdapter) Describe(context.Context, models.DescribeRequest) (models.Description, error) {
@@ -145,7 +126,8 @@ func (a inDatabaseDescribingAdapter) ExecuteIn(*gorm.DB, models.ExecuteRequest) 
 
 // TestAdapterKeepsItsOptionalCalls: the wrapper offers exactly the optional
 // calls of the adapter it wraps, alone or together (the demo ledger has
-// both), and times them.
+// both), and times them (ExecuteIn as execute, ValidateDescribe as
+// validate).
 func TestAdapterKeepsItsOptionalCalls(t *testing.T) {
 	m := New(Config{})
 	both := m.Adapter("both", inDatabaseDescribingAdapter{describingAdapter{&scriptedAdapter{errs: []error{
@@ -162,6 +144,23 @@ func TestAdapterKeepsItsOptionalCalls(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("both", "execute", "state_conflict")); got != 1 {
 		t.Errorf("adapter_errors_total{call=execute,kind=state_conflict} = %v, want 1", got)
+	}
+	// A business system kept in countersign's database writes in the
+	// consuming transaction only if the wrapper still offers ExecuteIn.
+	inDB := m.Adapter("t", inDatabaseAdapter{&scriptedAdapter{errs: []error{models.ErrStateConflict}}})
+	if tx, ok := inDB.(store.TxAdapter); !ok {
+		t.Error("the wrapper hides ExecuteIn")
+	} else {
+		tx.ExecuteIn(nil, models.ExecuteRequest{})
+		if got := testutil.ToFloat64(m.adapterErrors.WithLabelValues("t", "execute", "state_conflict")); got != 1 {
+			t.Errorf("adapter_errors_total{tool=t,call=execute,kind=state_conflict} = %v, want 1", got)
+		}
+	}
+	if _, ok := inDB.(models.ValidateDescribeAdapter); ok {
+		t.Error("an adapter without ValidateDescribe offers it through the wrapper")
+	}
+	if _, ok := m.Adapter("plain", &scriptedAdapter{}).(store.TxAdapter); ok {
+		t.Error("an adapter without ExecuteIn offers it through the wrapper")
 	}
 	only := m.Adapter("vd", describingAdapter{&scriptedAdapter{}})
 	if _, ok := only.(models.ValidateDescribeAdapter); !ok {
