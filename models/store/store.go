@@ -57,6 +57,8 @@ type Store struct {
 	inst   atomic.Pointer[instance]
 	notify []string // reviewer notification channels, see Options.Notify
 	kek    *kek.KEK
+	// group runs SQLite's write transactions (group.go); nil on PostgreSQL.
+	group *grouper
 }
 
 // Options tune Open.
@@ -200,6 +202,9 @@ func Open(url string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if dialect == SQLite {
+		st.group = newGrouper(st)
+	}
 	return st, nil
 }
 
@@ -321,6 +326,9 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 
 // Close closes the connection pools.
 func (s *Store) Close() error {
+	if s.group != nil {
+		s.group.close()
+	}
 	var err error
 	if s.readDB != s.sqlDB {
 		err = s.readDB.Close()
@@ -384,8 +392,18 @@ var ErrCommitUncertain = errors.New("the outcome of the commit is unknown")
 
 // tx runs fn in one transaction. Domain errors returned by fn roll back and
 // pass through unchanged; database errors become EUnavailable, and a failed
-// commit also carries ErrCommitUncertain.
-func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
+// commit also carries ErrCommitUncertain. On SQLite, transactions queued
+// behind the writer commit together, each in a savepoint (group.go), with
+// the same guarantees.
+func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if s.group != nil {
+		return s.group.do(ctx, fn)
+	}
+	return s.txAlone(ctx, fn)
+}
+
+// txAlone runs fn in a transaction of its own.
+func (s *Store) txAlone(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
 	tx := s.db.WithContext(ctx).Begin()
 	if tx.Error != nil {
 		return dbErr(tx.Error)

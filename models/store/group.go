@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+// Group commit on SQLite.
+//
+// SQLite has one writer, and the store one connection to it: concurrent
+// write transactions queue for it and run one after another anyway. What
+// each of them pays at its COMMIT is writing every page it dirtied to the
+// WAL, and most of those pages are the same for all of them: the right
+// edge of every table and index that new rows are appended to (executions,
+// events, audit entries, the business system's records), and the part of
+// each status index that holds the newest rows of a status. So the
+// transactions that are waiting when the writer becomes free run together
+// in one SQLite transaction, each inside a savepoint of its own, and commit
+// once: each such page is written once per group instead of once per
+// transaction.
+//
+// Each member keeps the guarantees of a transaction of its own:
+//   - atomic: a member whose function fails (or panics) is rolled back to
+//     its savepoint, and only its own work is undone; the others go on;
+//   - isolated: members run one after another, each seeing what the ones
+//     before it wrote, exactly as if they had run in that order alone;
+//   - durable: no member is told it succeeded before the COMMIT that holds
+//     its work returned; when that COMMIT fails, every member whose work it
+//     held gets the failed-commit error (ErrCommitUncertain) that a
+//     transaction of its own would have got;
+//   - a member whose transaction cannot go on (a savepoint that SQLite
+//     refuses: it rolled the whole transaction back itself, after an I/O
+//     error, a full disk or an interrupt) takes nobody's work with it: the
+//     members before it were rolled back with it and are told so (their
+//     work was not committed), the ones after it run again in a group of
+//     their own.
+//
+// A transaction that finds the writer free runs alone, on its caller's
+// context, exactly as before; in a group of several, members run on their
+// callers' contexts without cancellation (context.WithoutCancel): SQLite
+// answers an interrupted write inside a transaction by rolling the whole
+// transaction back, which would undo the other members' work. A caller
+// that gives up while queued leaves the queue without running.
+
+// groupMax bounds the members of one group: one COMMIT's worth of work
+// that a late member waits for.
+const groupMax = 32
+
+type groupReq struct {
+	ctx  context.Context
+	fn   func(tx *gorm.DB) error
+	done chan groupRes
+}
+
+type groupRes struct {
+	err      error
+	panicked bool
+	panicVal any
+}
+
+// grouper runs the write transactions of one SQLite store.
+type grouper struct {
+	s    *Store
+	reqs chan *groupReq
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+	// waiting counts the callers waiting to hand their function over
+	// (tests wait for a queue to form).
+	waiting atomic.Int32
+}
+
+func newGrouper(s *Store) *grouper {
+	g := &grouper{s: s, reqs: make(chan *groupReq), stop: make(chan struct{})}
+	g.wg.Add(1)
+	go g.loop()
+	return g
+}
+
+// close stops the writer goroutine after the group it runs, if any.
+func (g *grouper) close() {
+	g.once.Do(func() { close(g.stop) })
+	g.wg.Wait()
+}
+
+var errStoreClosed = errors.New("sql: database is closed")
+
+// do hands fn to the writer and waits for its outcome.
+func (g *grouper) do(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	r := &groupReq{ctx: ctx, fn: fn, done: make(chan groupRes, 1)}
+	g.waiting.Add(1)
+	var err error
+	select {
+	case g.reqs <- r:
+	case <-ctx.Done():
+		err = dbErr(ctx.Err())
+	case <-g.stop:
+		err = dbErr(errStoreClosed)
+	}
+	g.waiting.Add(-1)
+	if err != nil {
+		return err
+	}
+	// Taken: the writer answers, whatever the context says now.
+	res := <-r.done
+	if res.panicked {
+		panic(res.panicVal)
+	}
+	return res.err
+}
+
+func (g *grouper) loop() {
+	defer g.wg.Done()
+	for {
+		var first *groupReq
+		select {
+		case first = <-g.reqs:
+		case <-g.stop:
+			return
+		}
+		group := []*groupReq{first}
+	gather:
+		for len(group) < groupMax {
+			select {
+			case r := <-g.reqs:
+				group = append(group, r)
+			default:
+				break gather
+			}
+		}
+		g.run(group)
+	}
+}
+
+// run commits group, alone or together.
+func (g *grouper) run(group []*groupReq) {
+	for len(group) > 0 {
+		if len(group) == 1 {
+			r := group[0]
+			err, pv, panicked := call(func() error { return g.s.txAlone(r.ctx, r.fn) })
+			r.done <- groupRes{err: err, panicked: panicked, panicVal: pv}
+			return
+		}
+		group = g.together(group)
+	}
+}
+
+// together runs the members of group in one transaction and answers them;
+// it returns the members that are still to run when the transaction broke
+// under one of them.
+func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
+	tx := g.s.db.WithContext(context.Background()).Begin()
+	if tx.Error != nil {
+		for _, r := range group {
+			r.done <- groupRes{err: dbErr(tx.Error)}
+		}
+		return nil
+	}
+	res := make([]groupRes, len(group))
+	held := make([]bool, len(group)) // work the COMMIT will hold
+	broken := -1
+	for i, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			res[i] = groupRes{err: dbErr(err)}
+			continue
+		}
+		sp := "cs_member_" + strconv.Itoa(i)
+		if err := tx.Exec("SAVEPOINT " + sp).Error; err != nil {
+			res[i], broken = groupRes{err: dbErr(err)}, i
+			break
+		}
+		ctx := context.WithoutCancel(r.ctx)
+		err, pv, panicked := call(func() error { return r.fn(tx.WithContext(ctx)) })
+		if err == nil && !panicked {
+			if err := tx.Exec("RELEASE " + sp).Error; err != nil {
+				res[i], broken = groupRes{err: dbErr(err)}, i
+				break
+			}
+			held[i] = true
+			continue
+		}
+		res[i] = groupRes{err: dbErr(err), panicked: panicked, panicVal: pv}
+		// Undo this member's work only; a transaction SQLite rolled back
+		// itself has no savepoint left to go back to.
+		if e := tx.Exec("ROLLBACK TO " + sp).Error; e != nil {
+			broken = i
+			break
+		}
+		if e := tx.Exec("RELEASE " + sp).Error; e != nil {
+			broken = i
+			break
+		}
+	}
+	if broken >= 0 {
+		tx.Rollback()
+		lost := models.Wrap(models.EUnavailable, errors.New("the group's transaction was rolled back"),
+			"the database failed; nothing of this request was written")
+		for i := range broken {
+			if held[i] {
+				res[i] = groupRes{err: lost}
+			}
+			group[i].done <- res[i]
+		}
+		group[broken].done <- res[broken]
+		return group[broken+1:]
+	}
+	if err := tx.Commit().Error; err != nil {
+		uncertain := models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
+		for i := range group {
+			if held[i] {
+				res[i] = groupRes{err: uncertain}
+			}
+		}
+	}
+	for i, r := range group {
+		r.done <- res[i]
+	}
+	return nil
+}
+
+// call runs fn and reports a panic instead of passing it on. fn must not
+// end its goroutine (runtime.Goexit, testing's FailNow): the writer's
+// goroutine would end with it.
+func call(fn func() error) (err error, pv any, panicked bool) {
+	normal := false
+	defer func() {
+		if !normal {
+			pv, panicked = recover(), true
+		}
+	}()
+	err = fn()
+	normal = true
+	return err, nil, false
+}
