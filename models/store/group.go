@@ -156,7 +156,7 @@ func (g *grouper) run(group []*groupReq) {
 // it returns the members that are still to run when the transaction broke
 // under one of them.
 func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
-	tx := g.s.db.WithContext(context.Background()).Begin()
+	tx := g.s.begin(context.Background())
 	if tx.Error != nil {
 		for _, r := range group {
 			r.done <- groupRes{err: dbErr(tx.Error)}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libtnb/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/internal/dbfault"
@@ -407,5 +409,52 @@ func TestGroupAfterClose(t *testing.T) {
 	err := gs.tx(context.Background(), func(tx *gorm.DB) error { return insertRow(tx, "late") })
 	if models.ErrorCode(err) != models.EUnavailable {
 		t.Fatalf("after close: %v", err)
+	}
+}
+
+// Another process that holds the write lock for longer than the busy
+// timeout delays a transaction instead of failing it: its BEGIN is tried
+// again (nothing of it ran).
+func TestBeginOutwaitsAnotherProcess(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "b.db")
+	st, err := Open("sqlite://"+path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.db.Exec("CREATE TABLE group_t (k TEXT PRIMARY KEY, v TEXT NOT NULL)").Error; err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open(sqlite.DriverName, SQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	holder, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(6 * time.Second) // past the 5 s busy timeout
+		holder.ExecContext(context.Background(), "COMMIT")
+		close(released)
+	}()
+	if err := st.tx(context.Background(), func(tx *gorm.DB) error { return insertRow(tx, "late") }); err != nil {
+		t.Fatalf("a transaction behind another process's: %v", err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("the transaction committed while the other process held the lock")
+	}
+	var n int
+	if err := st.readDB.QueryRow("SELECT count(*) FROM group_t WHERE k = 'late'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows (%v)", n, err)
 	}
 }

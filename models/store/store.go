@@ -404,7 +404,7 @@ func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 
 // txAlone runs fn in a transaction of its own.
 func (s *Store) txAlone(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
-	tx := s.db.WithContext(ctx).Begin()
+	tx := s.begin(ctx)
 	if tx.Error != nil {
 		return dbErr(tx.Error)
 	}
@@ -423,6 +423,31 @@ func (s *Store) txAlone(ctx context.Context, fn func(tx *gorm.DB) error) (err er
 		return models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
 	}
 	return nil
+}
+
+// beginBusyTries bounds how often a transaction's BEGIN is tried while
+// another process holds SQLite's write lock, each try waiting up to the
+// busy timeout (5 s).
+const beginBusyTries = 6
+
+// begin starts a transaction on ctx. On SQLite a BEGIN that found the write
+// lock held by another process for the whole busy timeout is tried again
+// (nothing ran yet): a process that commits back to back, as a store
+// committing its queued transactions does, leaves others only short
+// moments to take the lock in, and one busy timeout may pass without one.
+func (s *Store) begin(ctx context.Context) *gorm.DB {
+	for try := 1; ; try++ {
+		tx := s.db.WithContext(ctx).Begin()
+		if tx.Error == nil || try == beginBusyTries || !sqliteBusy(tx.Error) || ctx.Err() != nil {
+			return tx
+		}
+	}
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY.
+func sqliteBusy(err error) bool {
+	var lite interface{ Code() int }
+	return errors.As(err, &lite) && lite.Code()&0xff == 5
 }
 
 // commitUncertain reports whether err is a failed commit.
