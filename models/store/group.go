@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"gorm.io/gorm"
 
@@ -67,73 +66,118 @@ type groupRes struct {
 
 // grouper runs the write transactions of one SQLite store.
 type grouper struct {
-	s    *Store
-	reqs chan *groupReq
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
-	// waiting counts the callers waiting to hand their function over
-	// (tests wait for a queue to form).
-	waiting atomic.Int32
+	s     *Store
+	mu    sync.Mutex
+	queue []*groupReq // in arrival order
+	shut  bool
+	ready chan struct{} // something was queued
+	stop  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
 }
 
 func newGrouper(s *Store) *grouper {
-	g := &grouper{s: s, reqs: make(chan *groupReq), stop: make(chan struct{})}
+	g := &grouper{s: s, ready: make(chan struct{}, 1), stop: make(chan struct{})}
 	g.wg.Add(1)
 	go g.loop()
 	return g
 }
 
-// close stops the writer goroutine after the group it runs, if any.
+// close answers the queued callers, then stops the writer goroutine after
+// the group it runs, if any.
 func (g *grouper) close() {
-	g.once.Do(func() { close(g.stop) })
+	g.once.Do(func() {
+		g.mu.Lock()
+		queued := g.queue
+		g.queue, g.shut = nil, true
+		g.mu.Unlock()
+		for _, r := range queued {
+			r.done <- groupRes{err: dbErr(errStoreClosed)}
+		}
+		close(g.stop)
+	})
 	g.wg.Wait()
 }
 
 var errStoreClosed = errors.New("sql: database is closed")
 
-// do hands fn to the writer and waits for its outcome.
+// do queues fn for the writer and waits for its outcome.
 func (g *grouper) do(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if err := ctx.Err(); err != nil {
+		return dbErr(err)
+	}
 	r := &groupReq{ctx: ctx, fn: fn, done: make(chan groupRes, 1)}
-	g.waiting.Add(1)
-	var err error
+	g.mu.Lock()
+	if g.shut {
+		g.mu.Unlock()
+		return dbErr(errStoreClosed)
+	}
+	g.queue = append(g.queue, r)
+	g.mu.Unlock()
+	g.signal()
+	var res groupRes
 	select {
-	case g.reqs <- r:
+	case res = <-r.done:
 	case <-ctx.Done():
-		err = dbErr(ctx.Err())
-	case <-g.stop:
-		err = dbErr(errStoreClosed)
+		// Leave the queue if the writer has not taken fn yet; once taken,
+		// the writer answers, whatever the context says now.
+		if g.withdraw(r) {
+			return dbErr(ctx.Err())
+		}
+		res = <-r.done
 	}
-	g.waiting.Add(-1)
-	if err != nil {
-		return err
-	}
-	// Taken: the writer answers, whatever the context says now.
-	res := <-r.done
 	if res.panicked {
 		panic(res.panicVal)
 	}
 	return res.err
 }
 
+func (g *grouper) signal() {
+	select {
+	case g.ready <- struct{}{}:
+	default:
+	}
+}
+
+// withdraw takes r out of the queue; false when the writer took it.
+func (g *grouper) withdraw(r *groupReq) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, q := range g.queue {
+		if q == r {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// queued is the number of callers waiting for the writer to take them.
+func (g *grouper) queued() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue)
+}
+
 func (g *grouper) loop() {
 	defer g.wg.Done()
 	for {
-		var first *groupReq
 		select {
-		case first = <-g.reqs:
+		case <-g.ready:
 		case <-g.stop:
 			return
 		}
-		group := []*groupReq{first}
-	gather:
-		for len(group) < groupMax {
-			select {
-			case r := <-g.reqs:
-				group = append(group, r)
-			default:
-				break gather
-			}
+		g.mu.Lock()
+		n := min(len(g.queue), groupMax)
+		group := append([]*groupReq(nil), g.queue[:n]...)
+		g.queue = append(g.queue[:0], g.queue[n:]...)
+		more := len(g.queue) > 0
+		g.mu.Unlock()
+		if more {
+			g.signal()
+		}
+		if len(group) == 0 {
+			continue
 		}
 		g.run(group)
 	}

@@ -104,9 +104,9 @@ func (gs *groupStore) queued(t *testing.T, ctxs []context.Context, fns []func(tx
 			errs[i] = gs.tx(ctx, fn)
 		})
 		deadline := time.Now().Add(10 * time.Second)
-		for int(gs.group.waiting.Load()) < i+1 {
+		for gs.group.queued() < i+1 {
 			if time.Now().After(deadline) {
-				t.Fatalf("only %d of %d callers queued", gs.group.waiting.Load(), i+1)
+				t.Fatalf("only %d of %d callers queued", gs.group.queued(), i+1)
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
