@@ -180,6 +180,9 @@ func (g *grouper) loop() {
 			continue
 		}
 		g.run(group)
+		if g.s.ckpt != nil {
+			g.s.ckpt.committed()
+		}
 	}
 }
 

@@ -59,6 +59,9 @@ type Store struct {
 	kek    *kek.KEK
 	// group runs SQLite's write transactions (group.go); nil on PostgreSQL.
 	group *grouper
+	// ckpt checkpoints a SQLite file's WAL (walcheckpoint.go); nil on
+	// PostgreSQL and in memory.
+	ckpt *walCheckpointer
 }
 
 // Options tune Open.
@@ -157,11 +160,11 @@ func Open(url string, opts Options) (*Store, error) {
 			return nil, models.Wrap(models.EUnavailable, err, "cannot create the database file")
 		}
 		// Every connection keeps its statements compiled (stmtcache.go).
-		conn, err := wrappedDB(sqlite.DriverName, sqliteDSN(path), opts.wrapper(cacheStatements))
+		conn, err := wrappedDB(sqlite.DriverName, writerDSN(path), opts.wrapper(cacheStatements))
 		if err != nil {
 			return nil, err
 		}
-		dial, dialect = &sqlite.Dialector{DriverName: sqlite.DriverName, DSN: sqliteDSN(path), Conn: conn}, SQLite
+		dial, dialect = &sqlite.Dialector{DriverName: sqlite.DriverName, DSN: writerDSN(path), Conn: conn}, SQLite
 	default:
 		return nil, models.Errorf(models.EInvalidRequest, "database URL must start with sqlite:// or postgres://")
 	}
@@ -198,6 +201,11 @@ func Open(url string, opts Options) (*Store, error) {
 	if dialect == SQLite && sqlitePath(url) != ":memory:" {
 		reader := Options{onStatementArgs: opts.hook()}
 		if st.read, st.readDB, err = openSQLiteReader(sqlitePath(url), gormConfig(), reader.wrapper(cacheStatements)); err != nil {
+			_ = sqlDB.Close()
+			return nil, err
+		}
+		if st.ckpt, err = startCheckpointer(sqlitePath(url)); err != nil {
+			_ = st.readDB.Close()
 			_ = sqlDB.Close()
 			return nil, err
 		}
@@ -321,6 +329,15 @@ func sqliteDSN(path string) string {
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)&_txlock=immediate"
 }
 
+// writerDSN is SQLiteDSN with the writer's own checkpoints moved out of the
+// way of commits (walcheckpoint.go); in memory there is no WAL.
+func writerDSN(path string) string {
+	if path == ":memory:" {
+		return sqliteDSN(path)
+	}
+	return sqliteDSN(path) + fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", writerCheckpointPages)
+}
+
 // Dialect reports which database the store uses.
 func (s *Store) Dialect() Dialect { return s.dialect }
 
@@ -330,8 +347,11 @@ func (s *Store) Close() error {
 		s.group.close()
 	}
 	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
 	if s.readDB != s.sqlDB {
-		err = s.readDB.Close()
+		err = errors.Join(err, s.readDB.Close())
 	}
 	return errors.Join(err, s.sqlDB.Close())
 }
