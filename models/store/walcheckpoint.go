@@ -16,20 +16,28 @@ import (
 // In WAL mode every commit appends the pages it changed to the WAL, and a
 // checkpoint copies them back into the database file and syncs it to disk.
 // By default the committing connection does that itself once the WAL holds
-// 1,000 pages: with some thirty pages per execute, one request in thirty
-// paid for copying a thousand pages and for two fsyncs, and waited for
-// them (the p99 of an execute was ten times its median). A connection of
-// its own now checkpoints in the background shortly after commits, without
-// blocking the writer (a PASSIVE checkpoint copies what no reader still
-// needs and never waits for a lock); a page changed by many commits in
-// between is copied once. The writer checkpoints itself only when the WAL
-// grows past writerCheckpointPages, which happens when this goroutine
-// cannot keep up or is not running (another process's store, a command
-// that exits at once).
+// 1,000 pages: with some thirty pages per execute, one request in about
+// thirty copied a thousand pages and waited for two fsyncs (the p99 of an
+// execute was ten times its median). A connection of its own now does it
+// instead, in the background, once the WAL holds checkpointPages pages not
+// yet copied, without blocking the writer (a PASSIVE checkpoint copies what
+// no reader still needs and never waits for a lock). The writer checkpoints
+// itself only when the WAL grows past writerCheckpointPages, which happens
+// when this goroutine cannot keep up or is not running (another process's
+// store, a command that exits at once).
+//
+// The threshold stays SQLite's default, so the WAL restarts from its start
+// (which the first write after a complete checkpoint does) as seldom as
+// before: each restart rewrites the WAL's header before that write
+// commits, and another process's store watching PRAGMA data_version for
+// foreign writes (changes.go) may take it for the write itself, wake its
+// long-polls early and have each of them look again.
 
 const (
-	// checkpointEvery is the least time between two background
-	// checkpoints: commits in between are copied together.
+	// checkpointPages is how many WAL pages not yet copied make a
+	// checkpoint worth it: SQLite's own default.
+	checkpointPages = 1000
+	// checkpointEvery is the least time between two looks at the WAL.
 	checkpointEvery = 100 * time.Millisecond
 	// checkpointIdle is how often the WAL is checkpointed without being
 	// told of a commit (writes outside the store's transactions).
@@ -83,16 +91,28 @@ func (c *walCheckpointer) loop() {
 		case <-c.stop:
 			return
 		}
-		// PASSIVE never waits for the writer or a reader; what it could
-		// not copy now, the next one copies. An error (a busy checkpoint
-		// of another process) is the same: the next one tries again.
-		_, _ = c.db.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+		c.checkpoint()
 		select {
 		case <-time.After(checkpointEvery):
 		case <-c.stop:
 			return
 		}
 	}
+}
+
+// checkpoint copies the WAL into the database file once it holds
+// checkpointPages pages not yet copied. NOOP only reads how many it holds.
+// PASSIVE never waits for the writer or a reader; what it could not copy
+// now, the next one copies. An error (another process's checkpoint under
+// way) is the same: the next look tries again.
+func (c *walCheckpointer) checkpoint() {
+	ctx := context.Background()
+	var busy, frames, copied int
+	if err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(NOOP)").Scan(&busy, &frames, &copied); err != nil ||
+		frames-copied < checkpointPages {
+		return
+	}
+	_, _ = c.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
 }
 
 // close stops the goroutine and closes its connection; again, nothing.
