@@ -39,7 +39,12 @@ import (
 //     error, a full disk or an interrupt) takes nobody's work with it: the
 //     members before it were rolled back with it and are told so (their
 //     work was not committed), the ones after it run again in a group of
-//     their own.
+//     their own;
+//   - a member that failed after another member's work was held, and so
+//     perhaps because of it (a token an earlier member consumed), is not
+//     answered with that failure when the held work is lost (a failed
+//     COMMIT, a broken transaction): it runs again, as a transaction of
+//     its own would have run after the failed one, on what was committed.
 //
 // A transaction that finds the writer free runs alone, on its caller's
 // context, exactly as before; in a group of several, members run on their
@@ -212,6 +217,11 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 	}
 	res := make([]groupRes, len(group))
 	held := make([]bool, len(group)) // work the COMMIT will hold
+	// A member that failed after others' work was held may have failed
+	// because of that work (a token an earlier member consumed): if that
+	// work is lost, the failure is no answer, and the member runs again.
+	after := make([]bool, len(group))
+	anyHeld := false
 	broken := -1
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
@@ -230,10 +240,11 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 				res[i], broken = groupRes{err: dbErr(err)}, i
 				break
 			}
-			held[i] = true
+			held[i], anyHeld = true, true
 			continue
 		}
 		res[i] = groupRes{err: dbErr(err), panicked: panicked, panicVal: pv}
+		after[i] = anyHeld && !panicked
 		// Undo this member's work only; a transaction SQLite rolled back
 		// itself has no savepoint left to go back to.
 		if e := tx.Exec("ROLLBACK TO " + sp).Error; e != nil {
@@ -250,26 +261,37 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 		lost := models.Wrap(models.EUnavailable, errors.New("the group's transaction was rolled back"),
 			"the database failed; nothing of this request was written")
 		for i := range broken {
-			if held[i] {
+			switch {
+			case held[i]:
 				res[i] = groupRes{err: lost}
+			case after[i]:
+				rest = append(rest, group[i])
+				continue
 			}
 			group[i].done <- res[i]
 		}
 		group[broken].done <- res[broken]
-		return group[broken+1:]
+		return append(rest, group[broken+1:]...)
 	}
 	if err := tx.Commit().Error; err != nil {
 		uncertain := models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
 		for i := range group {
-			if held[i] {
+			switch {
+			case held[i]:
 				res[i] = groupRes{err: uncertain}
+			case after[i]:
+				rest = append(rest, group[i])
 			}
 		}
+	} else {
+		clear(after)
 	}
 	for i, r := range group {
-		r.done <- res[i]
+		if !after[i] {
+			r.done <- res[i]
+		}
 	}
-	return nil
+	return rest
 }
 
 // call runs fn and reports a panic instead of passing it on. fn must not

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -283,8 +284,10 @@ func TestGroupFailedCommitIsEveryMembersFailedCommit(t *testing.T) {
 		}
 		in.Arm(mode, "insert into group_t")
 		errs := gs.queued(t, nil, fns)
-		if in.Fired() != 1 || gs.begins.Load() != 1 {
-			t.Fatalf("%d faults fired in %d transactions, want the group's one", in.Fired(), gs.begins.Load())
+		// Member 2 failed after others' work was held: when that work is
+		// lost, it runs again, alone (and fails again on its own).
+		if in.Fired() != 1 || gs.begins.Load() != 2 {
+			t.Fatalf("%d faults fired in %d transactions, want the group's one in 2", in.Fired(), gs.begins.Load())
 		}
 		got := gs.rows(t)
 		for i, err := range errs {
@@ -457,4 +460,100 @@ func TestBeginOutwaitsAnotherProcess(t *testing.T) {
 	if err := st.readDB.QueryRow("SELECT count(*) FROM group_t WHERE k = 'late'").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d rows (%v)", n, err)
 	}
+}
+
+// consumeOnce is a member racing for the scratch table's one token with a
+// conditional UPDATE, as consuming a confirmation token does.
+func consumeOnce(i int) func(tx *gorm.DB) error {
+	return func(tx *gorm.DB) error {
+		res := tx.Exec("UPDATE group_t SET v = ? WHERE k = 'token' AND v = 'issued'", fmt.Sprint("consumed by ", i))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 {
+			return models.Errorf(models.EAlreadyConsumed, "already consumed")
+		}
+		return nil
+	}
+}
+
+// When the work of a group is lost, a member that failed because of
+// another member's lost work (the token it found consumed was not consumed
+// after all) is not told so: it runs again on what was committed, as a
+// transaction of its own would have run after the failed one. Lost to a
+// failed COMMIT, and lost to a transaction broken under a later member.
+func TestGroupLostWorkRerunsWhoFailedBecauseOfIt(t *testing.T) {
+	t.Parallel()
+	// check: of the racers (the first n members), the lost are told their
+	// work was lost, exactly one is told it consumed the token and did,
+	// and the others that it was consumed.
+	check := func(t *testing.T, gs *groupStore, errs []error, n int, lost []int) {
+		t.Helper()
+		token := gs.rows(t)["token"]
+		winners := 0
+		for i, err := range errs[:n] {
+			switch {
+			case slices.Contains(lost, i):
+				if err == nil {
+					t.Errorf("member %d: its work was lost, yet no error", i)
+				}
+			case err == nil:
+				winners++
+				if token != fmt.Sprint("consumed by ", i) {
+					t.Errorf("member %d was told it consumed the token, which says %q", i, token)
+				}
+			case models.ErrorCode(err) != models.EAlreadyConsumed:
+				t.Errorf("member %d: %v", i, err)
+			}
+		}
+		if winners != 1 {
+			t.Errorf("%d members were told they consumed the token (%q), want exactly 1", winners, token)
+		}
+	}
+	t.Run("failed commit", func(t *testing.T) {
+		in := &dbfault.Injector{}
+		gs := openGroupStore(t, in.Wrap)
+		if err := gs.db.Exec("INSERT INTO group_t (k, v) VALUES ('token', 'issued')").Error; err != nil {
+			t.Fatal(err)
+		}
+		fns := make([]func(tx *gorm.DB) error, 10)
+		for i := range fns {
+			fns[i] = consumeOnce(i)
+		}
+		in.Arm(dbfault.BeforeCommit, "update group_t")
+		errs := gs.queued(t, nil, fns)
+		if !errors.Is(errs[0], ErrCommitUncertain) {
+			t.Fatalf("the first member: %v, want the failed commit", errs[0])
+		}
+		check(t, gs, errs, len(fns), []int{0})
+	})
+	t.Run("broken transaction", func(t *testing.T) {
+		gs := openGroupStore(t, nil)
+		if err := gs.db.Exec("INSERT INTO group_t (k, v) VALUES ('token', 'issued')").Error; err != nil {
+			t.Fatal(err)
+		}
+		// Three racers, then a member under which the transaction breaks,
+		// then members that only write rows of their own.
+		fns := make([]func(tx *gorm.DB) error, 6)
+		for i := range 3 {
+			fns[i] = consumeOnce(i)
+		}
+		fns[3] = func(tx *gorm.DB) error {
+			if err := tx.Exec("ROLLBACK").Error; err != nil {
+				return err
+			}
+			return errors.New("disk full")
+		}
+		for i := 4; i < len(fns); i++ {
+			fns[i] = func(tx *gorm.DB) error { return insertRow(tx, fmt.Sprint("k", i)) }
+		}
+		errs := gs.queued(t, nil, fns)
+		if errs[3] == nil {
+			t.Fatal("the breaking member: no error")
+		}
+		check(t, gs, errs, 3, []int{0})
+		if got := gs.rows(t); errs[4] != nil || errs[5] != nil || got["k4"] == "" || got["k5"] == "" {
+			t.Errorf("the members after the break: %v %v, rows %v", errs[4], errs[5], got)
+		}
+	})
 }
