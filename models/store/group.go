@@ -196,7 +196,7 @@ func (g *grouper) run(group []*groupReq) {
 	for len(group) > 0 {
 		if len(group) == 1 {
 			r := group[0]
-			err, pv, panicked := call(func() error { return g.s.txAlone(r.ctx, r.fn) })
+			pv, panicked, err := call(func() error { return g.s.txAlone(r.ctx, r.fn) })
 			r.done <- groupRes{err: err, panicked: panicked, panicVal: pv}
 			return
 		}
@@ -234,7 +234,7 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 			break
 		}
 		ctx := context.WithoutCancel(r.ctx)
-		err, pv, panicked := call(func() error { return r.fn(tx.WithContext(ctx)) })
+		pv, panicked, err := call(func() error { return r.fn(tx.WithContext(ctx)) })
 		if err == nil && !panicked {
 			if err := tx.Exec("RELEASE " + sp).Error; err != nil {
 				res[i], broken = groupRes{err: dbErr(err)}, i
@@ -297,7 +297,7 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 // call runs fn and reports a panic instead of passing it on. fn must not
 // end its goroutine (runtime.Goexit, testing's FailNow): the writer's
 // goroutine would end with it.
-func call(fn func() error) (err error, pv any, panicked bool) {
+func call(fn func() error) (pv any, panicked bool, err error) {
 	normal := false
 	defer func() {
 		if !normal {
@@ -306,5 +306,5 @@ func call(fn func() error) (err error, pv any, panicked bool) {
 	}()
 	err = fn()
 	normal = true
-	return err, nil, false
+	return nil, false, err
 }
