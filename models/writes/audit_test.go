@@ -14,6 +14,30 @@ import (
 	"github.com/countersign/countersign/models/writes"
 )
 
+// chainAfter checks the tenant's audit entries after the head before: one
+// chain, no fork, no gap, every hash right. It returns how many entries of
+// each kind there are.
+func (e *env) chainAfter(t *testing.T, before store.AuditHead) map[string]int {
+	t.Helper()
+	entries, err := e.store.AuditEntries(e.ctx, e.tenant, before.Seq, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, count := before.Hash, map[string]int{}
+	for i, en := range entries {
+		b, err := en.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if en.Seq != before.Seq+int64(i)+1 || b.Prev != prev || models.AuditHash([]byte(en.Body)) != en.Hash {
+			t.Fatalf("entry %d breaks the chain (seq %d, prev %s, want %s)", i, en.Seq, b.Prev, prev)
+		}
+		prev = en.Hash
+		count[en.Kind]++
+	}
+	return count
+}
+
 // TestAuditChainUnderConcurrentProtocol: 100 goroutines propose, cancel and
 // confirm through 3 service instances (each with its own store and
 // connection pool, as 3 servers would be) over one database. Every state
@@ -74,26 +98,15 @@ func TestAuditChainUnderConcurrentProtocol(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		entries, err := e.store.AuditEntries(e.ctx, e.tenant, before.Seq, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
+		count := e.chainAfter(t, before)
 		// created + cancelled for half, created + approved + token.issued
 		// for the other half.
-		if want := workers/2*2 + workers/2*3; len(entries) != want {
-			t.Fatalf("%d entries, want %d", len(entries), want)
+		total := 0
+		for _, n := range count {
+			total += n
 		}
-		prev, count := before.Hash, map[string]int{}
-		for i, en := range entries {
-			b, err := en.Decode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if en.Seq != before.Seq+int64(i)+1 || b.Prev != prev || models.AuditHash([]byte(en.Body)) != en.Hash {
-				t.Fatalf("entry %d breaks the chain (seq %d, prev %s, want %s)", i, en.Seq, b.Prev, prev)
-			}
-			prev = en.Hash
-			count[en.Kind]++
+		if want := workers/2*2 + workers/2*3; total != want {
+			t.Fatalf("%d entries, want %d", total, want)
 		}
 		for kind, want := range map[string]int{models.AuditProposalCreated: 100, models.AuditProposalCancelled: 50,
 			models.AuditDecisionApproved: 50, models.AuditTokenIssued: 50} {
