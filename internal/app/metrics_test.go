@@ -228,6 +228,12 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		if n, ok := m.sum("go_sql_open_connections", "db_name", "countersign"); !ok || n < 1 {
 			t.Errorf("connection pool: open connections = %v (%v), want at least 1", n, ok)
 		}
+		txs, okTx := m.sum("countersign_sqlite_write_transactions_total")
+		commits, okCommits := m.sum("countersign_sqlite_write_commits_total")
+		if sqlite := strings.HasPrefix(db, "sqlite"); okTx != sqlite || okCommits != sqlite ||
+			(sqlite && (commits < 1 || txs < commits || txs < 5)) {
+			t.Errorf("SQLite's write transactions %v (%v) in %v commits (%v), on %s", txs, okTx, commits, okCommits, db)
+		}
 
 		// The long-poll ends when the proposal changes; the gauge follows.
 		if res, b := api.do("POST", "/api/v1/proposals/"+p3.ID+"/cancel", "", nil); res.StatusCode != http.StatusOK {

@@ -338,6 +338,10 @@ var (
 		"Executions not settled yet, by status (executing, failed_retryable, unknown).", []string{"status"}, nil)
 	descReconcile = prometheus.NewDesc(namespace+"_reconcile_backlog",
 		"Executions the reconciler has to settle now: unknown, or executing past their lease.", nil, nil)
+	descWriteTx = prometheus.NewDesc(namespace+"_sqlite_write_transactions_total",
+		"Write transactions this process ran on SQLite.", nil, nil)
+	descWriteCommits = prometheus.NewDesc(namespace+"_sqlite_write_commits_total",
+		"SQLite transactions those ran in: queued ones commit together.", nil, nil)
 )
 
 func (d *dbSnapshot) Describe(ch chan<- *prometheus.Desc) {
@@ -345,6 +349,8 @@ func (d *dbSnapshot) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descPendingAge
 	ch <- descExecutions
 	ch <- descReconcile
+	ch <- descWriteTx
+	ch <- descWriteCommits
 }
 
 // scrapeTimeout bounds the database queries of one scrape.
@@ -372,4 +378,8 @@ func (d *dbSnapshot) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descExecutions, prometheus.GaugeValue, float64(st.Executions[s]), strings.ToLower(string(s)))
 	}
 	ch <- prometheus.MustNewConstMetric(descReconcile, prometheus.GaugeValue, float64(st.ReconcileDue))
+	if txs, commits, ok := d.src.WriteCommits(); ok {
+		ch <- prometheus.MustNewConstMetric(descWriteTx, prometheus.CounterValue, float64(txs))
+		ch <- prometheus.MustNewConstMetric(descWriteCommits, prometheus.CounterValue, float64(commits))
+	}
 }

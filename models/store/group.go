@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 
@@ -79,6 +80,9 @@ type grouper struct {
 	stop  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+	// taken counts the transactions the writer took, commits the SQLite
+	// transactions it began for them (WriteCommits).
+	taken, commits atomic.Int64
 }
 
 func newGrouper(s *Store) *grouper {
@@ -184,6 +188,7 @@ func (g *grouper) loop() {
 		if len(group) == 0 {
 			continue
 		}
+		g.taken.Add(int64(len(group)))
 		g.run(group)
 		if g.s.ckpt != nil {
 			g.s.ckpt.committed()
@@ -194,6 +199,7 @@ func (g *grouper) loop() {
 // run commits group, alone or together.
 func (g *grouper) run(group []*groupReq) {
 	for len(group) > 0 {
+		g.commits.Add(1)
 		if len(group) == 1 {
 			r := group[0]
 			pv, panicked, err := call(func() error { return g.s.txAlone(r.ctx, r.fn) })
@@ -292,6 +298,17 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 		}
 	}
 	return rest
+}
+
+// WriteCommits reports, on SQLite, how many write transactions the store
+// ran since it opened and in how many SQLite transactions (a group is one;
+// a group's members that run again begin another): their ratio is the
+// average group. ok is false on PostgreSQL.
+func (s *Store) WriteCommits() (transactions, commits int64, ok bool) {
+	if s.group == nil {
+		return 0, 0, false
+	}
+	return s.group.taken.Load(), s.group.commits.Load(), true
 }
 
 // call runs fn and reports a panic instead of passing it on. fn must not

@@ -127,6 +127,7 @@ func TestGroupCommitsQueuedTransactionsTogether(t *testing.T) {
 	for i := range groupMax {
 		fns = append(fns, func(tx *gorm.DB) error { return insertRow(tx, fmt.Sprint("k", i)) })
 	}
+	tx0, commits0, _ := gs.WriteCommits()
 	errs := gs.queued(t, nil, fns)
 	for i, err := range errs {
 		if err != nil {
@@ -135,6 +136,10 @@ func TestGroupCommitsQueuedTransactionsTogether(t *testing.T) {
 	}
 	if n := gs.begins.Load(); n != 1 {
 		t.Fatalf("%d transactions began for %d queued members; want one group", n, groupMax)
+	}
+	// The holder's transaction and the group's.
+	if txs, commits, ok := gs.WriteCommits(); !ok || txs-tx0 != groupMax+1 || commits-commits0 != 2 {
+		t.Fatalf("WriteCommits: %d transactions in %d commits (%v), want %d in 2", txs-tx0, commits-commits0, ok, groupMax+1)
 	}
 	if got := gs.rows(t); len(got) != groupMax {
 		t.Fatalf("%d rows stored, want %d", len(got), groupMax)
