@@ -211,8 +211,9 @@ func (g *grouper) run(group []*groupReq) {
 }
 
 // together runs the members of group in one transaction and answers them;
-// it returns the members that are still to run when the transaction broke
-// under one of them.
+// it returns the members still to run: those after a member under which
+// the transaction broke, and those whose failure may have come from work
+// that was then lost.
 func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 	tx := g.s.begin(context.Background())
 	if tx.Error != nil {
@@ -262,40 +263,32 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 			break
 		}
 	}
+	// When the work the group held is lost, each held member gets the
+	// error a transaction of its own would have got, and each member that
+	// failed after held work runs again.
+	var lost error
+	members := group
 	if broken >= 0 {
 		tx.Rollback()
-		lost := models.Wrap(models.EUnavailable, errors.New("the group's transaction was rolled back"),
+		lost = models.Wrap(models.EUnavailable, errors.New("the group's transaction was rolled back"),
 			"the database failed; nothing of this request was written")
-		for i := range broken {
-			switch {
-			case held[i]:
-				res[i] = groupRes{err: lost}
-			case after[i]:
-				rest = append(rest, group[i])
-				continue
-			}
-			group[i].done <- res[i]
+		members = group[:broken]
+	} else if err := tx.Commit().Error; err != nil {
+		lost = failedCommit(err)
+	}
+	for i, r := range members {
+		switch {
+		case lost != nil && held[i]:
+			res[i] = groupRes{err: lost}
+		case lost != nil && after[i]:
+			rest = append(rest, r)
+			continue
 		}
+		r.done <- res[i]
+	}
+	if broken >= 0 {
 		group[broken].done <- res[broken]
-		return append(rest, group[broken+1:]...)
-	}
-	if err := tx.Commit().Error; err != nil {
-		uncertain := models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
-		for i := range group {
-			switch {
-			case held[i]:
-				res[i] = groupRes{err: uncertain}
-			case after[i]:
-				rest = append(rest, group[i])
-			}
-		}
-	} else {
-		clear(after)
-	}
-	for i, r := range group {
-		if !after[i] {
-			r.done <- res[i]
-		}
+		rest = append(rest, group[broken+1:]...)
 	}
 	return rest
 }

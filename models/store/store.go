@@ -440,9 +440,14 @@ func (s *Store) txAlone(ctx context.Context, fn func(tx *gorm.DB) error) (err er
 	}
 	done = true
 	if err := tx.Commit().Error; err != nil {
-		return models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
+		return failedCommit(err)
 	}
 	return nil
+}
+
+// failedCommit is the error of a transaction whose COMMIT failed with err.
+func failedCommit(err error) error {
+	return models.Wrap(models.EUnavailable, errors.Join(ErrCommitUncertain, err), "the database failed while committing")
 }
 
 // beginBusyTries bounds how often a transaction's BEGIN is tried while
