@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -64,48 +66,185 @@ const maxAppendTries = 1000
 // inserts nothing and tries again on the new head. No fork, no gap, and no
 // read-then-write race.
 //
-// That is one statement per event: INSERT … SELECT reads the head and the
-// database computes the entry's hash over the body it assembles from the
-// entry's canonical template, so the bytes are those Go would produce — on
-// PostgreSQL with its sha256, on SQLite with countersign_audit_hash, a
-// function of this package registered with the SQLite driver
-// (models.AuditHash).
+// On PostgreSQL the appenders also take turns: the append takes the
+// tenant's advisory lock, held to the commit or rollback (and taken again
+// at no cost). Without it, the transactions that read the same head all
+// waited for the one that inserted first and then raced again for the
+// next head, so that under contention most of their statements were lost
+// races (11 INSERTs per entry with 100 appenders). The lock is taken in the
+// append statement itself, so an append that finds the chain free costs
+// one statement. One that had to wait read the head as it was before it
+// waited (a statement sees the database as of its start) and inserts
+// nothing; the next try, under the lock, sees the head as committed and
+// inserts. So an append takes at most two statements among appenders that
+// take turns, and the lock only orders: ON CONFLICT still decides.
+// (Tenants whose hashes collide share a turn, which costs only waiting.)
+// The lock is held for the end of the transaction only, the appends and
+// the commit. SQLite needs none: it has one writer.
+//
+// One statement appends up to appendChunk events: INSERT … SELECT reads the
+// head, and the database computes each entry's hash over the body it
+// assembles from the entry's canonical template and the entry before it,
+// so the bytes are those Go would produce — on PostgreSQL with its sha256,
+// on SQLite with countersign_audit_hash, a function of this package
+// registered with the SQLite driver (models.AuditHash).
 func appendAudit(tx *gorm.DB, tenantID string, at time.Time, evs ...models.AuditEvent) error {
-	for _, ev := range evs {
-		tpl, err := ev.Template(tenantID, ms(at))
-		if err != nil {
+	timed := make([]timedEvent, len(evs))
+	for i, ev := range evs {
+		timed[i] = timedEvent{at: at, ev: ev}
+	}
+	return appendTimed(tx, tenantID, timed...)
+}
+
+// timedEvent is an audit event with the time it records and, when made
+// before the transaction (so that the one writer is not held for it), its
+// body's template.
+type timedEvent struct {
+	at  time.Time
+	ev  models.AuditEvent
+	tpl *models.AuditTemplate
+}
+
+// prepared is the tenant's event ev at the time at, its template made.
+func prepared(tenantID string, at time.Time, ev models.AuditEvent) (timedEvent, error) {
+	tpl, err := ev.Template(tenantID, ms(at))
+	return timedEvent{at, ev, &tpl}, err
+}
+
+// appendTimed is appendAudit for the events of one change that happened at
+// different times (a token's redemption and the outcome of its write).
+func appendTimed(tx *gorm.DB, tenantID string, evs ...timedEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	pg := tx.Dialector.Name() == "postgres"
+	for len(evs) > 0 {
+		n := min(len(evs), appendChunk)
+		args := make([]any, 0, 1+6*n)
+		args = append(args, tenantID)
+		for _, t := range evs[:n] {
+			tpl := t.tpl
+			if tpl == nil {
+				made, err := t.ev.Template(tenantID, ms(t.at))
+				if err != nil {
+					return err
+				}
+				tpl = &made
+			}
+			args = append(args, tpl.Prefix, tpl.Middle, tpl.Suffix, t.ev.Kind, t.ev.ProposalID, ms(t.at))
+		}
+		if err := appendRun(tx, pg, appendSQLs[pg][n], n, args); err != nil {
 			return err
 		}
-		if err := appendOne(tx, tenantID, at, ev, tpl); err != nil {
-			return err
-		}
+		evs = evs[n:]
 	}
 	return nil
 }
 
-// pgAppend is the PostgreSQL append: head, link, hash and insert in one
-// statement. h is the head ((0, "") for an empty chain). $1 tenant, $2–$4
-// the template's prefix, middle and suffix, $5 kind, $6 proposal, $7 time.
-const pgAppend = `INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
-SELECT $1, h.seq + 1, h.hash,
-       'sha256:' || encode(sha256(convert_to(CAST($2 AS text) || h.hash || CAST($3 AS text) || (h.seq + 1)::text || CAST($4 AS text), 'UTF8')), 'hex'),
-       $5, $6, CAST($2 AS text) || h.hash || CAST($3 AS text) || (h.seq + 1)::text || CAST($4 AS text), $7
-FROM (SELECT seq, hash FROM (
-        (SELECT seq, hash FROM audit_entries WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1)
-        UNION ALL SELECT 0::bigint, ''::text
-      ) AS c ORDER BY seq DESC LIMIT 1) AS h
-ON CONFLICT DO NOTHING`
+// appendChunk is the most events one statement appends.
+const appendChunk = 8
 
-// liteAppend is pgAppend for SQLite: the same head, link and body, hashed
-// by countersign_audit_hash. (WHERE true keeps ON CONFLICT from being read
-// as a join's ON.)
-const liteAppend = `INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)
-SELECT $1, b.seq, b.prev, countersign_audit_hash(b.body), $5, $6, b.body, $7
-FROM (SELECT h.seq + 1 AS seq, h.hash AS prev, $2 || h.hash || $3 || (h.seq + 1) || $4 AS body
-      FROM (SELECT seq, hash FROM (SELECT seq, hash FROM audit_entries WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1)
-            UNION ALL SELECT 0, '' ORDER BY 1 DESC LIMIT 1) AS h) AS b
-WHERE true
-ON CONFLICT DO NOTHING`
+// appendRun runs one append of n entries. It inserts all of them or, when
+// another transaction took the head meanwhile, none (ON CONFLICT DO
+// NOTHING), and then tries again on the new head. Some but not all would
+// mean that the chain moved under the statement: the transaction is
+// refused rather than committed with a broken link.
+func appendRun(tx *gorm.DB, pg bool, q string, n int, args []any) error {
+	ctx, c := raw(tx)
+	for range maxAppendTries {
+		var got int64
+		var err error
+		if pg {
+			err = c.QueryRowContext(ctx, q, args...).Scan(&got)
+		} else {
+			got, err = execCount(ctx, c, q, args...)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case got == int64(n):
+			return nil
+		case got != 0:
+			return models.Errorf(models.EInternal, "the audit chain moved while %d entries were appended", n)
+		}
+	}
+	return models.Errorf(models.EUnavailable, "the audit log is too busy; try again")
+}
+
+// chainLockSpace is the first key of the PostgreSQL advisory locks that
+// order appends to a tenant's chain (the second is the tenant's hash); no
+// other lock of countersign's uses it.
+const chainLockSpace = 0x63730001
+
+// appendSQL is the statement that appends n entries to a tenant's chain.
+// h is the head ((0, "") for an empty chain; on PostgreSQL read with the
+// tenant's turn taken, see appendAudit); b1 is the first entry's number,
+// link and body, e1 the same with its hash, b2 the second entry linked to
+// e1, and so on. $1 is the tenant; entry i (from 0) has its template's
+// prefix, middle and suffix, its kind, its proposal and its time at
+// $(2+6i) … $(7+6i).
+//
+// All the entries are inserted or none. On SQLite the one writer sees the
+// latest head, so one INSERT of them all finds no conflict or (never, in
+// practice) conflicts on the first (WHERE true keeps ON CONFLICT from being
+// read as a join's ON). On PostgreSQL a statement that waited its turn read
+// the head from before it waited: its first entry conflicts with the one
+// stored meanwhile, and when that was a single entry the second would not.
+// So each entry is inserted by a statement of its own in the WITH (i1, i2,
+// …), linked to the one before it only when that one was inserted, and the
+// statement answers how many were.
+func appendSQL(pg bool, n int) string {
+	hash := func(body string) string { return "countersign_audit_hash(" + body + ")" }
+	turn := ""
+	if pg {
+		hash = func(body string) string {
+			return "'sha256:' || encode(sha256(convert_to(" + body + ", 'UTF8')), 'hex')"
+		}
+		turn = " CROSS JOIN (SELECT pg_advisory_xact_lock(" + strconv.Itoa(chainLockSpace) + ", hashtext($1))) AS l"
+	}
+	const insert = "INSERT INTO audit_entries (tenant_id, seq, prev_hash, hash, kind, proposal_id, body, created_at)"
+	var b strings.Builder
+	b.WriteString(`WITH h AS (SELECT seq, hash FROM (
+    SELECT seq, hash FROM (SELECT seq, hash FROM audit_entries WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1) AS t
+    UNION ALL SELECT 0, '') AS c` + turn + ` ORDER BY seq DESC LIMIT 1)`)
+	prev := "h"
+	sel := make([]string, n)
+	for i := range n {
+		p := func(k int) string { return "$" + strconv.Itoa(2+6*i+k) }
+		bi, ei, ii := "b"+strconv.Itoa(i+1), "e"+strconv.Itoa(i+1), "i"+strconv.Itoa(i+1)
+		fmt.Fprintf(&b, `,
+  %[1]s AS (SELECT %[3]s.seq + 1 AS seq, %[3]s.hash AS prev,
+    CAST(%[4]s AS TEXT) || %[3]s.hash || CAST(%[5]s AS TEXT) || CAST(%[3]s.seq + 1 AS TEXT) || CAST(%[6]s AS TEXT) AS body FROM %[3]s),
+  %[2]s AS (SELECT seq, prev, body, %[7]s AS hash FROM %[1]s)`, bi, ei, prev, p(0), p(1), p(2), hash("body"))
+		sel[i] = fmt.Sprintf("SELECT CAST($1 AS TEXT), seq, prev, hash, CAST(%s AS TEXT), CAST(%s AS TEXT), body, CAST(%s AS BIGINT) FROM %s",
+			p(3), p(4), p(5), ei)
+		prev = ei
+		if pg {
+			fmt.Fprintf(&b, `,
+  %s AS (%s %s ON CONFLICT DO NOTHING RETURNING seq, hash)`, ii, insert, sel[i])
+			sel[i] = "SELECT 1 FROM " + ii
+			prev = ii
+		}
+	}
+	if pg {
+		return b.String() + "\nSELECT count(*) FROM (" + strings.Join(sel, " UNION ALL ") + ") AS inserted"
+	}
+	return b.String() + "\n" + insert + "\n" + strings.Join(sel, "\nUNION ALL ") + " WHERE true\nON CONFLICT DO NOTHING"
+}
+
+// appendSQLs are appendSQL's statements, by dialect (PostgreSQL or not)
+// and number of entries, built once.
+var appendSQLs = func() map[bool][]string {
+	m := map[bool][]string{}
+	for _, pg := range []bool{false, true} {
+		m[pg] = make([]string, appendChunk+1)
+		for n := 1; n <= appendChunk; n++ {
+			m[pg][n] = appendSQL(pg, n)
+		}
+	}
+	return m
+}()
 
 func init() {
 	litedriver.MustRegisterDeterministicScalarFunction("countersign_audit_hash", 1,
@@ -118,24 +257,6 @@ func init() {
 			}
 			return nil, fmt.Errorf("countersign_audit_hash: want text, got %T", args[0])
 		})
-}
-
-func appendOne(tx *gorm.DB, tenantID string, at time.Time, ev models.AuditEvent, tpl models.AuditTemplate) error {
-	q := liteAppend
-	if tx.Dialector.Name() == "postgres" {
-		q = pgAppend
-	}
-	ctx, c := raw(tx)
-	for range maxAppendTries {
-		n, err := execCount(ctx, c, q, tenantID, tpl.Prefix, tpl.Middle, tpl.Suffix, ev.Kind, ev.ProposalID, ms(at))
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			return nil
-		}
-	}
-	return models.Errorf(models.EUnavailable, "the audit log is too busy; try again")
 }
 
 // appendOnly makes the database itself refuse changes to audit entries and

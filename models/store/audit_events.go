@@ -1,6 +1,8 @@
 package store
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -95,20 +97,24 @@ func adminEvent(kind, actor string, data map[string]any) models.AuditEvent {
 
 // pendingAudit collects events of a transaction that changes several rows,
 // to append them all at its end (see appendAudit).
-type pendingAudit []struct {
+type pendingAudit []pendingEvent
+
+type pendingEvent struct {
 	tenantID string
 	ev       models.AuditEvent
 }
 
 func (p *pendingAudit) add(tenantID string, ev models.AuditEvent) {
-	*p = append(*p, struct {
-		tenantID string
-		ev       models.AuditEvent
-	}{tenantID, ev})
+	*p = append(*p, pendingEvent{tenantID, ev})
 }
 
-// flush appends the events in order, at the end of the transaction.
+// flush appends the events at the end of the transaction, each tenant's in
+// the order they were added, tenant after tenant in the order of their ids:
+// on PostgreSQL each tenant's chain is a lock (appendAudit), and transactions
+// that take several must take them in one order.
 func (p pendingAudit) flush(tx *gorm.DB, at time.Time) error {
+	p = slices.Clone(p)
+	slices.SortStableFunc(p, func(a, b pendingEvent) int { return strings.Compare(a.tenantID, b.tenantID) })
 	for i := 0; i < len(p); {
 		j := i
 		var run []models.AuditEvent

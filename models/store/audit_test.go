@@ -3,10 +3,13 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +52,12 @@ func checkChain(t *testing.T, tenantID string, entries []models.AuditEntry, n in
 
 // TestAuditChainUnderConcurrency: 100 goroutines append to one tenant's
 // chain through 3 store instances (3 connection pools, as 3 servers would
-// have) over the same database: every append lands, with no fork and no gap.
+// have) over the same database: every append lands, with no fork and no gap,
+// and the appenders take turns instead of racing for the head and trying
+// again after each loss: on SQLite every append inserts at its first try,
+// on PostgreSQL at its second at the latest (the first, when it had to wait
+// its turn, read the head from before it waited). Racing, the losers'
+// statements outnumbered the appends by ten to one.
 func TestAuditChainUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
@@ -60,8 +68,14 @@ func TestAuditChainUnderConcurrency(t *testing.T) {
 			}
 			ctx := context.Background()
 			var stores []*store.Store
+			var inserts atomic.Int64
+			count := func(q string) {
+				if strings.Contains(q, "INSERT INTO audit_entries") {
+					inserts.Add(1)
+				}
+			}
 			for i := 0; i < 3; i++ {
-				st, err := store.Open(url, store.Options{})
+				st, err := store.Open(url, store.Options{OnStatement: count})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,6 +91,7 @@ func TestAuditChainUnderConcurrency(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			inserts.Store(0)
 			const workers, each = 100, 3
 			var wg sync.WaitGroup
 			errs := make(chan error, workers*each)
@@ -95,6 +110,14 @@ func TestAuditChainUnderConcurrency(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
+			most := int64(workers * each)
+			if kind == "postgres" {
+				most *= 2
+			}
+			if n := inserts.Load(); n < workers*each || n > most {
+				t.Errorf("%d appends ran %d INSERTs, want %d to %d: appenders raced for the head", workers*each, n, workers*each, most)
+			}
+			t.Logf("%d appends ran %d INSERTs", workers*each, inserts.Load())
 			close(errs)
 			for err := range errs {
 				if err != nil {
@@ -238,4 +261,165 @@ func TestAdminActionsAndSignInsAreAudited(t *testing.T) {
 			t.Fatalf("the other tenant's chain has %d entries (%v), want its user and agent", len(other), err)
 		}
 	})
+}
+
+// TestOneSweepAppendsToEachTenantsChain: an expiry sweep over two tenants
+// appends each tenant's entries to its own chain, whole, one per proposal
+// (12 of them: more than one statement appends at once); two sweeps at once
+// through two stores, as two servers run them, expire each proposal once.
+func TestOneSweepAppendsToEachTenantsChain(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+			if kind == "postgres" {
+				url = pgtest.DSN(t)
+			}
+			ctx := context.Background()
+			var stores []*store.Store
+			for range 2 {
+				st, err := store.Open(url, store.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				if _, err := st.Migrate(ctx); err != nil {
+					t.Fatal(err)
+				}
+				stores = append(stores, st)
+			}
+			st := stores[0]
+			d := seed(t, st)
+			other, err := st.CreateTenant(ctx, "other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			agent, err := st.CreateAgent(ctx, other.ID, "bot", "", "sha256:k-other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d2 := d
+			d2.Tenant, d2.Agent = other, agent
+			now := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+			want := map[string][]string{}
+			for i := range 23 {
+				dd := d
+				if i%2 == 1 {
+					dd = d2
+				}
+				p := newProposal(dd, now.Add(time.Duration(i)*time.Millisecond))
+				if _, ok, err := st.CreateProposal(ctx, p); err != nil || !ok {
+					t.Fatal(ok, err)
+				}
+				want[dd.Tenant.ID] = append(want[dd.Tenant.ID], p.ID)
+			}
+			heads := map[string]int64{}
+			for tenant := range want {
+				h, err := st.Head(ctx, tenant)
+				if err != nil {
+					t.Fatal(err)
+				}
+				heads[tenant] = h.Seq
+			}
+			var wg sync.WaitGroup
+			expired := make([]int, len(stores))
+			errs := make([]error, len(stores))
+			for i, s := range stores {
+				wg.Go(func() { expired[i], errs[i] = s.ExpireDue(ctx, "", "", now.Add(time.Hour)) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			if expired[0]+expired[1] != 23 {
+				t.Fatalf("the sweeps expired %v proposals, want 23 in all", expired)
+			}
+			for tenant, ids := range want {
+				entries, err := st.AuditEntries(ctx, tenant, 0, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkChain(t, tenant, entries, int(heads[tenant])+len(ids))
+				var got []string
+				for _, e := range entries[heads[tenant]:] {
+					if e.Kind != models.AuditProposalExpired {
+						t.Fatalf("entry %d is %s", e.Seq, e.Kind)
+					}
+					got = append(got, e.ProposalID)
+				}
+				slices.Sort(got)
+				sorted := slices.Sorted(slices.Values(ids))
+				if !slices.Equal(got, sorted) {
+					t.Fatalf("tenant %s: expiries of %v, want %v", tenant, got, sorted)
+				}
+			}
+		})
+	}
+}
+
+// TestAppendAfterWaitingForTheChain: on PostgreSQL, a transaction appending
+// two entries waits for another that appended one; when that one commits,
+// both entries land after it, linked. (The first try, which read the head
+// from before it waited, must insert neither: inserting the second entry
+// alone would have linked it to a first that was never stored.)
+func TestAppendAfterWaitingForTheChain(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(pgtest.DSN(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tenant := seed(t, st).Tenant.ID
+	base, err := st.Head(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ev := func(actor string) models.AuditEvent {
+		return models.AuditEvent{Kind: models.AuditSignIn, Actor: actor}
+	}
+	appended, hold := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- st.AuditTxForTest(ctx, tenant, []time.Time{now}, []models.AuditEvent{ev("usr_first")}, appended, hold)
+	}()
+	<-appended
+	second := make(chan error, 1)
+	go func() {
+		second <- st.AuditTxForTest(ctx, tenant, []time.Time{now, now.Add(time.Millisecond)},
+			[]models.AuditEvent{ev("usr_second_a"), ev("usr_second_b")}, nil, nil)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := st.ChainWaitersForTest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second append never waited for the first")
+		}
+	}
+	close(hold)
+	if err := errors.Join(<-first, <-second); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := st.AuditEntries(ctx, tenant, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChain(t, tenant, entries, int(base.Seq)+3)
+	var actors []string
+	for _, e := range entries[base.Seq:] {
+		b, _ := e.Decode()
+		actors = append(actors, b.Actor)
+	}
+	if want := []string{"usr_first", "usr_second_a", "usr_second_b"}; !slices.Equal(actors, want) {
+		t.Fatalf("entries by %v, want %v", actors, want)
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
 )
 
 // ExplainList returns the database's plan for ListProposals(f), one line
@@ -133,4 +136,36 @@ func (s *Store) URLForTest() string { return s.url }
 func (s *Store) ExecRawForTest(ctx context.Context, q string) error {
 	_, err := s.sqlDB.ExecContext(ctx, q)
 	return err
+}
+
+// AuditTxForTest appends evs (evs[i] at times[i]) to the tenant's chain in
+// one transaction, then tells appended and waits for hold (when not nil)
+// before it commits.
+func (s *Store) AuditTxForTest(ctx context.Context, tenantID string, times []time.Time, evs []models.AuditEvent,
+	appended chan<- struct{}, hold <-chan struct{}) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		timed := make([]timedEvent, len(evs))
+		for i, ev := range evs {
+			timed[i] = timedEvent{at: times[i], ev: ev}
+		}
+		if err := appendTimed(tx, tenantID, timed...); err != nil {
+			return err
+		}
+		if appended != nil {
+			close(appended)
+		}
+		if hold != nil {
+			<-hold
+		}
+		return nil
+	})
+}
+
+// ChainWaitersForTest is how many PostgreSQL sessions wait for a tenant's
+// turn at its audit chain (appendAudit).
+func (s *Store) ChainWaitersForTest(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.WithContext(ctx).Raw("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = ? AND NOT granted",
+		chainLockSpace).Scan(&n).Error
+	return n, err
 }

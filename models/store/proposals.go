@@ -199,8 +199,7 @@ func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Prop
 	}
 	// The audit entry's body is made before the transaction, so that the
 	// one writer is not held for it.
-	audit := proposalCreatedEvent(p)
-	auditTpl, err := audit.Template(p.TenantID, ms(p.CreatedAt))
+	audit, err := prepared(p.TenantID, p.CreatedAt, proposalCreatedEvent(p))
 	if err != nil {
 		return nil, false, false, err
 	}
@@ -235,7 +234,7 @@ func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Prop
 		}
 		// The audit append stays last: on PostgreSQL it may wait for
 		// another transaction's append.
-		return appendOne(tx, p.TenantID, p.CreatedAt, audit, auditTpl)
+		return appendTimed(tx, p.TenantID, audit)
 	})
 	if commitUncertain(err) {
 		var stored proposalRow

@@ -138,13 +138,10 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		if !found {
 			return models.Errorf(models.EInternal, "the execution %s changed inside its own transaction", row.ID)
 		}
-		// The audit entries come last: on PostgreSQL the chain's head is
-		// held from the first append to the commit.
-		if err := appendAudit(tx, c.TenantID, c.Now, redeemed); err != nil {
-			return err
-		}
+		// The audit entries come last, in one statement: on PostgreSQL the
+		// chain is held from the append to the commit.
 		consumed, settled = true, done
-		return appendAudit(tx, c.TenantID, at, outcomeEvent(done))
+		return appendTimed(tx, c.TenantID, timedEvent{at: c.Now, ev: redeemed}, timedEvent{at: at, ev: outcomeEvent(done)})
 	})
 	if commitUncertain(err) {
 		return s.consumedAfterAll(ctx, c, row, err)
