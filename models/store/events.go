@@ -70,13 +70,21 @@ func (r deliveryRow) model(ev models.Event) models.Delivery {
 // them. Every state change calls it right after its conditional UPDATE
 // matched, so the event commits if and only if the change does.
 func (s *Store) recordEvent(tx *gorm.DB, tenantID, proposalID string, typ models.EventType, now time.Time, data map[string]any) error {
-	return s.recordEvents(tx, tenantID, proposalID, now, outboxEvent{typ, data})
+	return s.recordEvents(tx, tenantID, proposalID, now, outboxEvent{typ: typ, data: data})
 }
 
 // outboxEvent is one event recordEvents appends.
 type outboxEvent struct {
 	typ  models.EventType
 	data map[string]any
+	// For one of several changes that one statement made at once (an
+	// execute that moved the proposal through executing to its outcome):
+	// the status the event records instead of the proposal's, how many
+	// revisions before the proposal's it was, and when it happened (the
+	// zero time: recordEvents' now).
+	status models.Status
+	back   int64
+	at     time.Time
 }
 
 // recordEvents is recordEvent for several events of one change (a new
@@ -88,8 +96,8 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 	// the proposal joined with the events' own values.
 	ids := make([]string, len(evs))
 	values := make([]string, len(evs))
-	args := make([]any, 0, 3+3*len(evs)) // $1 time, $2 tenant, $3 proposal, then three per event
-	args = append(args, ms(now), tenantID, proposalID)
+	args := make([]any, 0, 2+6*len(evs)) // $1 tenant, $2 proposal, then six per event
+	args = append(args, tenantID, proposalID)
 	for i, ev := range evs {
 		payload := []byte("{}")
 		if len(ev.data) > 0 {
@@ -101,9 +109,15 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 		}
 		ids[i] = models.NewID("evt")
 		n := len(args)
-		values[i] = "SELECT CAST($" + strconv.Itoa(n+1) + " AS TEXT) AS id, CAST($" + strconv.Itoa(n+2) +
-			" AS TEXT) AS type, CAST($" + strconv.Itoa(n+3) + " AS TEXT) AS payload"
-		args = append(args, ids[i], string(ev.typ), string(payload))
+		p := func(k int) string { return "$" + strconv.Itoa(n+k) }
+		values[i] = "SELECT CAST(" + p(1) + " AS TEXT) AS id, CAST(" + p(2) + " AS TEXT) AS type, CAST(" + p(3) +
+			" AS TEXT) AS payload, CAST(" + p(4) + " AS TEXT) AS status, CAST(" + p(5) + " AS BIGINT) AS back, CAST(" +
+			p(6) + " AS BIGINT) AS created_at"
+		at := now
+		if !ev.at.IsZero() {
+			at = ev.at
+		}
+		args = append(args, ids[i], string(ev.typ), string(payload), string(ev.status), ev.back, ms(at))
 	}
 	agg := "group_concat(id, ',')"
 	if s.dialect == Postgres {
@@ -111,10 +125,11 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 	}
 	ctx, c := raw(tx)
 	rows, err := c.QueryContext(ctx, `INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
-		SELECT v.id, p.tenant_id, p.agent_id, p.id, v.type, p.status, p.revision, v.payload, CAST($1 AS BIGINT)
-		FROM proposals p CROSS JOIN (`+strings.Join(values, " UNION ALL ")+`) AS v WHERE p.tenant_id = $2 AND p.id = $3
-		RETURNING (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = $2 AND w.disabled_at IS NULL
-		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = $2 AND id = $3))) AS endpoints`,
+		SELECT v.id, p.tenant_id, p.agent_id, p.id, v.type, CASE WHEN v.status = '' THEN p.status ELSE v.status END,
+		  p.revision - v.back, v.payload, v.created_at
+		FROM proposals p CROSS JOIN (`+strings.Join(values, " UNION ALL ")+`) AS v WHERE p.tenant_id = $1 AND p.id = $2
+		RETURNING (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = $1 AND w.disabled_at IS NULL
+		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = $1 AND id = $2))) AS endpoints`,
 		args...)
 	if err != nil {
 		return err

@@ -246,6 +246,29 @@ func (s *Store) finish(tx *gorm.DB, tenantID, id string, attempt int, o Outcome,
 	return row, true, nil
 }
 
+// settled is r after outcome o was reached at now, as finish records it.
+func (r executionRow) settled(o Outcome, now time.Time) executionRow {
+	r.Status, r.UpdatedAt, r.ErrorCode, r.ErrorMessage = string(o.Status), ms(now), o.ErrorCode, o.ErrorMessage
+	r.LeaseUntil = ms(now)
+	if o.RetryAt.After(now) {
+		r.LeaseUntil = ms(o.RetryAt)
+	}
+	if o.ProviderRef != "" {
+		r.ProviderRef = o.ProviderRef
+	}
+	if o.Result != nil {
+		r.Result = string(o.Result)
+	}
+	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+		done := ms(now)
+		r.CompletedAt = &done
+		if o.Receipt != "" {
+			r.Receipt = o.Receipt
+		}
+	}
+	return r
+}
+
 // SetReceipt stores the signed receipt of a settled execution that has
 // none yet (settled before receipts were signed). The first one stored
 // stays; ok reports whether this one was.

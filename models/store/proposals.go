@@ -224,7 +224,7 @@ func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Prop
 		}
 		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
 		if err := s.recordEvents(tx, p.TenantID, p.ID, p.CreatedAt,
-			outboxEvent{models.EventCreated, data}, outboxEvent{models.StatusEvent(p.Status), data}); err != nil {
+			outboxEvent{typ: models.EventCreated, data: data}, outboxEvent{typ: models.StatusEvent(p.Status), data: data}); err != nil {
 			return err
 		}
 		if capped {

@@ -64,7 +64,9 @@ type Consume struct {
 // tenant, agent, proposal and an unexpired window), creates the execution
 // record for the request key and moves the proposal from confirmed to
 // executing; with c.Settle, the same transaction also performs the write
-// and records its outcome, and the execution returned is settled.
+// and records its outcome, and the execution returned is settled (the
+// execution and the proposal are then written once, settled: see
+// settleConsumed).
 // consumed=false (and nothing written) means another redemption, a
 // revocation or the expiry came first; the caller reads the token to tell
 // which. A downstream key that already has an execution for another digest
@@ -92,56 +94,30 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		if n == 0 {
 			return nil
 		}
-		ok, err := insertExecution(tx, &row)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			var otherDigest string
-			if err := conn.QueryRowContext(ctx, "SELECT args_digest FROM executions WHERE tenant_id = $1 AND downstream_key = $2",
-				c.TenantID, c.Execution.DownstreamKey).Scan(&otherDigest); err != nil {
-				if errors.Is(err, sql.ErrNoRows) {
-					// The insert conflicts only on the downstream key.
-					return models.Errorf(models.EInternal, "execution insert refused, yet no execution holds its downstream key")
-				}
+		if c.Settle != nil {
+			done, err := s.settleConsumed(tx, c, row)
+			if err != nil {
 				return err
 			}
-			if otherDigest != row.ArgsDigest {
-				return models.Errorf(models.EIdempotencyKeyReuse, "request key %q was used for other arguments", row.RequestKey)
-			}
-			return models.Errorf(models.EAlreadyConsumed, "request key %q already has an execution", row.RequestKey)
+			consumed, settled = true, done
+			return nil
+		}
+		if err := s.claimKey(tx, c, &row); err != nil {
+			return err
 		}
 		moved, err := transition(tx, c.TenantID, c.ProposalID, models.StatusExecuting, c.Now, "status = ?", string(models.StatusConfirmed))
 		if err != nil {
 			return err
 		}
 		if !moved {
-			return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
+			return errNoLongerConfirmed()
 		}
 		if err := s.recordEvent(tx, c.TenantID, c.ProposalID, models.StatusEvent(models.StatusExecuting), c.Now,
 			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
 			return err
 		}
-		redeemed := executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil)
-		if c.Settle == nil {
-			consumed = true
-			return appendAudit(tx, c.TenantID, c.Now, redeemed)
-		}
-		o, at, err := c.Settle(tx, row.model())
-		if err != nil {
-			return err
-		}
-		done, found, err := s.finish(tx, c.TenantID, row.ID, row.Attempts, o, at)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return models.Errorf(models.EInternal, "the execution %s changed inside its own transaction", row.ID)
-		}
-		// The audit entries come last, in one statement: on PostgreSQL the
-		// chain is held from the append to the commit.
-		consumed, settled = true, done
-		return appendTimed(tx, c.TenantID, timedEvent{at: c.Now, ev: redeemed}, timedEvent{at: at, ev: outcomeEvent(done)})
+		consumed = true
+		return appendAudit(tx, c.TenantID, c.Now, executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil))
 	})
 	if commitUncertain(err) {
 		return s.consumedAfterAll(ctx, c, row, err)
@@ -153,6 +129,80 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 		return settled.model(), true, nil
 	}
 	return row.model(), true, nil
+}
+
+func errNoLongerConfirmed() error {
+	return models.Errorf(models.EInvalidState, "the proposal is no longer confirmed")
+}
+
+// claimKey inserts the execution row, which claims its downstream key. A
+// key that already has an execution for other arguments is
+// EIdempotencyKeyReuse, for the same arguments EAlreadyConsumed.
+func (s *Store) claimKey(tx *gorm.DB, c Consume, row *executionRow) error {
+	ok, err := insertExecution(tx, row)
+	if err != nil || ok {
+		return err
+	}
+	ctx, conn := raw(tx)
+	var otherDigest string
+	if err := conn.QueryRowContext(ctx, "SELECT args_digest FROM executions WHERE tenant_id = $1 AND downstream_key = $2",
+		c.TenantID, c.Execution.DownstreamKey).Scan(&otherDigest); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			// The insert conflicts only on the downstream key.
+			return models.Errorf(models.EInternal, "execution insert refused, yet no execution holds its downstream key")
+		}
+		return err
+	}
+	if otherDigest != row.ArgsDigest {
+		return models.Errorf(models.EIdempotencyKeyReuse, "request key %q was used for other arguments", row.RequestKey)
+	}
+	return models.Errorf(models.EAlreadyConsumed, "request key %q already has an execution", row.RequestKey)
+}
+
+// settleConsumed is the rest of a consumption whose write joins its
+// transaction (c.Settle), after the token's UPDATE: the write, then the
+// execution, the proposal and its events as they stand after it, each
+// written once. Nobody can see the transaction before it commits, so the
+// proposal goes from confirmed to the outcome in one UPDATE (two revisions
+// on, as through executing) and the execution is inserted settled, while
+// the events still tell both steps, executing and the outcome, as for a
+// write made outside the transaction. The checks that come first when the
+// write is outside it (the downstream key unclaimed, the proposal still
+// confirmed) come after the write here: if one fails, the transaction rolls
+// the write back with everything else.
+func (s *Store) settleConsumed(tx *gorm.DB, c Consume, row executionRow) (executionRow, error) {
+	o, at, err := c.Settle(tx, row.model())
+	if err != nil {
+		return executionRow{}, err
+	}
+	done := row.settled(o, at)
+	if err := s.claimKey(tx, c, &done); err != nil {
+		return executionRow{}, err
+	}
+	ctx, conn := raw(tx)
+	n, err := execCount(ctx, conn, "UPDATE proposals SET status = $1, revision = revision + 2, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status = $5",
+		done.Status, ms(at), c.TenantID, c.ProposalID, string(models.StatusConfirmed))
+	if err != nil {
+		return executionRow{}, err
+	}
+	if n == 0 {
+		return executionRow{}, errNoLongerConfirmed()
+	}
+	outcome := map[string]any{"execution_id": done.ID, "attempt": done.Attempts}
+	if done.ErrorCode != "" {
+		outcome["error_code"] = done.ErrorCode
+	}
+	if err := s.recordEvents(tx, c.TenantID, c.ProposalID, at,
+		outboxEvent{typ: models.StatusEvent(models.StatusExecuting), data: map[string]any{"execution_id": row.ID, "attempt": 1},
+			status: models.StatusExecuting, back: 1, at: c.Now},
+		outboxEvent{typ: models.StatusEvent(models.Status(done.Status)), data: outcome}); err != nil {
+		return executionRow{}, err
+	}
+	// The audit entries come last, in one statement: on PostgreSQL the
+	// chain is held from the append to the commit.
+	return done, appendTimed(tx, c.TenantID,
+		timedEvent{at: c.Now, ev: executionEvent(models.AuditTokenConsumed, c.AgentID, row, nil)},
+		timedEvent{at: at, ev: outcomeEvent(done)})
 }
 
 // consumedAfterAll settles a consumption whose commit failed by reading the

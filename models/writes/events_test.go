@@ -69,6 +69,24 @@ func TestEveryStateChangeLeavesAnEvent(t *testing.T) {
 		if last := evs[len(evs)-1]; last.Revision != final.Revision || last.Status != models.StatusSucceeded {
 			t.Errorf("last event: revision %d status %s; proposal: %d %s", last.Revision, last.Status, final.Revision, final.Status)
 		}
+		// The demo ledger writes in the consuming transaction, where the
+		// proposal moves to its outcome in one UPDATE; its events still
+		// tell each step, with the revision and status it had.
+		byType := map[models.EventType]models.Event{}
+		for _, ev := range evs {
+			if ev.ProposalID == p.ID {
+				byType[ev.Type] = ev
+			}
+		}
+		confirmed, executing, succeeded := byType["proposal.confirmed"], byType["execution.executing"], byType["execution.succeeded"]
+		if executing.Status != models.StatusExecuting || executing.Revision != confirmed.Revision+1 ||
+			succeeded.Revision != confirmed.Revision+2 || final.Revision != confirmed.Revision+2 {
+			t.Errorf("confirmed at revision %d; executing event %s at %d, succeeded at %d; proposal at %d",
+				confirmed.Revision, executing.Status, executing.Revision, succeeded.Revision, final.Revision)
+		}
+		if !strings.Contains(string(executing.Data), final.Execution.ID) || !strings.Contains(string(succeeded.Data), final.Execution.ID) {
+			t.Errorf("execution events %s and %s do not name execution %s", executing.Data, succeeded.Data, final.Execution.ID)
+		}
 
 		d := e.propose("ord_1014", 100)
 		if _, err := e.svc.Decline(e.ctx, writes.DeclineInput{Reviewer: e.alice, ProposalID: d.ID, DigestSeen: d.ArgsDigest, Reason: "no"}); err != nil {

@@ -165,3 +165,60 @@ func TestInDatabaseWriteRefusesAnotherDatabase(t *testing.T) {
 		t.Fatalf("the other database's ledger recorded %d writes (%v)", n, err)
 	}
 }
+
+// The checks that come before the write when the business system is
+// outside the database — the proposal still confirmed, its downstream key
+// unclaimed — come after it when the write joins the consuming
+// transaction; failing, they roll the write back with the rest. Here the
+// database is made to contradict the token behind the protocol's back (a
+// proposal revoked while its token stays issued, an execution that already
+// holds the key), then put right.
+func TestInDatabaseWriteUndoneByTheChecksAfterIt(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if err := e.store.Gorm().Exec(q, args...).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			name   string
+			code   models.Code
+			break_ func(p *models.Proposal) (undo func())
+		}{
+			{"proposal no longer confirmed", models.EInvalidState, func(p *models.Proposal) func() {
+				exec("UPDATE proposals SET status = 'revoked' WHERE id = ?", p.ID)
+				return func() { exec("UPDATE proposals SET status = 'confirmed' WHERE id = ?", p.ID) }
+			}},
+			{"downstream key claimed", models.EIdempotencyKeyReuse, func(p *models.Proposal) func() {
+				// The other execution has a proposal and a token of its
+				// own (both columns are unique).
+				other := e.confirm(e.propose("ord_1002", 300))
+				exec(`INSERT INTO executions (id, tenant_id, proposal_id, token_jti, request_key, operation, args_digest, status,
+				  attempts, lease_until, created_at, updated_at, downstream_key)
+				 VALUES ('exe_other', ?, ?, ?, 'rk_other', 'refund_order', 'sha256:other', 'succeeded', 1, 0, 0, 0, ?)`,
+					e.tenant, other.ID, other.Token.JTI, e.downstreamKey(p))
+				return func() { exec("DELETE FROM executions WHERE id = 'exe_other'") }
+			}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				p := e.confirm(e.propose("ord_1001", 300))
+				undo := c.break_(p)
+				before := e.trail(p)
+				_, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+				wantCode(t, err, c.code)
+				if after := e.trail(p); after != before {
+					t.Fatalf("after the refused execute:\n got %+v\nwant %+v", after, before)
+				}
+				undo()
+				ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+				if err != nil || ex.Status != models.StatusSucceeded {
+					t.Fatalf("the same token again: %+v %v", ex, err)
+				}
+				if after := e.trail(p); after.refunded != before.refunded+300 || after.ledgerTimes != 1 {
+					t.Fatalf("after the retry: %+v (before %+v)", after, before)
+				}
+			})
+		}
+	})
+}
