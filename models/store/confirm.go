@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"time"
@@ -57,50 +58,82 @@ func queryDecisions(tx *gorm.DB, proposalIDs []string) ([]models.Decision, error
 		args[i] = id
 	}
 	ctx, c := raw(tx)
-	rows, err := c.QueryContext(ctx, `SELECT d.id, d.proposal_id, d.user_id, d.kind, d.reason, d.digest_seen, d.effect_seen, d.amr,
- d.evidence, d.created_at, d.voided_at, u.name, u.created_at, u.created_by, e.name, u.password_reset_at, u.password_reset_by, r.name
-FROM decisions AS d JOIN users u ON u.id = d.user_id
- LEFT JOIN users e ON e.id = u.created_by AND e.tenant_id = u.tenant_id
- LEFT JOIN users r ON r.id = u.password_reset_by AND r.tenant_id = u.tenant_id
+	rows, err := c.QueryContext(ctx, `SELECT `+decisionCols+`
+FROM decisions AS d `+decisionUsers+`
 WHERE d.proposal_id IN (`+placeholders(1, len(args))+`) ORDER BY d.created_at, d.id`, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []models.Decision
+	out := []models.Decision{}
 	for rows.Next() {
-		var (
-			row                          decisionRow
-			userName, createdBy, resetBy string
-			userCreatedAt                int64
-			passwordResetAt              *int64
-			enrollerName, resetterName   *string
-		)
-		if err := rows.Scan(&row.ID, &row.ProposalID, &row.UserID, &row.Kind, &row.Reason, &row.DigestSeen, &row.EffectSeen,
-			&row.AMR, &row.Evidence, &row.CreatedAt, &row.VoidedAt, &userName, &userCreatedAt, &createdBy, &enrollerName,
-			&passwordResetAt, &resetBy, &resetterName); err != nil {
+		var ds decisionScan
+		if err := rows.Scan(ds.dest()...); err != nil {
 			return nil, err
 		}
-		d := models.Decision{ID: row.ID, ProposalID: row.ProposalID, UserID: row.UserID, UserName: userName,
-			Kind: models.DecisionKind(row.Kind), Reason: row.Reason, DigestSeen: row.DigestSeen, EffectSeen: row.EffectSeen,
-			CreatedAt: fromMS(row.CreatedAt), VoidedAt: fromMSPtr(row.VoidedAt)}
-		d.Decider = models.Enrolment{EnrolledBy: nameOf(createdBy, enrollerName), EnrolledAt: fromMS(userCreatedAt),
-			PasswordResetBy: nameOf(resetBy, resetterName), PasswordResetAt: fromMSPtr(passwordResetAt)}
-		if row.Evidence != "" {
-			d.Evidence = json.RawMessage(row.Evidence)
-		}
-		if err := json.Unmarshal([]byte(row.AMR), &d.AMR); err != nil {
+		d, ok, err := ds.decision()
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, d)
+		if ok {
+			out = append(out, d)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	return out, rows.Err()
+}
+
+// decisionCols are the columns of a decision and its decider that
+// decisionScan reads, from decisions d joined with decisionUsers.
+const decisionCols = `d.id, d.proposal_id, d.user_id, d.kind, d.reason, d.digest_seen, d.effect_seen, d.amr,
+ d.evidence, d.created_at, d.voided_at, u.id, u.name, u.created_at, u.created_by, e.name, u.password_reset_at,
+ u.password_reset_by, r.name`
+
+// decisionUsers joins a decision d with its decider u, who enrolled them
+// (e) and who last reset their password (r). A decision whose decider is
+// missing is left out (decisionScan.decision).
+const decisionUsers = `LEFT JOIN users u ON u.id = d.user_id
+ LEFT JOIN users e ON e.id = u.created_by AND e.tenant_id = u.tenant_id
+ LEFT JOIN users r ON r.id = u.password_reset_by AND r.tenant_id = u.tenant_id`
+
+// decisionScan receives decisionCols, all of which may be NULL: the
+// decisions may be LEFT JOINed to a row that has none.
+type decisionScan struct {
+	id, proposalID, userID, kind, reason, digestSeen, effectSeen, amr, evidence sql.NullString
+	createdAt                                                                   sql.NullInt64
+	voidedAt                                                                    *int64
+	deciderID, userName                                                         sql.NullString
+	userCreatedAt                                                               sql.NullInt64
+	createdBy                                                                   sql.NullString
+	enrollerName                                                                *string
+	passwordResetAt                                                             *int64
+	resetBy                                                                     sql.NullString
+	resetterName                                                                *string
+}
+
+func (s *decisionScan) dest() []any {
+	return []any{&s.id, &s.proposalID, &s.userID, &s.kind, &s.reason, &s.digestSeen, &s.effectSeen, &s.amr,
+		&s.evidence, &s.createdAt, &s.voidedAt, &s.deciderID, &s.userName, &s.userCreatedAt, &s.createdBy, &s.enrollerName,
+		&s.passwordResetAt, &s.resetBy, &s.resetterName}
+}
+
+// decision is the decision scanned; ok is false when the row holds none,
+// or one whose decider is missing.
+func (s *decisionScan) decision() (d models.Decision, ok bool, err error) {
+	if !s.id.Valid || !s.deciderID.Valid {
+		return models.Decision{}, false, nil
 	}
-	if out == nil {
-		out = []models.Decision{}
+	d = models.Decision{ID: s.id.String, ProposalID: s.proposalID.String, UserID: s.userID.String, UserName: s.userName.String,
+		Kind: models.DecisionKind(s.kind.String), Reason: s.reason.String, DigestSeen: s.digestSeen.String,
+		EffectSeen: s.effectSeen.String, CreatedAt: fromMS(s.createdAt.Int64), VoidedAt: fromMSPtr(s.voidedAt)}
+	d.Decider = models.Enrolment{EnrolledBy: nameOf(s.createdBy.String, s.enrollerName), EnrolledAt: fromMS(s.userCreatedAt.Int64),
+		PasswordResetBy: nameOf(s.resetBy.String, s.resetterName), PasswordResetAt: fromMSPtr(s.passwordResetAt)}
+	if s.evidence.String != "" {
+		d.Evidence = json.RawMessage(s.evidence.String)
 	}
-	return out, nil
+	if err := json.Unmarshal([]byte(s.amr.String), &d.AMR); err != nil {
+		return models.Decision{}, false, err
+	}
+	return d, true, nil
 }
 
 func nameOf(id string, name *string) string {

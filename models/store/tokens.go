@@ -238,12 +238,13 @@ func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRo
 // is consumed, and what the execution's receipt names: the stored
 // proposal's snapshot with its decisions (and a mandate's grantors), without
 // its token, execution or agent name, and the token recorded under jti, nil
-// when there is none. The proposal and the token come from one statement;
-// the decisions are read after it, so that a token read as issued or
-// consumed guarantees they are final (a proposal's approvals are fixed once
-// its token is issued). Nothing is locked: these reads only choose the
-// answer, and ConsumeToken's conditional UPDATE decides. On SQLite they run
-// on the reader pool, so they never queue behind the writer.
+// when there is none (and then no decisions either). The proposal, the
+// token and the decisions come from one statement, so they are one snapshot:
+// a token read as issued or consumed guarantees that the decisions read
+// with it are final (a proposal's approvals are fixed once its token is
+// issued, in the transaction that issues it). Nothing is locked: these reads
+// only choose the answer, and ConsumeToken's conditional UPDATE decides. On
+// SQLite they run on the reader pool, so they never queue behind the writer.
 func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
 	db := s.read.WithContext(ctx)
 	qctx, c := raw(db)
@@ -253,15 +254,37 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 			jti, tenantID, proposalID, agentID, kid, status, compact, executionID sql.NullString
 			issuedAt, expiresAt, consumedAt                                       sql.NullInt64
 		}
+		ds        decisionScan
+		decisions = []models.Decision{}
+		found     bool
 	)
 	dest := append(pr.fields(), &tok.jti, &tok.tenantID, &tok.proposalID, &tok.agentID, &tok.kid, &tok.status, &tok.compact,
 		&tok.issuedAt, &tok.expiresAt, &tok.consumedAt, &tok.executionID)
-	err := c.QueryRowContext(qctx, redemptionSQL, jti, tenantID, proposalID).Scan(dest...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
-	}
+	dest = append(dest, ds.dest()...)
+	rows, err := c.QueryContext(qctx, redemptionSQL, jti, tenantID, proposalID)
 	if err != nil {
 		return nil, nil, dbErr(err)
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, nil, dbErr(err)
+		}
+		found = true
+		d, ok, err := ds.decision()
+		if err != nil {
+			rows.Close()
+			return nil, nil, dbErr(err)
+		}
+		if ok {
+			decisions = append(decisions, d)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, nil, dbErr(err)
+	}
+	if !found {
+		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
 	}
 	p, err := pr.model("")
 	if err != nil {
@@ -276,9 +299,7 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 	if !tok.jti.Valid {
 		return p, nil, nil
 	}
-	if p.Decisions, err = loadDecisions(db, p.ID); err != nil {
-		return nil, nil, dbErr(err)
-	}
+	p.Decisions = decisions
 	row := tokenRow{JTI: tok.jti.String, TenantID: tok.tenantID.String, ProposalID: tok.proposalID.String,
 		AgentID: tok.agentID.String, KID: tok.kid.String, Status: tok.status.String, Compact: tok.compact.String,
 		IssuedAt: tok.issuedAt.Int64, ExpiresAt: tok.expiresAt.Int64}
@@ -293,11 +314,15 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 }
 
 // redemptionSQL reads a proposal and, beside it, the tenant's token with a
-// given jti (whichever proposal that token confirms; the caller checks).
+// given jti (whichever proposal that token confirms; the caller checks)
+// and, when there is that token, the proposal's decisions: one row per
+// decision, in their order, or one row without any.
 const redemptionSQL = `SELECT ` + proposalCols + `, t.jti, t.tenant_id, t.proposal_id, t.agent_id, t.kid, t.status, t.compact,
- t.issued_at, t.expires_at, t.consumed_at, t.execution_id
+ t.issued_at, t.expires_at, t.consumed_at, t.execution_id, ` + decisionCols + `
 FROM proposals p LEFT JOIN tokens t ON t.tenant_id = p.tenant_id AND t.jti = $1
-WHERE p.tenant_id = $2 AND p.id = $3`
+ LEFT JOIN decisions d ON t.jti IS NOT NULL AND d.proposal_id = p.id
+ ` + decisionUsers + `
+WHERE p.tenant_id = $2 AND p.id = $3 ORDER BY d.created_at, d.id`
 
 // RevokeToken withdraws a confirmation, in one transaction, while that can
 // still prevent a write:

@@ -2,6 +2,7 @@ package writes_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -365,6 +366,19 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 		c, _ := e.tokens.Verify(e.ctx, got.Token.Compact)
 		if len(c.Approvers) != 2 || !contains(c.AMR, "webauthn") {
 			t.Errorf("token approvers %v amr %v", c.Approvers, c.AMR)
+		}
+		// Redeeming reads the proposal, its token and both decisions in
+		// one statement: the same decisions, in the same order, as a read
+		// of the proposal; none beside no token.
+		rp, tok, err := e.store.Redemption(e.ctx, e.tenant, p.ID, got.Token.JTI)
+		if err != nil || tok == nil || tok.JTI != got.Token.JTI {
+			t.Fatalf("redemption: token %+v, %v", tok, err)
+		}
+		if len(rp.Decisions) != 2 || !reflect.DeepEqual(rp.Decisions, got.Decisions) {
+			t.Errorf("redemption's decisions\n %+v\nproposal's\n %+v", rp.Decisions, got.Decisions)
+		}
+		if rp, tok, err := e.store.Redemption(e.ctx, e.tenant, p.ID, "jti_none"); err != nil || tok != nil || rp.Decisions != nil {
+			t.Errorf("redemption of an unknown jti: token %+v, decisions %v, %v", tok, rp.Decisions, err)
 		}
 	})
 }
