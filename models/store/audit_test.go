@@ -50,6 +50,29 @@ func checkChain(t *testing.T, tenantID string, entries []models.AuditEntry, n in
 	}
 }
 
+// sharedStores opens n stores over one fresh database of kind (as n
+// servers would have), migrated, closed at the test's end.
+func sharedStores(t *testing.T, kind string, n int, opts store.Options) []*store.Store {
+	t.Helper()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	if kind == "postgres" {
+		url = pgtest.DSN(t)
+	}
+	stores := make([]*store.Store, n)
+	for i := range stores {
+		st, err := store.Open(url, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if _, err := st.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = st
+	}
+	return stores
+}
+
 // TestAuditChainUnderConcurrency: 100 goroutines append to one tenant's
 // chain through 3 store instances (3 connection pools, as 3 servers would
 // have) over the same database: every append lands, with no fork and no gap,
@@ -62,29 +85,13 @@ func TestAuditChainUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
-			if kind == "postgres" {
-				url = pgtest.DSN(t)
-			}
 			ctx := context.Background()
-			var stores []*store.Store
 			var inserts atomic.Int64
-			count := func(q string) {
+			stores := sharedStores(t, kind, 3, store.Options{OnStatement: func(q string) {
 				if strings.Contains(q, "INSERT INTO audit_entries") {
 					inserts.Add(1)
 				}
-			}
-			for i := 0; i < 3; i++ {
-				st, err := store.Open(url, store.Options{OnStatement: count})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
-				if _, err := st.Migrate(ctx); err != nil {
-					t.Fatal(err)
-				}
-				stores = append(stores, st)
-			}
+			}})
 			d := seed(t, stores[0])
 			tenant := d.Tenant.ID
 			base, err := stores[0].Head(ctx, tenant)
@@ -271,23 +278,8 @@ func TestOneSweepAppendsToEachTenantsChain(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
-			if kind == "postgres" {
-				url = pgtest.DSN(t)
-			}
 			ctx := context.Background()
-			var stores []*store.Store
-			for range 2 {
-				st, err := store.Open(url, store.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
-				if _, err := st.Migrate(ctx); err != nil {
-					t.Fatal(err)
-				}
-				stores = append(stores, st)
-			}
+			stores := sharedStores(t, kind, 2, store.Options{})
 			st := stores[0]
 			d := seed(t, st)
 			other, err := st.CreateTenant(ctx, "other")
@@ -364,15 +356,8 @@ func TestOneSweepAppendsToEachTenantsChain(t *testing.T) {
 // alone would have linked it to a first that was never stored.)
 func TestAppendAfterWaitingForTheChain(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(pgtest.DSN(t), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sharedStores(t, "postgres", 1, store.Options{})[0]
 	ctx := context.Background()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	tenant := seed(t, st).Tenant.ID
 	base, err := st.Head(ctx, tenant)
 	if err != nil {
