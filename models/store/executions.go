@@ -206,12 +206,8 @@ func (s *Store) FinishExecution(ctx context.Context, tenantID, id string, attemp
 // the attempt no longer owns it). The caller appends the audit entry.
 func (s *Store) finish(tx *gorm.DB, tenantID, id string, attempt int, o Outcome, now time.Time) (executionRow, bool, error) {
 	set := "status = $1, updated_at = $2, error_code = $3, error_message = $4, lease_until = $5"
-	lease := ms(now)
-	if o.RetryAt.After(now) {
-		lease = ms(o.RetryAt)
-	}
 	args := make([]any, 0, 13)
-	args = append(args, string(o.Status), ms(now), o.ErrorCode, o.ErrorMessage, lease)
+	args = append(args, string(o.Status), ms(now), o.ErrorCode, o.ErrorMessage, o.leaseUntil(now))
 	add := func(col string, v any) {
 		args = append(args, v)
 		set += ", " + col + " = $" + strconv.Itoa(len(args))
@@ -222,7 +218,7 @@ func (s *Store) finish(tx *gorm.DB, tenantID, id string, attempt int, o Outcome,
 	if o.Result != nil {
 		add("result", string(o.Result))
 	}
-	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+	if o.completes() {
 		add("completed_at", ms(now))
 		if o.Receipt != "" {
 			add("receipt", o.Receipt)
@@ -246,20 +242,33 @@ func (s *Store) finish(tx *gorm.DB, tenantID, id string, attempt int, o Outcome,
 	return row, true, nil
 }
 
+// leaseUntil is how long the execution stays held after outcome o, reached
+// at now: to RetryAt when the business system is to be asked again later,
+// otherwise not past now.
+func (o Outcome) leaseUntil(now time.Time) int64 {
+	if o.RetryAt.After(now) {
+		return ms(o.RetryAt)
+	}
+	return ms(now)
+}
+
+// completes reports whether outcome o ends the execution (it then has a
+// completion time and may carry a receipt).
+func (o Outcome) completes() bool {
+	return o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal
+}
+
 // settled is r after outcome o was reached at now, as finish records it.
 func (r executionRow) settled(o Outcome, now time.Time) executionRow {
 	r.Status, r.UpdatedAt, r.ErrorCode, r.ErrorMessage = string(o.Status), ms(now), o.ErrorCode, o.ErrorMessage
-	r.LeaseUntil = ms(now)
-	if o.RetryAt.After(now) {
-		r.LeaseUntil = ms(o.RetryAt)
-	}
+	r.LeaseUntil = o.leaseUntil(now)
 	if o.ProviderRef != "" {
 		r.ProviderRef = o.ProviderRef
 	}
 	if o.Result != nil {
 		r.Result = string(o.Result)
 	}
-	if o.Status == models.StatusSucceeded || o.Status == models.StatusFailedTerminal {
+	if o.completes() {
 		done := ms(now)
 		r.CompletedAt = &done
 		if o.Receipt != "" {
@@ -308,11 +317,17 @@ func (s *Store) mirror(tx *gorm.DB, row executionRow, now time.Time) error {
 	if err != nil || n == 0 {
 		return err
 	}
+	return s.recordEvent(tx, row.TenantID, row.ProposalID, models.StatusEvent(models.Status(row.Status)), now, executionData(row))
+}
+
+// executionData is the data of the event of an execution's change: which
+// execution, which attempt and, for a failure, its code.
+func executionData(row executionRow) map[string]any {
 	data := map[string]any{"execution_id": row.ID, "attempt": row.Attempts}
 	if row.ErrorCode != "" {
 		data["error_code"] = row.ErrorCode
 	}
-	return s.recordEvent(tx, row.TenantID, row.ProposalID, models.StatusEvent(models.Status(row.Status)), now, data)
+	return data
 }
 
 // Execution returns an execution of the tenant, or ENotFound.

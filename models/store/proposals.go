@@ -591,6 +591,33 @@ func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Tim
 	return n == 1, err
 }
 
+// transitionThrough is transition for a change through via to to that one
+// transaction makes whole, so that nobody sees via: the proposal moves
+// from a state via may be reached from straight to to, two revisions on
+// (one per step, as two transitions would). to must follow via in the
+// state machine (EInternal otherwise); extra narrows the states moved
+// from, as in transition.
+func transitionThrough(tx *gorm.DB, tenantID, id string, via, to models.Status, now time.Time, extra string, args ...any) (bool, error) {
+	if !models.CanTransition(via, to) {
+		return false, models.Errorf(models.EInternal, "no transition from %s to %s", via, to)
+	}
+	from := models.Sources(via)
+	q := "UPDATE proposals SET status = $1, revision = revision + 2, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (" +
+		placeholders(5, len(from)) + ")"
+	vals := make([]any, 0, 4+len(from)+len(args))
+	vals = append(vals, string(to), ms(now), tenantID, id)
+	for _, f := range from {
+		vals = append(vals, string(f))
+	}
+	if extra != "" {
+		q += " AND " + numbered(extra, 5+len(from))
+		vals = append(vals, args...)
+	}
+	ctx, c := raw(tx)
+	n, err := execCount(ctx, c, q, vals...)
+	return n == 1, err
+}
+
 // Cancel withdraws a proposal that still awaits confirmation, for the agent
 // that proposed it. ENotFound for unknown, foreign or other agents'
 // proposals; EProposalExpired or EInvalidState when it no longer waits.

@@ -113,7 +113,7 @@ func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execut
 			return errNoLongerConfirmed()
 		}
 		if err := s.recordEvent(tx, c.TenantID, c.ProposalID, models.StatusEvent(models.StatusExecuting), c.Now,
-			map[string]any{"execution_id": row.ID, "attempt": 1}); err != nil {
+			executionData(row)); err != nil {
 			return err
 		}
 		consumed = true
@@ -169,7 +169,8 @@ func (s *Store) claimKey(tx *gorm.DB, c Consume, row *executionRow) error {
 // write made outside the transaction. The checks that come first when the
 // write is outside it (the downstream key unclaimed, the proposal still
 // confirmed) come after the write here: if one fails, the transaction rolls
-// the write back with everything else.
+// the write back with everything else. The proposal's move goes through
+// the state machine as the two steps would (transitionThrough).
 func (s *Store) settleConsumed(tx *gorm.DB, c Consume, row executionRow) (executionRow, error) {
 	o, at, err := c.Settle(tx, row.model())
 	if err != nil {
@@ -179,23 +180,18 @@ func (s *Store) settleConsumed(tx *gorm.DB, c Consume, row executionRow) (execut
 	if err := s.claimKey(tx, c, &done); err != nil {
 		return executionRow{}, err
 	}
-	ctx, conn := raw(tx)
-	n, err := execCount(ctx, conn, "UPDATE proposals SET status = $1, revision = revision + 2, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status = $5",
-		done.Status, ms(at), c.TenantID, c.ProposalID, string(models.StatusConfirmed))
+	moved, err := transitionThrough(tx, c.TenantID, c.ProposalID, models.StatusExecuting, models.Status(done.Status), at,
+		"status = ?", string(models.StatusConfirmed))
 	if err != nil {
 		return executionRow{}, err
 	}
-	if n == 0 {
+	if !moved {
 		return executionRow{}, errNoLongerConfirmed()
 	}
-	outcome := map[string]any{"execution_id": done.ID, "attempt": done.Attempts}
-	if done.ErrorCode != "" {
-		outcome["error_code"] = done.ErrorCode
-	}
 	if err := s.recordEvents(tx, c.TenantID, c.ProposalID, at,
-		outboxEvent{typ: models.StatusEvent(models.StatusExecuting), data: map[string]any{"execution_id": row.ID, "attempt": 1},
+		outboxEvent{typ: models.StatusEvent(models.StatusExecuting), data: executionData(row),
 			status: models.StatusExecuting, back: 1, at: c.Now},
-		outboxEvent{typ: models.StatusEvent(models.Status(done.Status)), data: outcome}); err != nil {
+		outboxEvent{typ: models.StatusEvent(models.Status(done.Status)), data: executionData(done)}); err != nil {
 		return executionRow{}, err
 	}
 	// The audit entries come last, in one statement: on PostgreSQL the
