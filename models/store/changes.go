@@ -18,7 +18,9 @@ const changeChannel = "countersign_proposals"
 // in pg_stat_activity.
 const ListenerApplicationName = "countersign-listen"
 
-// Change is one proposal change announced by an instance.
+// Change is one proposal change announced by an instance. On PostgreSQL
+// the transaction that records a change's events announces it (see
+// recordEvents), so every committed change is announced and no other is.
 type Change struct {
 	// Source is the announcing instance, so that it can skip its own.
 	Source   string
@@ -26,19 +28,9 @@ type Change struct {
 	ID       string
 }
 
-// Announce tells every instance listening on the database that a proposal
-// changed (PostgreSQL NOTIFY). On SQLite, where one process owns the
-// database, it does nothing.
-func (s *Store) Announce(ctx context.Context, c Change) error {
-	if s.dialect != Postgres {
-		return nil
-	}
-	payload := c.Source + " " + c.TenantID + " " + c.ID
-	if err := s.db.WithContext(ctx).Exec("SELECT pg_notify(?, ?)", changeChannel, payload).Error; err != nil {
-		return dbErr(err)
-	}
-	return nil
-}
+// payload is the change as NOTIFY carries it: "source tenant proposal".
+// The ids never hold spaces.
+func (c Change) payload() string { return c.Source + " " + c.TenantID + " " + c.ID }
 
 // ForeignWriteInterval is how often, on SQLite, the store looks whether
 // another process (the command line, e.g. `review approve`) wrote to the

@@ -96,7 +96,7 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 	// the proposal joined with the events' own values.
 	ids := make([]string, len(evs))
 	values := make([]string, len(evs))
-	args := make([]any, 0, 2+6*len(evs)) // $1 tenant, $2 proposal, then six per event
+	args := make([]any, 0, 4+6*len(evs)) // $1 tenant, $2 proposal, six per event, the announcement's two
 	args = append(args, tenantID, proposalID)
 	for i, ev := range evs {
 		payload := []byte("{}")
@@ -119,9 +119,16 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 		}
 		args = append(args, ids[i], string(ev.typ), string(payload), string(ev.status), ev.back, ms(at))
 	}
-	agg := "group_concat(id, ',')"
+	// On PostgreSQL the same statement announces the change to every
+	// instance (NOTIFY, delivered when the transaction commits, and only
+	// then; the events of one change share one notification): every change
+	// records its events here, so none goes unannounced, and announcing
+	// costs no round trip of its own.
+	agg, announce := "group_concat(id, ',')", "''"
 	if s.dialect == Postgres {
 		agg = "string_agg(id, ',')"
+		args = append(args, changeChannel, Change{Source: s.instanceID(), TenantID: tenantID, ID: proposalID}.payload())
+		announce = "CAST(pg_notify($" + strconv.Itoa(len(args)-1) + ", $" + strconv.Itoa(len(args)) + ") AS TEXT)"
 	}
 	ctx, c := raw(tx)
 	rows, err := c.QueryContext(ctx, `INSERT INTO events (id, tenant_id, agent_id, proposal_id, type, status, revision, payload, created_at)
@@ -129,17 +136,19 @@ func (s *Store) recordEvents(tx *gorm.DB, tenantID, proposalID string, now time.
 		  p.revision - v.back, v.payload, v.created_at
 		FROM proposals p CROSS JOIN (`+strings.Join(values, " UNION ALL ")+`) AS v WHERE p.tenant_id = $1 AND p.id = $2
 		RETURNING (SELECT `+agg+` FROM webhook_endpoints w WHERE w.tenant_id = $1 AND w.disabled_at IS NULL
-		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = $1 AND id = $2))) AS endpoints`,
+		  AND (w.agent_id IS NULL OR w.agent_id = (SELECT agent_id FROM proposals WHERE tenant_id = $1 AND id = $2))) AS endpoints,
+		  `+announce+` AS announced`,
 		args...)
 	if err != nil {
 		return err
 	}
 	var (
-		got  int
-		list sql.NullString
+		got       int
+		list      sql.NullString
+		announced string
 	)
 	for rows.Next() {
-		if err := rows.Scan(&list); err != nil {
+		if err := rows.Scan(&list, &announced); err != nil {
 			rows.Close()
 			return err
 		}

@@ -63,7 +63,7 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	return out, nil
 }
 
@@ -189,7 +189,7 @@ func (s *Service) decline(ctx context.Context, in DeclineInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	return out, nil
 }
 
@@ -262,6 +262,6 @@ func (s *Service) Revoke(ctx context.Context, admin models.User, proposalID stri
 	if err := s.store.RevokeTokenBy(ctx, admin.TenantID, proposalID, admin.ID, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	s.changed(ctx, admin.TenantID, proposalID)
+	s.changed(admin.TenantID, proposalID)
 	return s.store.GetProposal(ctx, admin.TenantID, proposalID)
 }

@@ -124,7 +124,7 @@ func (s *Service) Counter(ctx context.Context, in CounterInput) (*models.Proposa
 	if err != nil {
 		return nil, err
 	}
-	s.changed(ctx, orig.TenantID, orig.ID)
-	s.changed(ctx, out.TenantID, out.ID)
+	s.changed(orig.TenantID, orig.ID)
+	s.changed(out.TenantID, out.ID)
 	return out, nil
 }

@@ -97,7 +97,7 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 		if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
 			return nil, err
 		}
-		s.changed(ctx, p.TenantID, p.ID)
+		s.changed(p.TenantID, p.ID)
 		return nil, expiredErr(tok)
 	}
 
@@ -142,7 +142,7 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 			return nil, expiredErr(tok)
 		}
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	if consume.Settle != nil {
 		return &exec, stateChanged(exec)
 	}
@@ -279,7 +279,7 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 			if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
 				return nil, err
 			}
-			s.changed(ctx, p.TenantID, p.ID)
+			s.changed(p.TenantID, p.ID)
 			if e, err = s.store.Execution(ctx, p.TenantID, tok.ExecutionID); err != nil {
 				return nil, err
 			}
@@ -293,7 +293,7 @@ func (s *Service) alreadyConsumed(ctx context.Context, p *models.Proposal, tok m
 			return nil, err
 		}
 		if ok {
-			s.changed(ctx, p.TenantID, p.ID)
+			s.changed(p.TenantID, p.ID)
 			return s.attempt(ctx, p, claimed)
 		}
 	case e.Status == models.StatusUnknown || e.Status == models.StatusExecuting:
@@ -424,7 +424,7 @@ func (s *Service) finish(ctx context.Context, p *models.Proposal, e models.Execu
 			return nil, err
 		}
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	return &done, stateChanged(done)
 }
 
@@ -482,7 +482,7 @@ func (s *Service) reconcileOne(ctx context.Context, e models.Execution) error {
 	if err != nil {
 		return err
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout(e.Operation))
 	res, err := ad.Status(actx, p.TenantID, claimed.DownstreamKey)
 	cancel()

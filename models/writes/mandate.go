@@ -107,7 +107,7 @@ func (s *Service) RequestMandate(ctx context.Context, agent models.Agent, in Man
 	if !inserted {
 		return sameRequest(prev, agent, tool.Name, digest)
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	return p, true, nil
 }
 
@@ -135,7 +135,7 @@ func (s *Service) applyMandates(ctx context.Context, agent models.Agent, p *mode
 				return s.issue(ctx, q, now)
 			})
 			if err == nil {
-				s.changed(ctx, p.TenantID, p.ID)
+				s.changed(p.TenantID, p.ID)
 				return out
 			}
 			var refused *store.MandateRefused
@@ -156,7 +156,7 @@ func (s *Service) applyMandates(ctx context.Context, agent models.Agent, p *mode
 		s.log.Warn("noting why no mandate applied", "proposal", p.ID, "err", err)
 		return p
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	if out, err := s.store.GetProposal(ctx, p.TenantID, p.ID); err == nil {
 		return out
 	}

@@ -368,7 +368,7 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if !inserted {
 		return sameRequest(prev, agent, tool.Name, digest)
 	}
-	s.changed(ctx, p.TenantID, p.ID)
+	s.changed(p.TenantID, p.ID)
 	if p.Status == models.StatusRejected {
 		return nil, false, &models.Error{Code: models.EBusinessRule, Message: "the business system refused this write",
 			Fields: p.Problems, Details: map[string]any{"proposal_id": p.ID}}
@@ -413,7 +413,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (*models.Proposa
 		if _, err := s.store.ExpireDue(ctx, tenantID, id, s.clock.Now()); err != nil {
 			return nil, err
 		}
-		s.changed(ctx, tenantID, id)
+		s.changed(tenantID, id)
 		return s.store.GetProposal(ctx, tenantID, id)
 	}
 	return p, nil
@@ -613,17 +613,11 @@ func (s *Service) recheckAfter(at time.Time, due bool) time.Duration {
 // proposals never close it.
 func (s *Service) WaitAny(tenantID string) <-chan struct{} { return s.changes.waitTenant(tenantID) }
 
-// changed tells the waiters of a proposal that it changed: those of this
-// process at once, those of other instances through the database.
-func (s *Service) changed(ctx context.Context, tenantID, id string) {
-	s.changes.notify(tenantID, id)
-	c := store.Change{Source: s.instance, TenantID: tenantID, ID: id}
-	if err := s.store.Announce(context.WithoutCancel(ctx), c); err != nil {
-		// The change is committed; other instances' waiters see it at
-		// their deadline or at the listener's next reconnection.
-		s.log.Warn("announcing a proposal change", "proposal", id, "err", err)
-	}
-}
+// changed tells this process's waiters of a proposal that it changed.
+// Those of other instances hear of it from the database: on PostgreSQL the
+// transaction that recorded the change announced it as it committed (see
+// store.Change).
+func (s *Service) changed(tenantID, id string) { s.changes.notify(tenantID, id) }
 
 // Listen feeds changes made by other instances to this process's waiters
 // until ctx ends. On PostgreSQL it LISTENs on one connection of its own and
@@ -715,7 +709,7 @@ func (s *Service) Cancel(ctx context.Context, agent models.Agent, id string) (*m
 	if err := s.store.Cancel(ctx, agent.TenantID, agent.ID, id, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	s.changed(ctx, agent.TenantID, id)
+	s.changed(agent.TenantID, id)
 	return s.store.GetProposal(ctx, agent.TenantID, id)
 }
 
@@ -724,7 +718,7 @@ func (s *Service) Cancel(ctx context.Context, agent models.Agent, id string) (*m
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	refs, err := s.store.ExpireDueRefs(ctx, "", "", s.clock.Now())
 	for _, r := range refs {
-		s.changed(ctx, r.TenantID, r.ID)
+		s.changed(r.TenantID, r.ID)
 	}
 	return len(refs), err
 }

@@ -291,3 +291,88 @@ func TestWaitersOfOneProposalShareOneLoad(t *testing.T) {
 		}
 	})
 }
+
+// TestChangesAreAnnouncedAsTheyCommit: on PostgreSQL the transaction that
+// records a change announces it, so a change is announced when, and only
+// when, it commits. An execute whose transaction recorded its events and
+// then failed (the audit append refused by a trigger) announces nothing: a
+// change committed after it is heard and it never is. Presented again, the
+// same token executes and is announced once, by this instance; a store
+// without a registered instance (the command line) is heard too.
+func TestChangesAreAnnouncedAsTheyCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "postgres", nil)
+	heard := make(chan store.Change, 100)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	t.Cleanup(func() { cancel(); <-done })
+	listening := make(chan struct{})
+	go func() {
+		done <- e.store.ListenChanges(ctx, func() { close(listening) }, func(c store.Change) { heard <- c })
+	}()
+	<-listening
+	next := func() store.Change {
+		t.Helper()
+		select {
+		case c := <-heard:
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatal("no change announced")
+			return store.Change{}
+		}
+	}
+	exec := func(q string) {
+		t.Helper()
+		if err := e.store.Gorm().Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`CREATE TABLE refuse_audit (on_ boolean)`)
+	exec(`CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+	  BEGIN IF EXISTS (SELECT 1 FROM refuse_audit) THEN RAISE EXCEPTION 'audit refused'; END IF; RETURN NEW; END $$`)
+	exec(`CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_entries FOR EACH ROW EXECUTE FUNCTION refuse_audit()`)
+
+	p := e.confirm(e.propose("ord_1001", 300))
+	for range 2 { // created, confirmed
+		if c := next(); c.ID != p.ID || c.TenantID != e.tenant || c.Source != e.svc.Instance() {
+			t.Fatalf("announced %+v, want %s of tenant %s from instance %s", c, p.ID, e.tenant, e.svc.Instance())
+		}
+	}
+	exec(`INSERT INTO refuse_audit VALUES (true)`)
+	before := e.trail(p)
+	if _, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact); err == nil {
+		t.Fatal("the execute committed although its audit entry was refused")
+	}
+	if after := e.trail(p); after != before {
+		t.Fatalf("the refused execute left %+v (before %+v)", after, before)
+	}
+	exec(`DELETE FROM refuse_audit`)
+	// Changes committed after the failed one are heard first, so that one
+	// was never announced; the last by a store that registered no instance.
+	cli, err := store.Open(e.dbURL, store.Options{Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	q := e.propose("ord_1002", 100)
+	if c := next(); c.ID != q.ID {
+		t.Fatalf("after the failed execute, heard %+v; want the creation of %s", c, q.ID)
+	}
+	if err := cli.Cancel(e.ctx, e.tenant, e.agent.ID, q.ID, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.ID != q.ID || c.Source != "" {
+		t.Fatalf("after the failed execute, heard %+v; want the command line's cancellation", c)
+	}
+	if ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact); err != nil || ex.Status != models.StatusSucceeded {
+		t.Fatalf("the same token again: %+v %v", ex, err)
+	}
+	if c := next(); c.ID != p.ID || c.Source != e.svc.Instance() {
+		t.Fatalf("announced %+v, want the execute of %s", c, p.ID)
+	}
+	select {
+	case c := <-heard:
+		t.Fatalf("one execute announced twice: then %+v", c)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
