@@ -287,8 +287,13 @@ func (s *Store) ListMandates(ctx context.Context, tenantID string) ([]models.Man
 // GetMandate returns a mandate of the tenant, or ENotFound (also for other
 // tenants' ids).
 func (s *Store) GetMandate(ctx context.Context, tenantID, id string) (models.Mandate, error) {
+	return mandateIn(s.read.WithContext(ctx), tenantID, id)
+}
+
+// mandateIn is GetMandate's read through db (a pool or a transaction).
+func mandateIn(db *gorm.DB, tenantID, id string) (models.Mandate, error) {
 	var row mandateRow
-	if err := s.read.WithContext(ctx).Select(mandateColumns).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
+	if err := db.Select(mandateColumns).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
 		return models.Mandate{}, notFound(err, "no mandate %q", id)
 	}
 	m, err := row.model()

@@ -73,17 +73,82 @@ type Consume struct {
 // is EIdempotencyKeyReuse. An empty downstream key is EInternal: it would
 // reach the business system as no key at all.
 func (s *Store) ConsumeToken(ctx context.Context, c Consume) (exec models.Execution, consumed bool, err error) {
-	if c.Execution.DownstreamKey == "" {
-		return models.Execution{}, false, models.Errorf(models.EInternal, "execution without a downstream key")
-	}
-	now := ms(c.Now)
-	row := executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
-		RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
-		Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
-		OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
-	var settled executionRow
+	return s.consumeToken(ctx, func(*gorm.DB) (Consume, error) { return c, nil })
+}
+
+// Redeeming is what a redemption is decided on, read in the transaction
+// that consumes the token (Redeem).
+type Redeeming struct {
+	// Proposal is the stored snapshot with its decisions (and a mandate's
+	// grantors), without its token, execution or agent name.
+	Proposal *models.Proposal
+	// Token is the tenant's token recorded under the jti presented
+	// (whichever proposal it confirms: the caller checks), nil when there
+	// is none, and then Proposal carries no decisions either.
+	Token *models.Token
+	// Mandate and Grant are, for a proposal a standing mandate confirmed,
+	// the mandate and the proposal that granted it: its receipt names them.
+	Mandate *models.Mandate
+	Grant   *models.Proposal
+}
+
+// Redeem decides and performs one redemption of a presented token in one
+// transaction. It reads the proposal, the token recorded under jti and,
+// when there is that token, the proposal's decisions, in one statement,
+// hands them to decide, and performs the consumption decide returns, as
+// ConsumeToken does. The read and the consumption are one transaction: on
+// SQLite under the writer's lock, where the pages just written are still in
+// the connection's cache (a reader's cache is dropped at every commit); on
+// PostgreSQL one round trip more inside the transaction instead of one
+// before it. A token read as issued or consumed guarantees that the
+// decisions read with it are final (a proposal's approvals are fixed in the
+// transaction that issues its token). Nothing is locked by the read: the
+// token's conditional UPDATE still decides. An error from decide ends the
+// transaction with nothing written and is returned as it is (decide may run
+// more than once, as any transaction may). ENotFound for an unknown
+// proposal.
+func (s *Store) Redeem(ctx context.Context, tenantID, proposalID, jti string, decide func(Redeeming) (Consume, error)) (models.Execution, bool, error) {
+	return s.consumeToken(ctx, func(tx *gorm.DB) (Consume, error) {
+		r, err := redemption(tx, tenantID, proposalID, jti)
+		if err != nil {
+			return Consume{}, err
+		}
+		if p := r.Proposal; r.Token != nil && p.MandateID != "" && p.Kind == "" {
+			m, err := mandateIn(tx, tenantID, p.MandateID)
+			if err != nil {
+				return Consume{}, err
+			}
+			if r.Grant, err = loadProposal(tx, tenantID, m.ProposalID); err != nil {
+				return Consume{}, err
+			}
+			r.Mandate = &m
+		}
+		return decide(r)
+	})
+}
+
+// consumeToken is ConsumeToken of the Consume that consume returns in the
+// transaction, before anything is written.
+func (s *Store) consumeToken(ctx context.Context, consume func(tx *gorm.DB) (Consume, error)) (exec models.Execution, consumed bool, err error) {
+	var (
+		c       Consume
+		row     executionRow
+		settled executionRow
+	)
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		consumed = false
+		var err error
+		if c, err = consume(tx); err != nil {
+			return err
+		}
+		if c.Execution.DownstreamKey == "" {
+			return models.Errorf(models.EInternal, "execution without a downstream key")
+		}
+		now := ms(c.Now)
+		row = executionRow{ID: c.Execution.ID, TenantID: c.TenantID, ProposalID: c.ProposalID, TokenJTI: c.JTI,
+			RequestKey: c.Execution.RequestKey, DownstreamKey: c.Execution.DownstreamKey, Operation: c.Execution.Operation, ArgsDigest: c.Execution.ArgsDigest,
+			Status: string(models.StatusExecuting), Attempts: 1, LeaseUntil: ms(c.Execution.LeaseUntil),
+			OwnerInstance: s.instanceID(), CreatedAt: now, UpdatedAt: now}
 		ctx, conn := raw(tx)
 		n, err := execCount(ctx, conn, `UPDATE tokens SET status = $1, consumed_at = $2, execution_id = $3
  WHERE jti = $4 AND tenant_id = $5 AND agent_id = $6 AND proposal_id = $7 AND status = $8 AND expires_at > $2`,
@@ -230,19 +295,14 @@ func (s *Store) consumedAfterAll(ctx context.Context, c Consume, row executionRo
 		"the database failed while redeeming the token, which may or may not have been redeemed; retry with the same token")
 }
 
-// Redemption returns what a presented token is checked against before it
-// is consumed, and what the execution's receipt names: the stored
-// proposal's snapshot with its decisions (and a mandate's grantors), without
-// its token, execution or agent name, and the token recorded under jti, nil
+// redemption is what a presented token is checked against before it is
+// consumed, and what the execution's receipt names: the stored proposal's
+// snapshot with its decisions (and a mandate's grantors), without its
+// token, execution or agent name, and the token recorded under jti, nil
 // when there is none (and then no decisions either). The proposal, the
-// token and the decisions come from one statement, so they are one snapshot:
-// a token read as issued or consumed guarantees that the decisions read
-// with it are final (a proposal's approvals are fixed once its token is
-// issued, in the transaction that issues it). Nothing is locked: these reads
-// only choose the answer, and ConsumeToken's conditional UPDATE decides. On
-// SQLite they run on the reader pool, so they never queue behind the writer.
-func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string) (*models.Proposal, *models.Token, error) {
-	db := s.read.WithContext(ctx)
+// token and the decisions come from one statement, so they are one
+// snapshot. Redeem reads it in the transaction that consumes the token.
+func redemption(db *gorm.DB, tenantID, proposalID, jti string) (Redeeming, error) {
 	qctx, c := raw(db)
 	var (
 		pr  proposalRow
@@ -259,41 +319,41 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 	dest = append(dest, ds.dest()...)
 	rows, err := c.QueryContext(qctx, redemptionSQL, jti, tenantID, proposalID)
 	if err != nil {
-		return nil, nil, dbErr(err)
+		return Redeeming{}, err
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
-			return nil, nil, dbErr(err)
+			return Redeeming{}, err
 		}
 		found = true
 		d, ok, err := ds.decision()
 		if err != nil {
 			rows.Close()
-			return nil, nil, dbErr(err)
+			return Redeeming{}, err
 		}
 		if ok {
 			decisions = append(decisions, d)
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, nil, dbErr(err)
+		return Redeeming{}, err
 	}
 	if !found {
-		return nil, nil, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
+		return Redeeming{}, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
 	}
 	p, err := pr.model("")
 	if err != nil {
-		return nil, nil, err
+		return Redeeming{}, err
 	}
 	if p.MandateID != "" && p.Kind == "" {
 		// The execution's receipt names the mandate's grantors.
 		if err := loadGrantors(db, p); err != nil {
-			return nil, nil, dbErr(err)
+			return Redeeming{}, err
 		}
 	}
 	if !tok.jti.Valid {
-		return p, nil, nil
+		return Redeeming{Proposal: p}, nil
 	}
 	p.Decisions = decisions
 	row := tokenRow{JTI: tok.jti.String, TenantID: tok.tenantID.String, ProposalID: tok.proposalID.String,
@@ -306,7 +366,7 @@ func (s *Store) Redemption(ctx context.Context, tenantID, proposalID, jti string
 		row.ExecutionID = &tok.executionID.String
 	}
 	t := row.model()
-	return p, &t, nil
+	return Redeeming{Proposal: p, Token: &t}, nil
 }
 
 // redemptionSQL reads a proposal and, beside it, the tenant's token with a

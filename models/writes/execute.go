@@ -52,16 +52,68 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 	case c.Subject != agent.ID:
 		return nil, models.Errorf(models.ESubjectMismatch, "the token was issued to another agent")
 	}
-	// The proposal's snapshot and the token's record, read in one go
-	// (their decisions and execution are not needed to decide).
-	p, rec, err := s.store.Redemption(ctx, agent.TenantID, proposalID, c.ID)
-	if err != nil {
-		return nil, err
+	// The adapter is the token's tool's (the proposal's, as decide checks).
+	ta, inDB := s.adapters[c.Operation].(store.TxAdapter)
+	if inDB {
+		// The business system's data is in this database: the write and
+		// its outcome commit with the consumption, all or nothing, within
+		// the tool's lease.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.lease(c.Operation))
+		defer cancel()
 	}
-	if err := bindsTo(c, p); err != nil {
-		return nil, err
+	var (
+		p   *models.Proposal
+		tok models.Token
+		now time.Time
+	)
+	// The proposal's snapshot, the token's record and the decisions are
+	// read, checked and consumed in one transaction (decide writes
+	// nothing; it may run more than once).
+	decide := func(r store.Redeeming) (store.Consume, error) {
+		p, now = r.Proposal, s.clock.Now()
+		if err := bindsTo(c, p); err != nil {
+			return store.Consume{}, err
+		}
+		if r.Token == nil {
+			return store.Consume{}, models.Errorf(models.EUnknownToken, "no such token")
+		}
+		tok = *r.Token
+		if tok.ProposalID != p.ID || tok.AgentID != agent.ID {
+			return store.Consume{}, models.Errorf(models.EArgsMismatch, "the token confirms another proposal")
+		}
+		if subtle.ConstantTimeCompare([]byte(tok.Compact), []byte(compact)) != 1 {
+			// Validly signed but not what was issued under this jti (e.g. a
+			// signing key leaked and claims were re-signed): refuse.
+			return store.Consume{}, models.Errorf(models.EInvalidSignature, "this is not the token that was issued")
+		}
+		switch tok.Status {
+		case models.TokenConsumed:
+			return store.Consume{}, errRedeemed
+		case models.TokenRevoked:
+			return store.Consume{}, models.Errorf(models.ERevoked, "the confirmation was revoked")
+		case models.TokenExpired:
+			return store.Consume{}, expiredErr(tok)
+		}
+		if err := s.currentPolicy(c); err != nil {
+			return store.Consume{}, err
+		}
+		if !now.Before(time.Unix(c.Expiry, 0)) || !now.Before(tok.ExpiresAt) {
+			return store.Consume{}, errLapsed
+		}
+		consume := store.Consume{
+			TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
+			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey,
+				DownstreamKey: models.DownstreamKey(s.installation, p.TenantID, p.AgentID, p.RequestKey),
+				Operation:     p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
+		}
+		if inDB {
+			consume.Settle = s.settleIn(ctx, p, ta, s.receiptOptionsOf(p, r.Mandate, r.Grant))
+		}
+		return consume, nil
 	}
-	if p.MandateID != "" {
+	exec, consumed, err := s.store.Redeem(ctx, agent.TenantID, proposalID, c.ID, decide)
+	if p != nil && p.MandateID != "" {
 		// The receipt names the standing mandate that confirmed the write.
 		defer func() {
 			if out != nil {
@@ -69,61 +121,20 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 			}
 		}()
 	}
-	if rec == nil {
-		return nil, models.Errorf(models.EUnknownToken, "no such token")
-	}
-	tok := *rec
-	if tok.ProposalID != p.ID || tok.AgentID != agent.ID {
-		return nil, models.Errorf(models.EArgsMismatch, "the token confirms another proposal")
-	}
-	if subtle.ConstantTimeCompare([]byte(tok.Compact), []byte(compact)) != 1 {
-		// Validly signed but not what was issued under this jti (e.g. a
-		// signing key leaked and claims were re-signed): refuse.
-		return nil, models.Errorf(models.EInvalidSignature, "this is not the token that was issued")
-	}
-	now := s.clock.Now()
-	switch tok.Status {
-	case models.TokenConsumed:
+	switch {
+	case errors.Is(err, errRedeemed):
 		return s.alreadyConsumed(ctx, p, tok, c)
-	case models.TokenRevoked:
-		return nil, models.Errorf(models.ERevoked, "the confirmation was revoked")
-	case models.TokenExpired:
-		return nil, expiredErr(tok)
-	}
-	if err := s.currentPolicy(c); err != nil {
-		return nil, err
-	}
-	if !now.Before(time.Unix(c.Expiry, 0)) || !now.Before(tok.ExpiresAt) {
+	case errors.Is(err, errLapsed):
 		if _, err := s.store.ExpireDue(ctx, p.TenantID, p.ID, now); err != nil {
 			return nil, err
 		}
 		s.changed(p.TenantID, p.ID)
 		return nil, expiredErr(tok)
-	}
-
-	consume := store.Consume{
-		TenantID: agent.TenantID, AgentID: agent.ID, ProposalID: p.ID, JTI: tok.JTI, Now: now,
-		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey,
-			DownstreamKey: models.DownstreamKey(s.installation, p.TenantID, p.AgentID, p.RequestKey),
-			Operation:     p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
-	}
-	if ta, ok := s.adapters[p.Tool].(store.TxAdapter); ok {
-		// The business system's data is in this database: the write and
-		// its outcome commit with the consumption, all or nothing.
-		if consume.Settle, err = s.settleIn(ctx, p, ta); err != nil {
-			return nil, err
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.lease(p.Tool))
-		defer cancel()
-	}
-	exec, consumed, err := s.store.ConsumeToken(ctx, consume)
-	if models.IsCode(err, models.EOutcomeUncertain) {
+	case models.IsCode(err, models.EOutcomeUncertain):
 		return nil, &models.Error{Code: models.EOutcomeUncertain,
 			Message: "the token may or may not have been redeemed; present the same token again, which never writes twice",
-			Details: map[string]any{"proposal_id": p.ID}, Err: err}
-	}
-	if err != nil {
+			Details: map[string]any{"proposal_id": proposalID}, Err: err}
+	case err != nil:
 		return nil, err
 	}
 	if !consumed {
@@ -143,24 +154,28 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 		}
 	}
 	s.changed(p.TenantID, p.ID)
-	if consume.Settle != nil {
+	if inDB {
 		return &exec, stateChanged(exec)
 	}
 	return s.attempt(ctx, p, exec)
 }
 
+// errRedeemed and errLapsed end a redemption's transaction with nothing
+// written when the token read was consumed before (execute then answers
+// with what it did) or its time ran out (execute then expires it, in a
+// transaction of its own).
+var (
+	errRedeemed = errors.New("the token was redeemed before")
+	errLapsed   = errors.New("the token's time ran out")
+)
+
 // settleIn returns the Settle of an execute whose business system writes in
-// the consuming transaction. It signs the receipt over the outcome before
-// that transaction records it, as finish does; what the receipt needs from
-// the database beyond the proposal is read before the transaction starts.
-// An answer other than a write, a state conflict or a refusal (the
-// database failed under the adapter) rolls everything back: the token stays
-// issued and nothing is written, so presenting it again is safe.
-func (s *Service) settleIn(ctx context.Context, p *models.Proposal, ta store.TxAdapter) (func(tx *gorm.DB, e models.Execution) (store.Outcome, time.Time, error), error) {
-	opt, err := s.receiptOptions(ctx, p)
-	if err != nil {
-		return nil, err
-	}
+// the consuming transaction. It signs the receipt, with options opt, over
+// the outcome before that transaction records it, as finish does. An answer
+// other than a write, a state conflict or a refusal (the database failed
+// under the adapter) rolls everything back: the token stays issued and
+// nothing is written, so presenting it again is safe.
+func (s *Service) settleIn(ctx context.Context, p *models.Proposal, ta store.TxAdapter, opt models.ReceiptOptions) func(tx *gorm.DB, e models.Execution) (store.Outcome, time.Time, error) {
 	return func(tx *gorm.DB, e models.Execution) (store.Outcome, time.Time, error) {
 		res, err := ta.ExecuteIn(tx, models.ExecuteRequest{Tool: p.Tool, Arguments: p.Arguments,
 			Tenant: p.TenantID, IdempotencyKey: e.DownstreamKey, ExpectedStateVersion: p.StateVersion})
@@ -170,7 +185,7 @@ func (s *Service) settleIn(ctx context.Context, p *models.Proposal, ta store.TxA
 		}
 		o, now := s.receipted(ctx, p, e, s.outcome(e, res, err), &opt)
 		return o, now, nil
-	}, nil
+	}
 }
 
 // receipted is outcome o of execution e stamped with the time it is

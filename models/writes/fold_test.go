@@ -3,7 +3,9 @@ package writes_test
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -219,6 +221,65 @@ func TestInDatabaseWriteUndoneByTheChecksAfterIt(t *testing.T) {
 					t.Fatalf("after the retry: %+v (before %+v)", after, before)
 				}
 			})
+		}
+	})
+}
+
+// TestExecuteRacesRevocation: an execute and an administrator's revocation
+// of its confirmation, started together, over and over: exactly one of them
+// wins each time, whichever comes first. Either the write is made once and the revocation is
+// refused, or the revocation stands and the execute answers ERevoked with
+// nothing written. The redemption reads, checks and consumes in one
+// transaction; on PostgreSQL the revocation can still commit between its
+// read and the token's conditional UPDATE, which then decides. The audit
+// chain stays whole, with one entry for each winner.
+func TestExecuteRacesRevocation(t *testing.T) {
+	eachDB(t, func(t *testing.T, e *env) {
+		head, err := e.store.Head(e.ctx, e.tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		executed, revoked := 0, 0
+		for i := range 24 {
+			p := e.confirm(e.propose("ord_2001", 100))
+			var (
+				wg         sync.WaitGroup
+				xerr, rerr error
+				start      = make(chan struct{})
+			)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, xerr = e.svc.Execute(e.ctx, e.agent, p.ID, p.Token.Compact)
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				// The execute verifies the token first: the revocation
+				// starts up to 2.75 ms later, so that each side wins.
+				time.Sleep(time.Duration(i%12) * 250 * time.Microsecond)
+				_, rerr = e.svc.Revoke(e.ctx, e.admin, p.ID)
+			}()
+			close(start)
+			wg.Wait()
+			switch {
+			case xerr == nil && models.IsCode(rerr, models.EInvalidState):
+				executed++
+			case rerr == nil && models.IsCode(xerr, models.ERevoked):
+				revoked++
+			default:
+				t.Fatalf("round %d: execute %v, revoke %v", i, xerr, rerr)
+			}
+		}
+		t.Logf("%d executed, %d revoked", executed, revoked)
+		if got := e.order("ord_2001").RefundedMinor; got != int64(100*executed) {
+			t.Fatalf("refunded %d for %d executes", got, executed)
+		}
+		count := e.chainAfter(t, head)
+		if count[models.AuditTokenConsumed] != executed || count[models.AuditExecutionOutcome] != executed ||
+			count[models.AuditTokenRevoked] != revoked {
+			t.Fatalf("audit entries %v for %d executed and %d revoked", count, executed, revoked)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package writes_test
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/writes"
 )
 
@@ -369,16 +371,30 @@ func TestQuorumOfDistinctApprovers(t *testing.T) {
 		}
 		// Redeeming reads the proposal, its token and both decisions in
 		// one statement: the same decisions, in the same order, as a read
-		// of the proposal; none beside no token.
-		rp, tok, err := e.store.Redemption(e.ctx, e.tenant, p.ID, got.Token.JTI)
-		if err != nil || tok == nil || tok.JTI != got.Token.JTI {
-			t.Fatalf("redemption: token %+v, %v", tok, err)
+		// of the proposal; none beside no token. (decide refuses: nothing
+		// is consumed.)
+		redeeming := func(jti string) store.Redeeming {
+			t.Helper()
+			var r store.Redeeming
+			stop := errors.New("read only")
+			_, consumed, err := e.store.Redeem(e.ctx, e.tenant, p.ID, jti, func(got store.Redeeming) (store.Consume, error) {
+				r = got
+				return store.Consume{}, stop
+			})
+			if !errors.Is(err, stop) || consumed {
+				t.Fatalf("redeem with a refusing decide: consumed %v, %v", consumed, err)
+			}
+			return r
 		}
-		if len(rp.Decisions) != 2 || !reflect.DeepEqual(rp.Decisions, got.Decisions) {
-			t.Errorf("redemption's decisions\n %+v\nproposal's\n %+v", rp.Decisions, got.Decisions)
+		r := redeeming(got.Token.JTI)
+		if r.Token == nil || r.Token.JTI != got.Token.JTI || r.Token.Status != models.TokenIssued {
+			t.Fatalf("redemption: token %+v", r.Token)
 		}
-		if rp, tok, err := e.store.Redemption(e.ctx, e.tenant, p.ID, "jti_none"); err != nil || tok != nil || rp.Decisions != nil {
-			t.Errorf("redemption of an unknown jti: token %+v, decisions %v, %v", tok, rp.Decisions, err)
+		if len(r.Proposal.Decisions) != 2 || !reflect.DeepEqual(r.Proposal.Decisions, got.Decisions) {
+			t.Errorf("redemption's decisions\n %+v\nproposal's\n %+v", r.Proposal.Decisions, got.Decisions)
+		}
+		if r := redeeming("jti_none"); r.Token != nil || r.Proposal.Decisions != nil {
+			t.Errorf("redemption of an unknown jti: token %+v, decisions %v", r.Token, r.Proposal.Decisions)
 		}
 	})
 }

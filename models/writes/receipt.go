@@ -25,27 +25,36 @@ func (s *Service) signReceipt(ctx context.Context, p *models.Proposal, e models.
 // the standing mandate that confirmed it, if any.
 func (s *Service) receiptOptions(ctx context.Context, p *models.Proposal) (models.ReceiptOptions, error) {
 	// p carries its decisions, which name the approvers: GetProposal and
-	// Redemption (execute's read) both load them, so nothing is read again
+	// Redeem (execute's read) both load them, so nothing is read again
 	// on the execute's path.
+	if p.MandateID == "" || p.Kind != "" {
+		return s.receiptOptionsOf(p, nil, nil), nil
+	}
+	// A standing mandate confirmed the write: the receipt names it and its
+	// grantors' approvals of its terms.
+	m, err := s.store.GetMandate(ctx, p.TenantID, p.MandateID)
+	if err != nil {
+		return models.ReceiptOptions{}, err
+	}
+	grant, err := s.store.GetProposal(ctx, p.TenantID, m.ProposalID)
+	if err != nil {
+		return models.ReceiptOptions{}, err
+	}
+	return s.receiptOptionsOf(p, &m, grant), nil
+}
+
+// receiptOptionsOf is receiptOptions with the mandate that confirmed p and
+// the proposal that granted it already read (both nil when people did).
+func (s *Service) receiptOptionsOf(p *models.Proposal, m *models.Mandate, grant *models.Proposal) models.ReceiptOptions {
 	digestOnly := false
 	if t, ok := s.reg.Tool(p.Tool); ok {
 		digestOnly = t.ReceiptDigestOnly
 	}
 	opt := models.ReceiptOptions{Issuer: s.tokens.Issuer(), DigestOnly: digestOnly}
-	if p.MandateID != "" && p.Kind == "" {
-		// A standing mandate confirmed the write: the receipt names it and
-		// its grantors' approvals of its terms.
-		m, err := s.store.GetMandate(ctx, p.TenantID, p.MandateID)
-		if err != nil {
-			return opt, err
-		}
-		grant, err := s.store.GetProposal(ctx, p.TenantID, m.ProposalID)
-		if err != nil {
-			return opt, err
-		}
-		opt.Mandate = models.NewReceiptMandate(m, grant)
+	if m != nil {
+		opt.Mandate = models.NewReceiptMandate(*m, grant)
 	}
-	return opt, nil
+	return opt
 }
 
 // signReceiptWith signs the receipt of execution e of proposal p with the
