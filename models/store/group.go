@@ -58,6 +58,10 @@ import (
 // that a late member waits for.
 const groupMax = 32
 
+// memberSavepoint is the prefix of the savepoint each member of a group
+// runs in (followed by its place in the group).
+const memberSavepoint = "cs_member_"
+
 type groupReq struct {
 	ctx  context.Context
 	fn   func(tx *gorm.DB) error
@@ -235,7 +239,7 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 			res[i] = groupRes{err: dbErr(err)}
 			continue
 		}
-		sp := "cs_member_" + strconv.Itoa(i)
+		sp := memberSavepoint + strconv.Itoa(i)
 		if err := tx.Exec("SAVEPOINT " + sp).Error; err != nil {
 			res[i], broken = groupRes{err: dbErr(err)}, i
 			break

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"reflect"
+	"strings"
 )
 
 // The SQLite driver (modernc.org/sqlite) compiles a statement's SQL into a
@@ -61,8 +62,11 @@ type cachedStmt struct {
 }
 
 // stmt returns the connection's compiled statement for query, preparing it
-// on first use; nil when that statement is in use.
+// on first use; nil when that statement is in use or is not kept.
 func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, error) {
+	if foreignSavepoint(query) {
+		return nil, nil
+	}
 	if s, ok := c.stmts[query]; ok {
 		if s.open {
 			return nil, nil
@@ -79,6 +83,22 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, erro
 	cs := &cachedStmt{s: s}
 	c.stmts[query] = cs
 	return cs, nil
+}
+
+// foreignSavepoint reports whether query sets, releases or rolls back to a
+// savepoint the store did not name. Those are not kept: they compile to a
+// few instructions, and their names vary without bound (GORM names a nested
+// transaction's savepoint after a pointer), so that keeping them would fill
+// the cache and start it over every few hundred writes, every statement of
+// the hot path then compiled again. The store's own savepoints, those of a
+// group's members, have at most groupMax names, and are kept.
+func foreignSavepoint(query string) bool {
+	for _, p := range [...]string{"SAVEPOINT ", "RELEASE ", "ROLLBACK TO "} {
+		if len(query) >= len(p) && strings.EqualFold(query[:len(p)], p) {
+			return !strings.HasPrefix(query[len(p):], memberSavepoint)
+		}
+	}
+	return false
 }
 
 // drop closes every kept statement but those whose rows are being read

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -87,4 +88,86 @@ func TestStatementCacheKeepsAnswersRight(t *testing.T) {
 	if err := db.Raw(q, 4).Scan(&got).Error; err != nil || len(got) != 2 || got[0].N != 4 || got[1].V != "v5" {
 		t.Fatalf("after the cache started over: %v %v", got, err)
 	}
+}
+
+// Savepoints the store did not name are not kept: GORM names a nested
+// transaction's savepoint after a pointer, so that each write through one
+// (a business system's nested transaction) had a statement of its own, and
+// a few hundred of them filled the cache and started it over, every
+// statement of the hot path then compiled again. After more nested
+// transactions than the cache holds, it keeps just the statement they ran,
+// prepared once.
+func TestSavepointsDoNotFillTheStatementCache(t *testing.T) {
+	st, err := Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	db := st.db.WithContext(ctx)
+	if err := db.Exec("CREATE TABLE t (n INTEGER PRIMARY KEY)").Error; err != nil {
+		t.Fatal(err)
+	}
+	const insert = "INSERT INTO t (n) VALUES (?)"
+	var first driver.Stmt
+	for i := range maxCachedStmts + 50 {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			return tx.Transaction(func(tx *gorm.DB) error { return tx.Exec(insert, i).Error })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := writerCache(t, st)
+		s, ok := kept[insert]
+		if !ok {
+			t.Fatalf("after %d nested transactions the cache lost the INSERT (it keeps %d statements)", i+1, len(kept))
+		}
+		if first == nil {
+			first = s.s
+		} else if s.s != first {
+			t.Fatalf("after %d nested transactions the INSERT was compiled again", i+1)
+		}
+		for q := range kept {
+			if foreignSavepoint(q) {
+				t.Fatalf("the cache keeps %q", q)
+			}
+		}
+	}
+	var n int64
+	if err := db.Raw("SELECT count(*) FROM t").Scan(&n).Error; err != nil || n != maxCachedStmts+50 {
+		t.Fatalf("%d rows, %v", n, err)
+	}
+	// A group's members' savepoints, of at most groupMax names, are kept.
+	for q, foreign := range map[string]bool{
+		"SAVEPOINT sp824634": true, "RELEASE SAVEPOINT sp824634": true, "ROLLBACK TO SAVEPOINT sp824634": true,
+		"savepoint sp1": true, "SAVEPOINT " + memberSavepoint + "31": false, "RELEASE " + memberSavepoint + "0": false,
+		"ROLLBACK TO " + memberSavepoint + "7": false, "SELECT 1": false, "RELEASE": false,
+	} {
+		if got := foreignSavepoint(q); got != foreign {
+			t.Errorf("foreignSavepoint(%q) = %v", q, got)
+		}
+	}
+}
+
+// writerCache returns the statements the writer connection keeps.
+func writerCache(t *testing.T, st *Store) map[string]*cachedStmt {
+	t.Helper()
+	conn, err := st.sqlDB.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var kept map[string]*cachedStmt
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*cachingConn)
+		if !ok {
+			return fmt.Errorf("the writer's connection is a %T", dc)
+		}
+		kept = c.stmts
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kept
 }
