@@ -15,16 +15,7 @@ import (
 // same SQL) goes around the cache, and a connection whose cache is full
 // starts over without losing a statement in use.
 func TestStatementCacheKeepsAnswersRight(t *testing.T) {
-	st, err := Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := context.Background()
-	db := st.db.WithContext(ctx)
-	if err := db.Exec("CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT)").Error; err != nil {
-		t.Fatal(err)
-	}
+	_, db := cacheStore(t)
 	for i := 1; i <= 5; i++ {
 		if err := db.Exec("INSERT INTO t (n, v) VALUES (?, ?)", i, fmt.Sprint("v", i)).Error; err != nil {
 			t.Fatal(err)
@@ -33,7 +24,7 @@ func TestStatementCacheKeepsAnswersRight(t *testing.T) {
 	const q = "SELECT n, v FROM t WHERE n >= ? ORDER BY n"
 	// The one writer connection: the outer rows hold it, the inner query
 	// runs on it too (inside a transaction), with the same SQL.
-	err = db.Transaction(func(tx *gorm.DB) error {
+	err := db.Transaction(func(tx *gorm.DB) error {
 		outer, err := tx.Raw(q, 1).Rows()
 		if err != nil {
 			return err
@@ -98,16 +89,7 @@ func TestStatementCacheKeepsAnswersRight(t *testing.T) {
 // transactions than the cache holds, it keeps just the statement they ran,
 // prepared once.
 func TestSavepointsDoNotFillTheStatementCache(t *testing.T) {
-	st, err := Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := context.Background()
-	db := st.db.WithContext(ctx)
-	if err := db.Exec("CREATE TABLE t (n INTEGER PRIMARY KEY)").Error; err != nil {
-		t.Fatal(err)
-	}
+	st, db := cacheStore(t)
 	const insert = "INSERT INTO t (n) VALUES (?)"
 	var first driver.Stmt
 	for i := range maxCachedStmts + 50 {
@@ -147,6 +129,22 @@ func TestSavepointsDoNotFillTheStatementCache(t *testing.T) {
 			t.Errorf("foreignSavepoint(%q) = %v", q, got)
 		}
 	}
+}
+
+// cacheStore opens a SQLite store with a table t (n INTEGER PRIMARY KEY,
+// v TEXT) and returns it with its writer.
+func cacheStore(t *testing.T) (*Store, *gorm.DB) {
+	t.Helper()
+	st, err := Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	db := st.db.WithContext(context.Background())
+	if err := db.Exec("CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT)").Error; err != nil {
+		t.Fatal(err)
+	}
+	return st, db
 }
 
 // writerCache returns the statements the writer connection keeps.
