@@ -574,21 +574,7 @@ func decodeCursor(o ListOrder, c string) (int64, string, error) {
 // atomically: the WHERE clause carries the allowed sources, so a concurrent
 // change makes it affect no row. extra narrows the condition further.
 func transition(tx *gorm.DB, tenantID, id string, to models.Status, now time.Time, extra string, args ...any) (bool, error) {
-	from := models.Sources(to)
-	q := "UPDATE proposals SET status = $1, revision = revision + 1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (" +
-		placeholders(5, len(from)) + ")"
-	vals := make([]any, 0, 4+len(from)+len(args))
-	vals = append(vals, string(to), ms(now), tenantID, id)
-	for _, f := range from {
-		vals = append(vals, string(f))
-	}
-	if extra != "" {
-		q += " AND " + numbered(extra, 5+len(from))
-		vals = append(vals, args...)
-	}
-	ctx, c := raw(tx)
-	n, err := execCount(ctx, c, q, vals...)
-	return n == 1, err
+	return moveProposal(tx, tenantID, id, models.Sources(to), to, 1, now, extra, args...)
 }
 
 // transitionThrough is transition for a change through via to to that one
@@ -601,9 +587,15 @@ func transitionThrough(tx *gorm.DB, tenantID, id string, via, to models.Status, 
 	if !models.CanTransition(via, to) {
 		return false, models.Errorf(models.EInternal, "no transition from %s to %s", via, to)
 	}
-	from := models.Sources(via)
-	q := "UPDATE proposals SET status = $1, revision = revision + 2, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (" +
-		placeholders(5, len(from)) + ")"
+	return moveProposal(tx, tenantID, id, models.Sources(via), to, 2, now, extra, args...)
+}
+
+// moveProposal is the conditional UPDATE of transition and
+// transitionThrough: the proposal goes from one of the states from (under
+// the condition extra) to to, steps revisions on.
+func moveProposal(tx *gorm.DB, tenantID, id string, from []models.Status, to models.Status, steps int, now time.Time, extra string, args ...any) (bool, error) {
+	q := "UPDATE proposals SET status = $1, revision = revision + " + strconv.Itoa(steps) +
+		", updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (" + placeholders(5, len(from)) + ")"
 	vals := make([]any, 0, 4+len(from)+len(args))
 	vals = append(vals, string(to), ms(now), tenantID, id)
 	for _, f := range from {
