@@ -54,12 +54,14 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 	}
 	// The adapter is the token's tool's (the proposal's, as decide checks).
 	ta, inDB := s.adapters[c.Operation].(store.TxAdapter)
+	rctx := ctx
 	if inDB {
 		// The business system's data is in this database: the write and
 		// its outcome commit with the consumption, all or nothing, within
-		// the tool's lease.
+		// the tool's lease (the redemption's transaction only: answering a
+		// replay or an expiry afterwards is not bound by it).
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.lease(c.Operation))
+		rctx, cancel = context.WithTimeout(ctx, s.lease(c.Operation))
 		defer cancel()
 	}
 	var (
@@ -108,11 +110,11 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 				Operation:     p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(s.lease(p.Tool))},
 		}
 		if inDB {
-			consume.Settle = s.settleIn(ctx, p, ta, s.receiptOptionsOf(p, r.Mandate, r.Grant))
+			consume.Settle = s.settleIn(rctx, p, ta, s.receiptOptionsOf(p, r.Mandate, r.Grant))
 		}
 		return consume, nil
 	}
-	exec, consumed, err := s.store.Redeem(ctx, agent.TenantID, proposalID, c.ID, decide)
+	exec, consumed, err := s.store.Redeem(rctx, agent.TenantID, proposalID, c.ID, decide)
 	if p != nil && p.MandateID != "" {
 		// The receipt names the standing mandate that confirmed the write.
 		defer func() {
