@@ -20,9 +20,12 @@ import (
 // program. database/sql never uses a driver connection from two goroutines
 // at once, so the cache needs no lock.
 
-// maxCachedStmts bounds the statements one connection keeps; when it is
-// full the connection starts over with none (statements whose SQL varies,
-// such as IN lists of different lengths, must not grow it without bound).
+// maxCachedStmts bounds the statements one connection keeps (statements
+// whose SQL varies, such as IN lists of different lengths, must not grow it
+// without bound). When it is full, the statement least recently run gives
+// way: what a connection runs all the time (the hot path of a write) stays
+// compiled, whatever else ran once (migrations, an administrator's command,
+// an unusual page size).
 const maxCachedStmts = 256
 
 // stmtCache wraps a driver so that its connections keep their statements
@@ -52,13 +55,19 @@ func implements[T any](v any) bool {
 type cachingConn struct {
 	driver.Conn
 	stmts map[string]*cachedStmt
+	// newest and oldest end the kept statements' list, in the order they
+	// were last run.
+	newest, oldest *cachedStmt
 }
 
 type cachedStmt struct {
-	s driver.Stmt
+	s     driver.Stmt
+	query string
 	// open is set while rows of the statement are being read: the same SQL
 	// run again meanwhile (a nested query) goes around the cache.
 	open bool
+	// newer and older link the statement into its connection's list.
+	newer, older *cachedStmt
 }
 
 // stmt returns the connection's compiled statement for query, preparing it
@@ -71,27 +80,70 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, erro
 		if s.open {
 			return nil, nil
 		}
+		c.unlink(s)
+		c.push(s)
 		return s, nil
 	}
 	if len(c.stmts) >= maxCachedStmts {
-		c.drop()
+		c.evict()
 	}
 	s, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	cs := &cachedStmt{s: s}
+	cs := &cachedStmt{s: s, query: query}
 	c.stmts[query] = cs
+	c.push(cs)
 	return cs, nil
+}
+
+// push makes s the newest kept statement.
+func (c *cachingConn) push(s *cachedStmt) {
+	s.newer, s.older = nil, c.newest
+	if c.newest != nil {
+		c.newest.newer = s
+	} else {
+		c.oldest = s
+	}
+	c.newest = s
+}
+
+// unlink takes s out of the list.
+func (c *cachingConn) unlink(s *cachedStmt) {
+	if s.newer != nil {
+		s.newer.older = s.older
+	} else {
+		c.newest = s.older
+	}
+	if s.older != nil {
+		s.older.newer = s.newer
+	} else {
+		c.oldest = s.newer
+	}
+	s.newer, s.older = nil, nil
+}
+
+// evict closes the statement least recently run, passing over those whose
+// rows are being read (their rows still need them; when every kept
+// statement is, the cache holds one more until one is free again).
+func (c *cachingConn) evict() {
+	for s := c.oldest; s != nil; s = s.newer {
+		if !s.open {
+			c.unlink(s)
+			delete(c.stmts, s.query)
+			s.s.Close()
+			return
+		}
+	}
 }
 
 // foreignSavepoint reports whether query sets, releases or rolls back to a
 // savepoint the store did not name. Those are not kept: they compile to a
 // few instructions, and their names vary without bound (GORM names a nested
-// transaction's savepoint after a pointer), so that keeping them would fill
-// the cache and start it over every few hundred writes, every statement of
-// the hot path then compiled again. The store's own savepoints, those of a
-// group's members, have at most groupMax names, and are kept.
+// transaction's savepoint after a pointer): each would be run once, and
+// keeping it would only cost a statement kept for a purpose. The store's own
+// savepoints, those of a group's members, have at most groupMax names, and
+// are kept.
 func foreignSavepoint(query string) bool {
 	for _, p := range [...]string{"SAVEPOINT ", "RELEASE ", "ROLLBACK TO "} {
 		if len(query) >= len(p) && strings.EqualFold(query[:len(p)], p) {
@@ -99,17 +151,6 @@ func foreignSavepoint(query string) bool {
 		}
 	}
 	return false
-}
-
-// drop closes every kept statement but those whose rows are being read
-// (their rows still need them; they are closed with the connection).
-func (c *cachingConn) drop() {
-	for q, s := range c.stmts {
-		if !s.open {
-			s.s.Close()
-			delete(c.stmts, q)
-		}
-	}
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -151,7 +192,7 @@ func (c *cachingConn) Close() error {
 	for _, s := range c.stmts {
 		s.s.Close()
 	}
-	c.stmts = nil
+	c.stmts, c.newest, c.oldest = nil, nil, nil
 	return c.Conn.Close()
 }
 

@@ -13,7 +13,7 @@ import (
 // The statement cache must answer exactly as the driver does: a statement
 // run again while its own rows are still being read (a nested query of the
 // same SQL) goes around the cache, and a connection whose cache is full
-// starts over without losing a statement in use.
+// makes room without losing a statement in use.
 func TestStatementCacheKeepsAnswersRight(t *testing.T) {
 	_, db := cacheStore(t)
 	for i := 1; i <= 5; i++ {
@@ -77,7 +77,7 @@ func TestStatementCacheKeepsAnswersRight(t *testing.T) {
 		V string
 	}
 	if err := db.Raw(q, 4).Scan(&got).Error; err != nil || len(got) != 2 || got[0].N != 4 || got[1].V != "v5" {
-		t.Fatalf("after the cache started over: %v %v", got, err)
+		t.Fatalf("after the cache made room: %v %v", got, err)
 	}
 }
 
@@ -99,7 +99,7 @@ func TestSavepointsDoNotFillTheStatementCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kept := writerCache(t, st)
+		kept := writerCache(t, st).stmts
 		s, ok := kept[insert]
 		if !ok {
 			t.Fatalf("after %d nested transactions the cache lost the INSERT (it keeps %d statements)", i+1, len(kept))
@@ -147,25 +147,152 @@ func cacheStore(t *testing.T) (*Store, *gorm.DB) {
 	return st, db
 }
 
-// writerCache returns the statements the writer connection keeps.
-func writerCache(t *testing.T, st *Store) map[string]*cachedStmt {
+// writerCache returns the writer connection's cache, to be read while
+// nothing runs on the store.
+func writerCache(t *testing.T, st *Store) *cachingConn {
 	t.Helper()
 	conn, err := st.sqlDB.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	var kept map[string]*cachedStmt
+	var kept *cachingConn
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*cachingConn)
 		if !ok {
 			return fmt.Errorf("the writer's connection is a %T", dc)
 		}
-		kept = c.stmts
+		kept = c
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return kept
+}
+
+// order lists the kept statements from the newest to the oldest, checking
+// that the list and the map hold the same statements.
+func (c *cachingConn) order(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	var newer *cachedStmt
+	for s := c.newest; s != nil; s = s.older {
+		if s.newer != newer || c.stmts[s.query] != s {
+			t.Fatalf("the list is broken at %q", s.query)
+		}
+		out, newer = append(out, s.query), s
+	}
+	if c.oldest != newer || len(out) != len(c.stmts) {
+		t.Fatalf("the list holds %d statements, the map %d", len(out), len(c.stmts))
+	}
+	return out
+}
+
+// A full cache gives way to the statement least recently run: one that runs
+// all the time stays compiled however many others run once (migrations, an
+// administrator's command, an unusual page size), and never more than
+// maxCachedStmts are kept.
+func TestStatementCacheKeepsWhatRunsOften(t *testing.T) {
+	st, db := cacheStore(t)
+	const hot = "SELECT v FROM t WHERE n = ?"
+	if err := db.Exec("INSERT INTO t (n, v) VALUES (1, 'one')").Error; err != nil {
+		t.Fatal(err)
+	}
+	runHot := func() {
+		t.Helper()
+		var v string
+		if err := db.Raw(hot, 1).Scan(&v).Error; err != nil || v != "one" {
+			t.Fatalf("hot statement: %q %v", v, err)
+		}
+	}
+	runHot()
+	first := writerCache(t, st).stmts[hot]
+	if first == nil {
+		t.Fatal("the hot statement is not kept")
+	}
+	once := func(i int) string { return fmt.Sprintf("SELECT count(*) FROM t WHERE n > %d", i) }
+	for i := range 3 * maxCachedStmts {
+		var n int64
+		if err := db.Raw(once(i)).Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		c := writerCache(t, st)
+		if len(c.stmts) > maxCachedStmts {
+			t.Fatalf("after %d statements the cache keeps %d", i+1, len(c.stmts))
+		}
+		if s := c.stmts[hot]; s != first {
+			t.Fatalf("after %d statements run once, the hot statement was compiled again", i+1)
+		}
+		if newest := c.order(t)[0]; newest != once(i) {
+			t.Fatalf("the newest statement is %q, not the one just run", newest)
+		}
+		if i%50 == 0 {
+			runHot()
+		}
+	}
+	c := writerCache(t, st)
+	if _, ok := c.stmts[once(0)]; ok {
+		t.Fatal("the statement run first and never again is still kept")
+	}
+	if _, ok := c.stmts[once(3*maxCachedStmts-1)]; !ok {
+		t.Fatal("the statement run last is not kept")
+	}
+}
+
+// A statement whose rows are being read is never closed to make room, even
+// when it is the oldest: the cache passes over it, and its rows read to the
+// end.
+func TestStatementCacheKeepsRowsBeingRead(t *testing.T) {
+	st, db := cacheStore(t)
+	for i := 1; i <= 3; i++ {
+		if err := db.Exec("INSERT INTO t (n, v) VALUES (?, ?)", i, fmt.Sprint("v", i)).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	const reading = "SELECT n, v FROM t ORDER BY n"
+	err := db.Transaction(func(tx *gorm.DB) error {
+		rows, err := tx.Raw(reading).Rows()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if !rows.Next() {
+			return fmt.Errorf("no first row: %v", rows.Err())
+		}
+		// Fill the cache twice over, the open statement its oldest.
+		for i := range 2 * maxCachedStmts {
+			var n int64
+			if err := tx.Raw(fmt.Sprintf("SELECT count(*) FROM t WHERE n > %d", i)).Scan(&n).Error; err != nil {
+				return err
+			}
+		}
+		seen := 1
+		for rows.Next() {
+			var n int
+			var v string
+			if err := rows.Scan(&n, &v); err != nil {
+				return err
+			}
+			seen++
+			if n != seen || v != fmt.Sprint("v", n) {
+				return fmt.Errorf("row %d: %d %q", seen, n, v)
+			}
+		}
+		if seen != 3 {
+			return fmt.Errorf("%d rows", seen)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := writerCache(t, st)
+	if len(c.stmts) > maxCachedStmts {
+		t.Fatalf("the cache keeps %d", len(c.stmts))
+	}
+	if s, ok := c.stmts[reading]; !ok || s.open {
+		t.Fatalf("the statement read while the cache made room: kept %v", ok)
+	}
+	c.order(t)
 }
