@@ -8,3 +8,10 @@ func NewOver(ks KeyStore, cfg Config) *Service { return newService(ks, cfg) }
 
 // ObjectFields is the strict JSON object parser of headers and claims.
 var ObjectFields = objectFields
+
+// DecodeClaims is the strict decoder of a verified payload's claims, and
+// ClaimNames the names it compares case-insensitively.
+var (
+	DecodeClaims = decodeClaims
+	ClaimNames   = claimNames
+)

@@ -24,6 +24,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -571,15 +573,28 @@ var claimNames = []string{"iss", "aud", "sub", "tenant", "jti", "op", "resource"
 // signed bytes and the claims we act on differ, so each is refused here.
 // Unknown claim names are tolerated so that a newer instance's tokens verify
 // during a rolling upgrade.
+//
+// The names come from one walk over the payload when none of them holds an
+// escape (every token countersign signs); the Unmarshal into the claims
+// then refuses what is not one JSON text. A payload whose names hold
+// escapes, or that the walk cannot follow, has its names decoded by
+// objectFields, which parses it once more.
 func decodeClaims(payload []byte) (models.Claims, error) {
 	if !utf8.Valid(payload) {
 		return models.Claims{}, errors.New("payload is not valid UTF-8")
 	}
-	fields, err := objectFields(payload)
+	names, plain, err := plainMemberNames(payload)
 	if err != nil {
 		return models.Claims{}, err
 	}
-	for name := range fields {
+	if !plain {
+		fields, err := objectFields(payload)
+		if err != nil {
+			return models.Claims{}, err
+		}
+		names = slices.Collect(maps.Keys(fields))
+	}
+	for _, name := range names {
 		for _, known := range claimNames {
 			if name != known && strings.EqualFold(name, known) {
 				return models.Claims{}, fmt.Errorf("claim %q differs from %q only in case", name, known)
@@ -591,6 +606,44 @@ func decodeClaims(payload []byte) (models.Claims, error) {
 		return models.Claims{}, err
 	}
 	return c, nil
+}
+
+// plainMemberNames returns the member names of the object doc when a walk
+// over it reaches its end and none of its names holds an escape (plain):
+// they are then its names exactly, if doc is JSON at all, which the caller
+// still has to check. A name given twice is an error. plain is false, and
+// there are no names, for anything else: a name with an escape (two
+// spellings may name one member) or a text the walk cannot follow.
+func plainMemberNames(doc []byte) (names []string, plain bool, err error) {
+	if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, false, errors.New("not a JSON object")
+	}
+	plain = true
+	names = make([]string, 0, len(claimNames))
+	walked := jsonscan.Walk(doc, jsonscan.Visitor{Name: func(depth int, raw []byte, escaped bool) bool {
+		if depth != 1 {
+			return true
+		}
+		if escaped {
+			plain = false
+			return false
+		}
+		for _, n := range names {
+			if n == string(raw) {
+				err = errors.New("duplicate member name")
+				return false
+			}
+		}
+		names = append(names, string(raw))
+		return true
+	}})
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !walked || !plain:
+		return nil, false, nil
+	}
+	return names, true, nil
 }
 
 // objectFields parses doc as exactly one JSON object and returns its members,
