@@ -5,11 +5,9 @@ import (
 	"encoding"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -263,8 +261,7 @@ func canonicalFlatObject(m map[string]any) (out []byte, ok bool) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		key, _ := jcsString(k)
-		out = append(out, key...)
+		out, _ = appendJCSString(out, k)
 		out = append(out, ':')
 		switch v := m[k].(type) {
 		case nil:
@@ -272,11 +269,10 @@ func canonicalFlatObject(m map[string]any) (out []byte, ok bool) {
 		case bool:
 			out = strconv.AppendBool(out, v)
 		case string:
-			s, err := jcsString(v)
-			if err != nil {
+			var err error
+			if out, err = appendJCSString(out, v); err != nil {
 				return nil, false
 			}
-			out = append(out, s...)
 		case int:
 			if v > maxExactInteger || v < -maxExactInteger {
 				return nil, false
@@ -297,11 +293,10 @@ func canonicalFlatObject(m map[string]any) (out []byte, ok bool) {
 			}
 			switch rv.Kind() {
 			case reflect.String:
-				s, err := jcsString(rv.String())
-				if err != nil {
+				var err error
+				if out, err = appendJCSString(out, rv.String()); err != nil {
 					return nil, false
 				}
-				out = append(out, s...)
 			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 				if n := rv.Int(); n > maxExactInteger || n < -maxExactInteger {
 					return nil, false
@@ -353,37 +348,50 @@ func (b AuditBody) template(data []byte) (AuditTemplate, error) {
 // jcsString is a string in RFC 8785 form: quotes and backslashes escaped,
 // control characters as \b \t \n \f \r or \u00xx, everything else as is.
 func jcsString(v string) (string, error) {
+	out, err := appendJCSString(make([]byte, 0, len(v)+2), v)
+	return string(out), err
+}
+
+// appendJCSString appends v in RFC 8785 form (see jcsString) to dst; runs
+// of bytes that need no escape are copied at once.
+func appendJCSString(dst []byte, v string) ([]byte, error) {
 	if !utf8.ValidString(v) {
-		return "", Errorf(EInternal, "audit entry holds a string that is not valid UTF-8")
+		return dst, Errorf(EInternal, "audit entry holds a string that is not valid UTF-8")
 	}
-	var sb strings.Builder
-	sb.WriteByte('"')
+	dst = append(dst, '"')
+	start := 0
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		switch {
-		case c == '"':
-			sb.WriteString(`\"`)
-		case c == '\\':
-			sb.WriteString(`\\`)
-		case c == '\b':
-			sb.WriteString(`\b`)
-		case c == '\t':
-			sb.WriteString(`\t`)
-		case c == '\n':
-			sb.WriteString(`\n`)
-		case c == '\f':
-			sb.WriteString(`\f`)
-		case c == '\r':
-			sb.WriteString(`\r`)
-		case c < 0x20:
-			fmt.Fprintf(&sb, `\u%04x`, c)
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, v[start:i]...)
+		start = i + 1
+		switch c {
+		case '"':
+			dst = append(dst, `\"`...)
+		case '\\':
+			dst = append(dst, `\\`...)
+		case '\b':
+			dst = append(dst, `\b`...)
+		case '\t':
+			dst = append(dst, `\t`...)
+		case '\n':
+			dst = append(dst, `\n`...)
+		case '\f':
+			dst = append(dst, `\f`...)
+		case '\r':
+			dst = append(dst, `\r`...)
 		default:
-			sb.WriteByte(c)
+			dst = append(dst, `\u00`...)
+			dst = append(dst, hexDigits[c>>4], hexDigits[c&0xf])
 		}
 	}
-	sb.WriteByte('"')
-	return sb.String(), nil
+	dst = append(dst, v[start:]...)
+	return append(dst, '"'), nil
 }
+
+const hexDigits = "0123456789abcdef"
 
 // Body returns the complete body for a position.
 func (t AuditTemplate) Body(prev string, seq int64) string {
