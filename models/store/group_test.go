@@ -562,3 +562,45 @@ func TestGroupLostWorkRerunsWhoFailedBecauseOfIt(t *testing.T) {
 		}
 	})
 }
+
+// A transaction alone runs its statements on its caller's context without
+// cancellation (the driver would watch each with a goroutine of its own),
+// yet still ends with that context: given up on half-way, it fails and
+// nothing of it stays, as an interrupted statement would have left it.
+func TestAloneEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	gs := openGroupStore(t, nil)
+	for _, settle := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var watched bool
+		err := gs.tx(ctx, func(tx *gorm.DB) error {
+			watched = tx.Statement.Context.Done() != nil
+			if err := insertRow(tx, fmt.Sprint("before-", settle)); err != nil {
+				return err
+			}
+			cancel()
+			if settle {
+				// database/sql rolls the transaction back once ctx is done.
+				time.Sleep(20 * time.Millisecond)
+			}
+			err := insertRow(tx, fmt.Sprint("after-", settle))
+			if settle && err == nil {
+				return errors.New("a statement ran after the transaction was rolled back")
+			}
+			return nil
+		})
+		if watched {
+			t.Error("the statements of a transaction alone run on a cancellable context")
+		}
+		if err == nil || models.ErrorCode(err) != models.EUnavailable || errors.Is(err, ErrCommitUncertain) {
+			t.Errorf("settle %v: %v; want unavailable, certainly not committed", settle, err)
+		}
+	}
+	if got := gs.rows(t); len(got) != 0 {
+		t.Fatalf("stored %v", got)
+	}
+	// The next transaction runs as usual.
+	if err := gs.tx(context.Background(), func(tx *gorm.DB) error { return insertRow(tx, "next") }); err != nil {
+		t.Fatal(err)
+	}
+}
