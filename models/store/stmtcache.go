@@ -84,8 +84,10 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, erro
 		c.push(s)
 		return s, nil
 	}
-	if len(c.stmts) >= maxCachedStmts {
-		c.evict()
+	for len(c.stmts) >= maxCachedStmts {
+		if !c.evict() {
+			break
+		}
 	}
 	s, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 	if err != nil {
@@ -124,17 +126,19 @@ func (c *cachingConn) unlink(s *cachedStmt) {
 }
 
 // evict closes the statement least recently run, passing over those whose
-// rows are being read (their rows still need them; when every kept
-// statement is, the cache holds one more until one is free again).
-func (c *cachingConn) evict() {
+// rows are being read (their rows still need them), and reports whether
+// there was one to close: when every kept statement is being read, the
+// cache holds more until they are free again.
+func (c *cachingConn) evict() bool {
 	for s := c.oldest; s != nil; s = s.newer {
 		if !s.open {
 			c.unlink(s)
 			delete(c.stmts, s.query)
 			s.s.Close()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // foreignSavepoint reports whether query sets, releases or rolls back to a
