@@ -441,6 +441,10 @@ func (s *Store) txAlone(ctx context.Context, fn func(tx *gorm.DB) error) (err er
 		run = tx.WithContext(quiet(ctx))
 	}
 	if err := fn(run); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, sql.ErrTxDone) {
+			// database/sql rolled the transaction back when ctx ended.
+			return dbErr(cerr)
+		}
 		return dbErr(err)
 	}
 	if err := ctx.Err(); err != nil {
