@@ -47,12 +47,15 @@ import (
 //     COMMIT, a broken transaction): it runs again, as a transaction of
 //     its own would have run after the failed one, on what was committed.
 //
-// A transaction that finds the writer free runs alone, on its caller's
-// context, exactly as before; in a group of several, members run on their
-// callers' contexts without cancellation (context.WithoutCancel): SQLite
-// answers an interrupted write inside a transaction by rolling the whole
-// transaction back, which would undo the other members' work. A caller
-// that gives up while queued leaves the queue without running.
+// A transaction that finds the writer free runs alone, as a transaction of
+// its own: its statements run on its caller's context without cancellation
+// (quiet), and it ends when that context does (rolled back, not committed).
+// In a group of several, members run on their callers' contexts without
+// cancellation too, and a member whose context ends while it runs still
+// commits with the others: SQLite answers an interrupted write inside a
+// transaction by rolling the whole transaction back, which would undo the
+// other members' work. A caller that gives up while queued leaves the
+// queue without running.
 
 // groupMax bounds the members of one group: one COMMIT's worth of work
 // that a late member waits for.
@@ -244,7 +247,7 @@ func (g *grouper) together(group []*groupReq) (rest []*groupReq) {
 			res[i], broken = groupRes{err: dbErr(err)}, i
 			break
 		}
-		ctx := context.WithoutCancel(r.ctx)
+		ctx := quiet(r.ctx)
 		pv, panicked, err := call(func() error { return r.fn(tx.WithContext(ctx)) })
 		if err == nil && !panicked {
 			if err := tx.Exec("RELEASE " + sp).Error; err != nil {
