@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -321,6 +322,9 @@ func TestParkedLongPollAnswers(t *testing.T) {
 func TestParkedLongPollsHoldNoGoroutineAndShareOneLoad(t *testing.T) {
 	eachDB(t, func(t *testing.T, db string) {
 		e := newParkEnv(t, db, models.Limits{})
+		// dump holds the goroutines of the moment they were counted, when
+		// there were too many, to tell which they were.
+		var dump strings.Builder
 		wake := func(n int) (statements int64, goroutines int) {
 			p := e.propose()
 			runtime.GC()
@@ -337,6 +341,9 @@ func TestParkedLongPollsHoldNoGoroutineAndShareOneLoad(t *testing.T) {
 				return runtime.NumGoroutine() == g
 			})
 			goroutines = runtime.NumGoroutine() - before
+			if goroutines > 10 {
+				_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+			}
 			base := e.statements.Load()
 			e.confirm(p)
 			for i, r := range polls {
@@ -360,7 +367,7 @@ func TestParkedLongPollsHoldNoGoroutineAndShareOneLoad(t *testing.T) {
 		// Blocking, each would hold two (its handler and net/http's
 		// background read).
 		if goroutines > 10 {
-			t.Errorf("50 parked long-polls added %d goroutines", goroutines)
+			t.Errorf("50 parked long-polls added %d goroutines; the process's goroutines when they were counted:\n%s", goroutines, dump.String())
 		}
 	})
 }
