@@ -86,7 +86,7 @@ func (h *AuthHandlers) Login(c echo.Context) error {
 	// c.RealIP() is the peer's address, or X-Forwarded-For's when the peer
 	// is a trusted proxy (web.Config.TrustedProxies).
 	s, err := h.auth.SignIn(c.Request().Context(), auth.LoginAttempt{Tenant: tenant, Username: username,
-		Password: c.FormValue("password"), ClientIP: c.RealIP(), Device: h.cookies.Device(c)})
+		Password: c.FormValue("password"), ClientIP: c.RealIP(), Device: h.cookies.Device(c), Zone: c.FormValue("zone")})
 	if err != nil {
 		form := authviews.LoginPage{Tenant: tenant, Username: username, Next: next, Error: models.ErrorMessage(err)}
 		switch models.ErrorCode(err) {

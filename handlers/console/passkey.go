@@ -25,7 +25,7 @@ type PasskeyVerifier interface {
 // PasskeySessions starts the session of a verified passkey sign-in
 // (*auth.Service).
 type PasskeySessions interface {
-	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (models.Session, error)
+	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User, zone string) (models.Session, error)
 }
 
 var (
@@ -72,7 +72,8 @@ func (h *Passkeys) Begin(c echo.Context) error {
 }
 
 // Finish serves POST /login/passkey/finish: the assertion
-// (credential.toJSON()) with "org" and "next" added. On success the browser
+// (credential.toJSON()) with "org", "next" and "zone" (the browser's time
+// zone, may be absent) added. On success the browser
 // gets a new session (its id rotated, as at every sign-in) and
 // {"redirect": next}.
 func (h *Passkeys) Finish(c echo.Context) error {
@@ -83,6 +84,7 @@ func (h *Passkeys) Finish(c echo.Context) error {
 	var in struct {
 		Org  string `json:"org"`
 		Next string `json:"next"`
+		Zone string `json:"zone"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		return models.Wrap(models.EInvalidRequest, err, "the request is not a JSON object")
@@ -92,7 +94,7 @@ func (h *Passkeys) Finish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := h.sessions.PasskeyLogin(ctx, t, u)
+	s, err := h.sessions.PasskeyLogin(ctx, t, u, in.Zone)
 	if err != nil {
 		return err
 	}

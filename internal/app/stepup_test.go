@@ -854,7 +854,7 @@ func TestPasskeySignIn(t *testing.T) {
 	finish := func(b *browser, org, resp string) (int, []byte) {
 		var m map[string]any
 		json.Unmarshal([]byte(resp), &m)
-		m["org"], m["next"] = org, "/history"
+		m["org"], m["next"], m["zone"] = org, "/history", "Asia/Kolkata"
 		body, _ := json.Marshal(m)
 		return b.postJSON("/login/passkey/finish", string(body))
 	}
@@ -869,6 +869,10 @@ func TestPasskeySignIn(t *testing.T) {
 	wantStatus(t, "signed in with a passkey", page, http.StatusOK)
 	if !strings.Contains(testid(page.doc, "whoami"), "alice") {
 		t.Errorf("whoami = %q", testid(page.doc, "whoami"))
+	}
+	// The browser's zone, sent with the answer, became alice's.
+	if got := mustUser(t, c, "alice").TimeZone; got != "Asia/Kolkata" {
+		t.Errorf("zone after the passkey sign-in = %q, want the browser's", got)
 	}
 	// The same answer again signs nobody in.
 	again := c.browser()

@@ -147,6 +147,9 @@ type LoginAttempt struct {
 	ClientIP string
 	// Device is the browser's remembered device, zero when unknown.
 	Device Device
+	// Zone is the IANA time zone the browser reports, may be empty. See
+	// adoptZone.
+	Zone string
 }
 
 // Config configures a Service. Zero durations and limits take the defaults.
@@ -313,6 +316,9 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (models.Session, 
 	if err != nil {
 		return models.Session{}, err
 	}
+	if err := s.adoptZone(ctx, &user, in.Zone); err != nil {
+		return models.Session{}, err
+	}
 	return s.start(ctx, user, tenant, []string{AMRPassword}, now)
 }
 
@@ -320,8 +326,8 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (models.Session, 
 // caller has verified (stepup.Service.FinishPasskeyLogin); the session's
 // AMR is ["webauthn"]. The user is read again: one that is unknown in the
 // tenant, or disabled, is EUnauthenticated. It may also return
-// EUnavailable.
-func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User) (models.Session, error) {
+// EUnavailable. zone is the browser's, as in LoginAttempt.
+func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User, zone string) (models.Session, error) {
 	u, _, err := s.store.UserCredentials(ctx, tenant.ID, user.Name)
 	if models.IsCode(err, models.ENotFound) {
 		return models.Session{}, badLogin()
@@ -332,7 +338,26 @@ func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user m
 	if u.ID != user.ID || u.Disabled {
 		return models.Session{}, badLogin()
 	}
+	if err := s.adoptZone(ctx, &u, zone); err != nil {
+		return models.Session{}, err
+	}
 	return s.start(ctx, u, tenant, []string{AMRWebAuthn}, s.clock.Now())
+}
+
+// adoptZone makes zone, the one the browser signing in reports, u's zone
+// when u has chosen none, so that the console shows times in it from the
+// first page on; the console need not find the zone out afterwards and
+// draw that page again. A chosen zone stays, even one chosen in another
+// browser meanwhile (the store sets the zone only where none is set). A
+// name that is no zone is ignored: a sign-in does not fail over it.
+func (s *Service) adoptZone(ctx context.Context, u *models.User, zone string) error {
+	if zone == "" || u.TimeZone != "" {
+		return nil
+	}
+	if _, err := models.LoadZone(zone); err != nil {
+		return nil
+	}
+	return s.store.SetUserTimeZone(ctx, u.TenantID, u.ID, zone, true)
 }
 
 func (s *Service) credentials(ctx context.Context, tenantName, username string) (models.User, string, error) {

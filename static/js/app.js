@@ -120,18 +120,28 @@
     }
   });
 
-  // The reviewer's zone: until one is stored, the browser's own zone is
-  // sent once (the server keeps a zone the reviewer chose), and the page
-  // is drawn again in it.
+  // The reviewer's zone: until one is stored, the browser's own is the
+  // default. A sign-in form carries it, so that the first page is drawn in
+  // it already. A page drawn without one (a session begun before the
+  // script could add it) sends it once, and the pages after it are drawn
+  // in it; this one is not drawn again, since a reload could cut short a
+  // navigation the reviewer has already begun. (The server keeps a zone the
+  // reviewer chose.)
+  function browserZone() {
+    return (window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone) || "";
+  }
+  document.addEventListener("submit", function (ev) {
+    var f = ev.target;
+    if (!f.querySelectorAll) return;
+    f.querySelectorAll("input[data-browser-zone]").forEach(function (el) { el.value = browserZone(); });
+  });
   document.addEventListener("DOMContentLoaded", function () {
     var url = document.body.getAttribute("data-zone-auto");
-    var zone = window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone;
+    var zone = browserZone();
     if (!url || !zone) return;
     var body = new URLSearchParams({ zone: zone, from_browser: "1" });
     fetch(url, { method: "POST", body: body, credentials: "same-origin",
-      headers: { "X-CSRF-Token": csrfToken() } }).then(function (res) {
-      if (res.ok) window.location.reload();
-    });
+      headers: { "X-CSRF-Token": csrfToken() } });
   });
 
   // Every time shows UTC on hover: the datetime attribute is the instant.

@@ -161,6 +161,7 @@
           var res = cred.toJSON();
           res.org = body.org;
           res.next = next ? next.value : "";
+          res.zone = (window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone) || "";
           return postJSON(form.dataset.finish, res);
         });
       }
