@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/countersign/countersign/static"
 )
 
 // row is one line of the report.
@@ -222,6 +224,7 @@ func benchKind(ctx context.Context, cfg config, dir, kind string, rep *report) e
 // benchExecute interleaves floor and product batches of executes at each
 // concurrency, alternating which goes first.
 func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *report) error {
+	bare := newBareHTTP(srv)
 	for _, c := range cfg.Conc {
 		var prod, base []batch
 		var stmts, ops int64
@@ -250,14 +253,7 @@ func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *
 				prod = append(prod, b)
 				return err
 			}
-			first, second := floorRun, prodRun
-			if r%2 == 1 {
-				first, second = prodRun, floorRun
-			}
-			if err := first(); err != nil {
-				return err
-			}
-			if err := second(); err != nil {
+			if err := alternate(r, floorRun, bare.run(ctx, cfg.Ops, c), prodRun); err != nil {
 				return err
 			}
 		}
@@ -266,7 +262,9 @@ func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *
 			Product: p.String(), Baseline: f.String(),
 			Ratio: p.ops / f.ops, RatioOf: "throughput vs floor",
 			Ratio2: float64(p.p99) / float64(f.p99), Ratio2Of: "vs floor",
-			Statement: float64(stmts) / float64(ops)})
+			Statement: float64(stmts) / float64(ops)},
+			bare.row("execute", srv.kind, c, p, f))
+		bare.reset()
 	}
 	return nil
 }
@@ -277,6 +275,7 @@ func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *r
 	body := func() []byte {
 		return fmt.Appendf(nil, `{"tool":"send_customer_email","arguments":%s}`, emailArgs(int(seq.Add(1))))
 	}
+	bare := newBareHTTP(srv)
 	for _, c := range cfg.Conc {
 		var prod, base []batch
 		var stmts, ops int64
@@ -296,14 +295,7 @@ func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *r
 				prod = append(prod, b)
 				return err
 			}
-			first, second := floorRun, prodRun
-			if r%2 == 1 {
-				first, second = prodRun, floorRun
-			}
-			if err := first(); err != nil {
-				return err
-			}
-			if err := second(); err != nil {
+			if err := alternate(r, floorRun, bare.run(ctx, cfg.Ops, c), prodRun); err != nil {
 				return err
 			}
 		}
@@ -312,7 +304,67 @@ func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *r
 			Product: p.String(), Baseline: f.String(),
 			Ratio: p.ops / f.ops, RatioOf: "throughput vs floor",
 			Ratio2: float64(p.p99) / float64(f.p99), Ratio2Of: "vs floor",
-			Statement: float64(stmts) / float64(ops)})
+			Statement: float64(stmts) / float64(ops)},
+			bare.row("create", srv.kind, c, p, f))
+		bare.reset()
 	}
 	return nil
+}
+
+// alternate runs the floor's batch, then the bare HTTP batch, then the
+// product's in even rounds, and the other way round in odd ones, so that
+// the machine's drift falls on all three alike.
+func alternate(round int, floorRun, bareRun, prodRun func() error) error {
+	order := []func() error{floorRun, bareRun, prodRun}
+	if round%2 == 1 {
+		slices.Reverse(order)
+	}
+	for _, run := range order {
+		if err := run(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bareHTTP measures a request that does no work of countersign's: a GET
+// of one of the console's static files (7 KB, from memory) through the
+// same server, middleware and client as the product's requests. The
+// floor does its work without HTTP; this is what HTTP alone costs on the
+// machine, so that the report can say how near the floor anything served
+// over HTTP could come.
+type bareHTTP struct {
+	srv     *server
+	path    string
+	batches []batch
+}
+
+func newBareHTTP(srv *server) *bareHTTP {
+	return &bareHTTP{srv: srv, path: static.New().URL("js/app.js")}
+}
+
+func (h *bareHTTP) run(ctx context.Context, n, c int) func() error {
+	return func() error {
+		b, err := runBatch(ctx, n, c, func(ctx context.Context, _ int) error { return h.srv.do(ctx, "GET", h.path, nil, 200) })
+		h.batches = append(h.batches, b)
+		return err
+	}
+}
+
+func (h *bareHTTP) reset() { h.batches = nil }
+
+// row reports the bare request beside the floor of op. Where the floor's
+// work and HTTP's each take the whole machine (or, at c = 1, follow one
+// another) their costs add up: a server that did nothing beyond the floor
+// would reach 1 / (1/floor + 1/bare) operations a second through HTTP.
+// The row's ratio is that estimate over the floor, the best any server
+// could report in the row above; its second is the product's throughput
+// over that estimate.
+func (h *bareHTTP) row(op, kind string, c int, product, floor summary) row {
+	b := summarize(h.batches)
+	best := 1 / (1/floor.ops + 1/b.ops)
+	return row{Name: fmt.Sprintf("%s floor through HTTP, %s, c=%d", op, kind, c),
+		Product: "HTTP alone: " + b.String(), Baseline: floor.String(),
+		Ratio: best / floor.ops, RatioOf: "the floor with HTTP's cost added, vs floor",
+		Ratio2: product.ops / best, Ratio2Of: "countersign vs the floor with HTTP's cost"}
 }

@@ -34,7 +34,9 @@ func TestBenchReport(t *testing.T) {
 			}
 			names := []string{
 				"execute, " + kind + ", c=1", "execute, " + kind + ", c=3",
+				"execute floor through HTTP, " + kind + ", c=1", "execute floor through HTTP, " + kind + ", c=3",
 				"create, " + kind + ", c=1", "create, " + kind + ", c=3",
+				"create floor through HTTP, " + kind + ", c=1", "create floor through HTTP, " + kind + ", c=3",
 				"status-filtered list (API), " + kind + ", 1k vs 1500 stored",
 				"console pending list, " + kind + ", 1k vs 1500 stored",
 				"console history, " + kind + ", 1k vs 1500 stored",
@@ -67,8 +69,8 @@ func TestBenchReport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.rows) != 10 {
-				t.Fatalf("report has %d rows, want 10: %+v", len(rep.rows), rep.rows)
+			if len(rep.rows) != 12 {
+				t.Fatalf("report has %d rows, want 12: %+v", len(rep.rows), rep.rows)
 			}
 			for _, r := range rep.rows {
 				for _, v := range []float64{r.Ratio, r.Ratio2} {
