@@ -9,7 +9,7 @@ import (
 // only when the connection's peer is a trusted proxy; a spoofed header
 // from anyone else is ignored.
 func TestClientAddressBehindTrustedProxies(t *testing.T) {
-	trusted, err := ParseTrustedProxies([]string{"10.0.0.0/8", "192.0.2.7"})
+	trusted, err := ParsePrefixes([]string{"10.0.0.0/8", "192.0.2.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +43,8 @@ func TestClientAddressBehindTrustedProxies(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"10.0.0.0/33", "proxy.example", ""} {
-		if _, err := ParseTrustedProxies([]string{bad}); err == nil {
-			t.Errorf("ParseTrustedProxies(%q) accepted", bad)
+		if _, err := ParsePrefixes([]string{bad}); err == nil {
+			t.Errorf("ParsePrefixes(%q) accepted", bad)
 		}
 	}
 }

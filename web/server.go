@@ -292,9 +292,10 @@ func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
-// ParseTrustedProxies reads a list of CIDR prefixes or single addresses
-// ("10.0.0.0/8", "192.0.2.7", "::1") for Config.TrustedProxies.
-func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+// ParsePrefixes reads a list of CIDR prefixes or single addresses
+// ("10.0.0.0/8", "192.0.2.7", "::1"), such as Config.TrustedProxies or the
+// ranges webhooks may be sent to.
+func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range list {
 		if p, err := netip.ParsePrefix(v); err == nil {
@@ -303,7 +304,7 @@ func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
 		}
 		a, err := netip.ParseAddr(v)
 		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %q is neither an IP address nor a CIDR prefix", v)
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR prefix", v)
 		}
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}

@@ -61,3 +61,16 @@ func TestServeChecksTrustedProxies(t *testing.T) {
 		t.Errorf("a bad prefix from the environment: %v (exit %d), want a usage error", r.err, code)
 	}
 }
+
+func TestServeChecksWebhookAllow(t *testing.T) {
+	t.Parallel()
+	r := invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--webhook-allow", "10.20.0.0/16,hooks.internal")
+	if _, code := reported(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "--webhook-allow") ||
+		!strings.Contains(r.err.Error(), "hooks.internal") {
+		t.Errorf("a host name to allow webhooks to: %v (exit %d), want a usage error", r.err, code)
+	}
+	r = invoke(t, map[string]string{"COUNTERSIGN_WEBHOOK_ALLOW": "fd00::/129"}, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0")
+	if _, code := reported(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "fd00::/129") {
+		t.Errorf("a bad prefix from the environment: %v (exit %d), want a usage error", r.err, code)
+	}
+}

@@ -78,6 +78,9 @@ type serveConfig struct {
 	SMTPAddr, SMTPFrom, SMTPUsername, SMTPPassword string
 	SMTPStartTLS                                   bool
 	SlackWebhookURL                                string
+	// WebhookAllow are ranges beyond public addresses webhooks may go to.
+	WebhookAllow listFlag
+	webhookAllow []netip.Prefix
 	// Operations.
 	MetricsAddr  string
 	MetricsToken string
@@ -171,6 +174,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.StringVar(&cfg.SMTPPassword, "smtp-password", "", "SMTP AUTH `PASSWORD`; prefer COUNTERSIGN_SMTP_PASSWORD")
 	fs.BoolVar(&cfg.SMTPStartTLS, "smtp-starttls", false, "refuse a mail server that does not offer STARTTLS\n(STARTTLS is used whenever offered)")
 	fs.StringVar(&cfg.SlackWebhookURL, "slack-webhook-url", "", "Slack-compatible incoming webhook `URL` reviewer notifications are posted to")
+	fs.Var(&cfg.WebhookAllow, "webhook-allow", "`CIDR` prefixes or addresses beyond public ones that webhooks may be sent to\n(loopback, private, link-local and other special-purpose addresses are refused\notherwise); repeat or separate with commas, e.g. 10.20.0.0/16 for an internal\nreceiver or the address of an egress proxy")
 	opsFlags(fs, &cfg)
 	configFileFlag(fs)
 	pos, err := cmd.parse(args, c.getenv)
@@ -213,8 +217,11 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	if err := checkLimits(cfg.Limits); err != nil {
 		return usagef(cmd.synopsis, "%v", err)
 	}
-	if cfg.trusted, err = web.ParseTrustedProxies(cfg.TrustedProxies.values); err != nil {
+	if cfg.trusted, err = web.ParsePrefixes(cfg.TrustedProxies.values); err != nil {
 		return usagef(cmd.synopsis, "--trusted-proxies: %v", err)
+	}
+	if cfg.webhookAllow, err = web.ParsePrefixes(cfg.WebhookAllow.values); err != nil {
+		return usagef(cmd.synopsis, "--webhook-allow: %v", err)
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
@@ -318,6 +325,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		SMTP: events.SMTPConfig{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername,
 			Password: cfg.SMTPPassword, StartTLS: cfg.SMTPStartTLS},
 		SlackWebhookURL: cfg.SlackWebhookURL,
+		WebhookAllow:    cfg.webhookAllow,
 		MetricsToken:    mainServerMetricsToken(cfg),
 		KEK:             key,
 		TracerProvider:  tp,

@@ -122,6 +122,9 @@ type Config struct {
 	// incoming webhook. Links point at BaseURL.
 	SMTP            events.SMTPConfig
 	SlackWebhookURL string
+	// WebhookAllow are the ranges beyond public addresses that webhooks
+	// may be sent to (events.Config.AllowAddresses).
+	WebhookAllow []netip.Prefix
 	// DispatchInterval is how often webhooks and notifications that are due
 	// are looked for; 1s when zero.
 	DispatchInterval time.Duration
@@ -235,7 +238,7 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 	a.Events = events.New(events.Config{Store: a.Store, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		BaseURL: a.cfg.BaseURL, SMTP: a.cfg.SMTP, SlackWebhookURL: a.cfg.SlackWebhookURL})
+		BaseURL: a.cfg.BaseURL, SMTP: a.cfg.SMTP, SlackWebhookURL: a.cfg.SlackWebhookURL, AllowAddresses: a.cfg.WebhookAllow})
 	if a.cfg.PasswordHash == (secret.PasswordParams{}) {
 		a.cfg.PasswordHash = secret.DefaultPasswordParams
 	}

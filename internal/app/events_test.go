@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -147,9 +148,15 @@ func next(t *testing.T, ch <-chan sseMessage) sseMessage {
 	}
 }
 
+// allowLoopbackHooks lets webhooks reach the tests' receivers on
+// 127.0.0.1 (the server refuses loopback destinations otherwise).
+func allowLoopbackHooks(cfg *app.Config) {
+	cfg.WebhookAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+}
+
 func TestAgentWebhooksAndEventStream(t *testing.T) {
 	t.Parallel()
-	c := openConsole(t)
+	c := openConsole(t, allowLoopbackHooks)
 	ctx := context.Background()
 	key := c.creds.AgentKey
 	r := newHookReceiver(t)
@@ -157,6 +164,12 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 	code, body := agentCall(t, c, key, "POST", "/api/v1/webhooks", `{"url":"ftp://127.0.0.1/x"}`)
 	if code != http.StatusBadRequest {
 		t.Fatalf("ftp endpoint: %d %s", code, body)
+	}
+	// Only the operator's ranges are reachable beyond public addresses:
+	// the cloud's metadata service is not.
+	code, body = agentCall(t, c, key, "POST", "/api/v1/webhooks", `{"url":"http://169.254.169.254/latest/meta-data/"}`)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"code":"invalid_request"`) || !strings.Contains(string(body), "link-local") {
+		t.Fatalf("metadata service endpoint: %d %s", code, body)
 	}
 	code, body = agentCall(t, c, key, "POST", "/api/v1/webhooks", `{"url":"`+r.URL+`/hook","description":"mine"}`)
 	if code != http.StatusCreated {
@@ -262,7 +275,7 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 
 func TestWebhookAdminPageAndRedeliver(t *testing.T) {
 	t.Parallel()
-	c := openConsole(t)
+	c := openConsole(t, allowLoopbackHooks)
 	ctx := context.Background()
 	r := newHookReceiver(t)
 	fail := true
@@ -286,6 +299,9 @@ func TestWebhookAdminPageAndRedeliver(t *testing.T) {
 	}
 	if p := b.postForm("/admin/webhooks", url.Values{"url": {"javascript:alert(1)"}}); p.status != http.StatusBadRequest || testid(p.doc, "form-error") == "" {
 		t.Fatalf("javascript: URL: %d", p.status)
+	}
+	if p := b.postForm("/admin/webhooks", url.Values{"url": {"http://10.0.0.7/hook"}}); p.status != http.StatusBadRequest || !strings.Contains(testid(p.doc, "form-error"), "private") {
+		t.Fatalf("a private address: %d %q", p.status, testid(p.doc, "form-error"))
 	}
 	p = b.postForm("/admin/webhooks", url.Values{"url": {r.URL}, "description": {"audit trail"}})
 	wantStatus(t, "create", p, http.StatusOK)
@@ -403,7 +419,7 @@ func startMailCatcher(t *testing.T) (*mailCatcher, string) {
 func TestServerNotifiesReviewersAndDeliversAfterRestart(t *testing.T) {
 	t.Parallel()
 	box, addr := startMailCatcher(t)
-	c := openConsole(t, func(cfg *app.Config) {
+	c := openConsole(t, allowLoopbackHooks, func(cfg *app.Config) {
 		cfg.BaseURL = "http://countersign.test"
 		cfg.SMTP = events.SMTPConfig{Addr: addr, From: "countersign@example.com"}
 	})

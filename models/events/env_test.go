@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -95,7 +96,18 @@ func newEnv(t *testing.T, url string, clock models.Clock, notify ...string) *env
 	return e
 }
 
+// loopback is where the tests' receivers listen.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// events is the service over the env's database, allowed to send webhooks
+// to the tests' receivers on loopback.
 func (e *env) events(cfg events.Config) *events.Service {
+	cfg.AllowAddresses = append(cfg.AllowAddresses, loopback...)
+	return e.strictEvents(cfg)
+}
+
+// strictEvents is events with only cfg's own AllowAddresses.
+func (e *env) strictEvents(cfg events.Config) *events.Service {
 	cfg.Store, cfg.Clock = e.store, e.clock
 	if cfg.RetryBase == 0 {
 		cfg.RetryBase = time.Millisecond

@@ -186,7 +186,7 @@ func (s *Service) sendSlack(ctx context.Context, d models.Delivery) (int, error)
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return s.post(req)
+	return s.post(s.client, req)
 }
 
 var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

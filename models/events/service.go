@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -48,9 +49,10 @@ type Config struct {
 	// MaxAttempts is how many attempts a delivery gets before it is
 	// failed; 12 when zero.
 	MaxAttempts int
-	// HTTPClient sends webhooks and Slack messages; one that follows no
-	// redirects when nil.
-	HTTPClient *http.Client
+	// AllowAddresses are the ranges beyond public unicast addresses that
+	// webhooks may be sent to (see Destinations). The Slack URL, the
+	// operator's own, is not restricted.
+	AllowAddresses []netip.Prefix
 }
 
 // Service registers webhook endpoints, dispatches deliveries and serves
@@ -68,7 +70,9 @@ type Service struct {
 	base     time.Duration
 	max      time.Duration
 	attempts int
-	client   *http.Client
+	dest     Destinations
+	hooks    *http.Client // webhooks: to the destinations dest permits
+	client   *http.Client // the operator's Slack URL
 	channels []string
 }
 
@@ -76,7 +80,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{st: cfg.Store, clock: cfg.Clock, log: cfg.Logger, baseURL: strings.TrimRight(cfg.BaseURL, "/"),
 		smtp: cfg.SMTP, slack: cfg.SlackWebhookURL, timeout: cfg.Timeout, base: cfg.RetryBase, max: cfg.RetryMax,
-		attempts: cfg.MaxAttempts, client: cfg.HTTPClient}
+		attempts: cfg.MaxAttempts, dest: Destinations{Allow: cfg.AllowAddresses}}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -95,9 +99,8 @@ func New(cfg Config) *Service {
 	if s.attempts <= 0 {
 		s.attempts = 12
 	}
-	if s.client == nil {
-		s.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
+	s.hooks = s.dest.Client()
+	s.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	s.channels = append([]string{models.ChannelWebhook}, NotifyChannels(cfg.SMTP, cfg.SlackWebhookURL)...)
 	return s
 }
@@ -138,9 +141,10 @@ func CheckURL(raw string) (string, error) {
 // RegisterEndpoint registers an endpoint in scope (an agent's own, or with
 // an empty AgentID a tenant-wide one) and returns it with its signing
 // secret, which is shown this once. EInvalidRequest for a URL that is not
-// http(s) or a description that is too long.
+// http(s), one whose host is an address webhooks are not sent to (or
+// localhost), or a description that is too long.
 func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
-	u, err := CheckURL(rawURL)
+	u, err := s.dest.checkEndpointURL(rawURL)
 	if err != nil {
 		return models.WebhookEndpoint{}, "", err
 	}
@@ -346,14 +350,14 @@ func (s *Service) sendWebhook(ctx context.Context, d models.Delivery) (int, erro
 	req.Header.Set("webhook-id", d.Event.ID)
 	req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
 	req.Header.Set("webhook-signature", sig)
-	return s.post(req)
+	return s.post(s.hooks, req)
 }
 
 // errGone marks a failure that no retry can cure.
 var errGone = errors.New("not retried")
 
-func (s *Service) post(req *http.Request) (int, error) {
-	resp, err := s.client.Do(req)
+func (s *Service) post(client *http.Client, req *http.Request) (int, error) {
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
 	}
