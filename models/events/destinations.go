@@ -107,7 +107,13 @@ func (e *RefusedAddressError) Error() string {
 func (d Destinations) CheckHost(host string) error {
 	h := strings.TrimSuffix(strings.ToLower(host), ".")
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return d.Check(netip.IPv6Loopback())
+		// It resolves to either loopback address: allowing one of them
+		// allows the name.
+		v4 := d.Check(netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+		if v4 == nil || d.Check(netip.IPv6Loopback()) == nil {
+			return nil
+		}
+		return v4
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {

@@ -83,6 +83,13 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 	if _, _, err := internal.RegisterEndpoint(e.ctx, scope, "http://10.1.2.3/hook", ""); err != nil {
 		t.Errorf("an allowed range: %v", err)
 	}
+	// localhost is either loopback address: allowing one allows the name.
+	for _, allow := range []string{"127.0.0.0/8", "::1/128"} {
+		local := e.strictEvents(events.Config{AllowAddresses: []netip.Prefix{netip.MustParsePrefix(allow)}})
+		if _, _, err := local.RegisterEndpoint(e.ctx, scope, "http://localhost:9000/hook", ""); err != nil {
+			t.Errorf("localhost with %s allowed: %v", allow, err)
+		}
+	}
 }
 
 // TestDeliveriesConnectOnlyWherePermitted: a delivery to an endpoint that
