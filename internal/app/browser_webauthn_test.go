@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 
@@ -175,6 +176,19 @@ func TestBrowserSecurityKeyApproval(t *testing.T) {
 		AuthenticatorID: va.AuthenticatorID, IsUserVerified: true}); err != nil {
 		t.Fatal(err)
 	}
+	// The answer carries the browser's zone, as the password form does.
+	finish := make(chan []byte, 4)
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok && strings.HasSuffix(e.Request.URL, "/login/passkey/finish") {
+			var body []byte
+			for _, p := range e.Request.PostDataEntries {
+				body = append(body, p.Bytes...)
+			}
+			finish <- body
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	step("sign out and in with the passkey",
 		chromedp.Click(chromedp.CSS(`.who button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=passkey-form]`)),
@@ -184,6 +198,18 @@ func TestBrowserSecurityKeyApproval(t *testing.T) {
 	)
 	if got := text(`[data-testid=whoami]`); !strings.Contains(got, creds.Reviewer) {
 		t.Errorf("signed in with the passkey as %q", got)
+	}
+	select {
+	case body := <-finish:
+		var sent struct{ Zone string }
+		if err := json.Unmarshal(body, &sent); err != nil {
+			t.Fatalf("the passkey answer %q: %v", body, err)
+		}
+		if want := j.eval(`Intl.DateTimeFormat().resolvedOptions().timeZone`); sent.Zone == "" || sent.Zone != want {
+			t.Errorf("the passkey answer carried the zone %q, want the browser's %q", sent.Zone, want)
+		}
+	default:
+		t.Error("no passkey answer was seen")
 	}
 }
 

@@ -121,8 +121,9 @@
   });
 
   // The reviewer's zone: until one is stored, the browser's own is the
-  // default. A sign-in form carries it, so that the first page is drawn in
-  // it already. A page drawn without one (a session begun before the
+  // default. A sign-in form carries it (its input[data-browser-zone], also
+  // read by the passkey sign-in), so that the first page is drawn in it
+  // already. A page drawn without one (a session begun before the
   // script could add it) sends it once, and the pages after it are drawn
   // in it; this one is not drawn again, since a reload could cut short a
   // navigation the reviewer has already begun. (The server keeps a zone the
@@ -130,11 +131,12 @@
   function browserZone() {
     return (window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone) || "";
   }
-  document.addEventListener("submit", function (ev) {
-    var f = ev.target;
-    if (!f.querySelectorAll) return;
-    f.querySelectorAll("input[data-browser-zone]").forEach(function (el) { el.value = browserZone(); });
-  });
+  function fillZones(root) {
+    if (!root.querySelectorAll) return;
+    root.querySelectorAll("input[data-browser-zone]").forEach(function (el) { el.value = browserZone(); });
+  }
+  document.addEventListener("DOMContentLoaded", function () { fillZones(document); });
+  document.addEventListener("submit", function (ev) { fillZones(ev.target); });
   document.addEventListener("DOMContentLoaded", function () {
     var url = document.body.getAttribute("data-zone-auto");
     var zone = browserZone();

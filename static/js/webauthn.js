@@ -161,7 +161,8 @@
           var res = cred.toJSON();
           res.org = body.org;
           res.next = next ? next.value : "";
-          res.zone = (window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone) || "";
+          var zone = form.querySelector("input[data-browser-zone]");
+          res.zone = zone ? zone.value : "";
           return postJSON(form.dataset.finish, res);
         });
       }
