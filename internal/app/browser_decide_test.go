@@ -107,15 +107,21 @@ func terminalUser(t *testing.T, a *app.App, name string) models.User {
 
 func (j *journey) signIn(base, user, password string) {
 	j.t.Helper()
-	j.step("sign in as "+user,
-		chromedp.Navigate(base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
+	j.signInAfter(base, user, password)
+}
+
+// signInAfter is signIn with actions run on the sign-in page before the
+// form is filled in.
+func (j *journey) signInAfter(base, user, password string, first ...chromedp.Action[chromedp.Void]) {
+	j.t.Helper()
+	steps := append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/login"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`))}, first...)
+	j.step("sign in as "+user, append(steps,
 		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), user),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), password),
 		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=whoami]`)),
-	)
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=whoami]`)))...)
 }
 
 func (j *journey) eval(js string) string {
