@@ -53,6 +53,10 @@ type Config struct {
 	// webhooks may be sent to (see Destinations). The Slack URL, the
 	// operator's own, is not restricted.
 	AllowAddresses []netip.Prefix
+	// Retention is how long an event, its deliveries and their attempt
+	// log are kept once no delivery is pending (Prune); zero keeps them
+	// for ever.
+	Retention time.Duration
 }
 
 // Service registers webhook endpoints, dispatches deliveries and serves
@@ -74,13 +78,14 @@ type Service struct {
 	hooks    *http.Client // webhooks: to the destinations dest permits
 	client   *http.Client // the operator's Slack URL
 	channels []string
+	keep     time.Duration
 }
 
 // New returns the service.
 func New(cfg Config) *Service {
 	s := &Service{st: cfg.Store, clock: cfg.Clock, log: cfg.Logger, baseURL: strings.TrimRight(cfg.BaseURL, "/"),
 		smtp: cfg.SMTP, slack: cfg.SlackWebhookURL, timeout: cfg.Timeout, base: cfg.RetryBase, max: cfg.RetryMax,
-		attempts: cfg.MaxAttempts, dest: Destinations{Allow: cfg.AllowAddresses}}
+		attempts: cfg.MaxAttempts, dest: Destinations{Allow: cfg.AllowAddresses}, keep: cfg.Retention}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -199,6 +204,35 @@ func (s *Service) Redeliver(ctx context.Context, tenantID, deliveryID string) er
 // Backlog counts pending deliveries per channel.
 func (s *Service) Backlog(ctx context.Context) (map[string]int64, error) {
 	return s.st.DeliveryBacklog(ctx)
+}
+
+// ---- Retention -----------------------------------------------------------
+
+// pruneBatch bounds the events one pruning transaction deletes, so that it
+// holds SQLite's writer only briefly.
+const pruneBatch = 200
+
+// Prune deletes the events older than the retention none of whose
+// deliveries is pending or changed within it, with those deliveries and
+// their attempt log, in transactions of up to pruneBatch events, and
+// returns what went. Age is the wall clock's, as event ids are (see
+// Stream). Zero retention prunes nothing. Several instances may prune at
+// once.
+func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
+	var total store.OutboxPruned
+	if s.keep <= 0 {
+		return total, nil
+	}
+	before := time.Now().Add(-s.keep)
+	after := ""
+	for {
+		got, err := s.st.PruneOutbox(ctx, after, before, pruneBatch)
+		total.Add(got)
+		if err != nil || got.Considered < pruneBatch {
+			return total, err
+		}
+		after = got.Through
+	}
 }
 
 // ---- Dispatch ------------------------------------------------------------
