@@ -18,11 +18,20 @@ const (
 	streamHeartbeat = 15 * time.Second
 )
 
+// The message that opens a stream resuming after an event the outbox no
+// longer holds (events.Stream.Pruned).
+const (
+	prunedEvent = "stream.pruned"
+	prunedCode  = "events_pruned"
+)
+
 // Events handles GET /api/v1/events: a text/event-stream of the agent's
 // own proposals' events as they happen. Each message has the event id as
 // its id, the event type as its event name and the event (as webhooks
 // carry it) as its data. A client reconnecting with Last-Event-ID (header,
-// or the last_event_id query parameter) resumes right after that event.
+// or the last_event_id query parameter) resumes right after that event;
+// when the outbox was pruned past it, the stream starts with a
+// stream.pruned message (no id) saying that events may be missing.
 func (h *Handlers) Events(c echo.Context) error {
 	agent, err := agentFrom(c)
 	if err != nil {
@@ -48,6 +57,15 @@ func (h *Handlers) Events(c echo.Context) error {
 	w.WriteHeader(http.StatusOK)
 	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
 		return nil
+	}
+	if stream.Pruned() {
+		// No id: a client that reconnects before the next event resumes
+		// from the same point, and is told again.
+		data, _ := json.Marshal(map[string]string{"code": prunedCode, "last_event_id": last,
+			"message": "events after this one were pruned from the outbox (older than its retention); read your proposals afresh, then follow the stream"})
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", prunedEvent, data); err != nil {
+			return nil
+		}
 	}
 	w.Flush()
 	poll := time.NewTicker(streamPoll)

@@ -2,7 +2,10 @@ package events
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
@@ -27,13 +30,16 @@ type Stream struct {
 	floor  string // never read at or below this id (the resume point)
 	cursor string // the highest id sent
 	sent   map[string]struct{}
+	// pruned: the resume point is no longer in the outbox, which was
+	// pruned past it; events after it may be missing.
+	pruned bool
 }
 
 // OpenStream starts a stream of the agent's events. With lastEventID (the
 // SSE Last-Event-ID of a reconnecting client) it resumes right after that
 // event, from the outbox; without, it starts with the events that happen
 // from now on. EInvalidRequest when lastEventID names no event of the
-// agent.
+// agent, unless the outbox was pruned past it (then Pruned).
 func (s *Service) OpenStream(ctx context.Context, agent models.Agent, lastEventID string) (*Stream, error) {
 	// From now on: past the current millisecond's lowest id and past every
 	// event already committed (ids of the same millisecond as the opening
@@ -44,18 +50,46 @@ func (s *Service) OpenStream(ctx context.Context, agent models.Agent, lastEventI
 		return nil, err
 	}
 	floor = max(floor, latest)
+	pruned := false
 	if lastEventID != "" {
 		if _, err := s.st.AgentEvent(ctx, agent.TenantID, agent.ID, lastEventID); err != nil {
-			if models.IsCode(err, models.ENotFound) {
+			if !models.IsCode(err, models.ENotFound) {
+				return nil, err
+			}
+			if pruned, err = s.prunedPast(ctx, lastEventID); err != nil {
+				return nil, err
+			}
+			if !pruned {
 				return nil, models.Errorf(models.EInvalidRequest, "Last-Event-ID names no event of this agent")
 			}
-			return nil, err
 		}
 		floor = lastEventID
 	}
 	return &Stream{st: s.st, tenant: agent.TenantID, agent: agent.ID, floor: floor, cursor: floor,
-		sent: map[string]struct{}{}}, nil
+		sent: map[string]struct{}{}, pruned: pruned}, nil
 }
+
+// prunedPast reports whether id, an event id not in the outbox, may have
+// been pruned from it: it is well formed and at or below the id pruning
+// reached. Which events were pruned is not kept, so such an id is taken
+// for one of them even when it never was an event of the agent's: the
+// stream that resumes after it holds the agent's own events only.
+func (s *Service) prunedPast(ctx context.Context, id string) (bool, error) {
+	rest, ok := strings.CutPrefix(id, "evt_")
+	if !ok {
+		return false, nil
+	}
+	if _, err := ulid.ParseStrict(strings.ToUpper(rest)); err != nil {
+		return false, nil
+	}
+	through, err := s.st.PrunedThrough(ctx)
+	return err == nil && id <= through, err
+}
+
+// Pruned reports whether the stream resumes after an event that was pruned
+// from the outbox: events that followed it may have been pruned too, and
+// the client should read the state it needs (its proposals) afresh.
+func (st *Stream) Pruned() bool { return st.pruned }
 
 // Next returns the events committed since the last call that the stream
 // has not returned yet, oldest first.

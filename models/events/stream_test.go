@@ -2,9 +2,11 @@ package events_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
+	"github.com/countersign/countersign/models/store"
 )
 
 func TestStreamFollowsAndResumes(t *testing.T) {
@@ -51,6 +53,47 @@ func TestStreamFollowsAndResumes(t *testing.T) {
 		}
 		if _, err := ev.OpenStream(e.ctx, other, got[0].ID); !models.IsCode(err, models.EInvalidRequest) {
 			t.Errorf("another agent resumed from this agent's event: %v", err)
+		}
+	})
+}
+
+func TestStreamResumesAfterAPrunedEvent(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		ev := e.events(events.Config{})
+		first := e.propose("ord_1001", 100)
+		firstEvents := e.outbox().events
+		time.Sleep(2 * time.Millisecond)
+		horizon := time.Now()
+		time.Sleep(2 * time.Millisecond)
+		second := e.propose("ord_1002", 100)
+		if _, err := e.store.PruneOutbox(e.ctx, "", horizon, 100); err != nil {
+			t.Fatal(err)
+		}
+		gone := firstEvents[0].ID
+		st, err := ev.OpenStream(e.ctx, e.agent, gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Pruned() {
+			t.Error("a stream resuming after a pruned event does not say so")
+		}
+		got, err := st.Next(e.ctx)
+		if err != nil || len(got) != 2 || got[0].ProposalID != second.ID {
+			t.Fatalf("resumed after %s (of %s): %+v (%v)", gone, first.ID, got, err)
+		}
+		// After an event still there: no gap.
+		st, err = ev.OpenStream(e.ctx, e.agent, got[0].ID)
+		if err != nil || st.Pruned() {
+			t.Fatalf("resuming after a kept event: pruned %v (%v)", st != nil && st.Pruned(), err)
+		}
+		// Ids pruning never reached, and what is no event id at all, name
+		// no event.
+		for _, id := range []string{store.EventIDAt(time.Now().Add(time.Hour)), "evt_0", "0", gone + "x", "EVT" + gone[3:]} {
+			if _, err := ev.OpenStream(e.ctx, e.agent, id); !models.IsCode(err, models.EInvalidRequest) {
+				t.Errorf("Last-Event-ID %q: %v, want invalid_request", id, err)
+			}
 		}
 	})
 }
