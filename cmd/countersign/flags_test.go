@@ -74,3 +74,13 @@ func TestServeChecksWebhookAllow(t *testing.T) {
 		t.Errorf("a bad prefix from the environment: %v (exit %d), want a usage error", r.err, code)
 	}
 }
+
+func TestServeChecksOutboxRetention(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"30m", "-1h", "soon"} {
+		r := invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--outbox-retention", bad)
+		if _, code := reported(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "outbox-retention") {
+			t.Errorf("--outbox-retention %s: %v (exit %d), want a usage error", bad, r.err, code)
+		}
+	}
+}

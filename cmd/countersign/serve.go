@@ -81,6 +81,8 @@ type serveConfig struct {
 	// WebhookAllow are ranges beyond public addresses webhooks may go to.
 	WebhookAllow listFlag
 	webhookAllow []netip.Prefix
+	// OutboxRetention is how long settled events and deliveries are kept.
+	OutboxRetention time.Duration
 	// Operations.
 	MetricsAddr  string
 	MetricsToken string
@@ -136,6 +138,9 @@ func tokenFlags(fs *flag.FlagSet, issuer, audience *string) {
 	fs.StringVar(audience, "audience", defaultAudience, "the aud claim of confirmation tokens (the execute service)")
 }
 
+// defaultOutboxRetention keeps a month of settled events and deliveries.
+const defaultOutboxRetention = 30 * 24 * time.Hour
+
 func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) error {
 	var cfg serveConfig
 	cmd := newCommand("serve", "countersign serve [flags]", serveAbout, c.stdout)
@@ -175,6 +180,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.BoolVar(&cfg.SMTPStartTLS, "smtp-starttls", false, "refuse a mail server that does not offer STARTTLS\n(STARTTLS is used whenever offered)")
 	fs.StringVar(&cfg.SlackWebhookURL, "slack-webhook-url", "", "Slack-compatible incoming webhook `URL` reviewer notifications are posted to")
 	fs.Var(&cfg.WebhookAllow, "webhook-allow", "`CIDR` prefixes or addresses beyond public ones that webhooks may be sent to\n(loopback, private, link-local and other special-purpose addresses are refused\notherwise); repeat or separate with commas, e.g. 10.20.0.0/16 for an internal\nreceiver or the address of an egress proxy")
+	fs.DurationVar(&cfg.OutboxRetention, "outbox-retention", defaultOutboxRetention, "how long events, webhook and notification deliveries and their attempt log are\nkept once no delivery is pending: the event stream's resume window and the\ndelivery log's depth (at least 1h; 0 keeps them for ever)")
 	opsFlags(fs, &cfg)
 	configFileFlag(fs)
 	pos, err := cmd.parse(args, c.getenv)
@@ -208,6 +214,9 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
 		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
+	}
+	if cfg.OutboxRetention < 0 || (cfg.OutboxRetention > 0 && cfg.OutboxRetention < time.Hour) {
+		return usagef(cmd.synopsis, "--outbox-retention must be at least 1h (or 0, to keep everything)")
 	}
 	for _, o := range cfg.Origins.values {
 		if clean, err := checkBaseURL(o); err != nil || strings.Count(clean, "/") != 2 {
@@ -326,6 +335,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 			Password: cfg.SMTPPassword, StartTLS: cfg.SMTPStartTLS},
 		SlackWebhookURL: cfg.SlackWebhookURL,
 		WebhookAllow:    cfg.webhookAllow,
+		OutboxRetention: cfg.OutboxRetention,
 		MetricsToken:    mainServerMetricsToken(cfg),
 		KEK:             key,
 		TracerProvider:  tp,

@@ -128,6 +128,10 @@ type Config struct {
 	// DispatchInterval is how often webhooks and notifications that are due
 	// are looked for; 1s when zero.
 	DispatchInterval time.Duration
+	// OutboxRetention is how long events, their deliveries and the
+	// delivery log are kept once nothing is pending
+	// (events.Config.Retention); zero keeps them for ever.
+	OutboxRetention time.Duration
 	// MetricsToken, when set, serves Prometheus metrics at /metrics of the
 	// main server to requests with "Authorization: Bearer MetricsToken".
 	// Without it /metrics is not routed; MetricsHandler serves them on a
@@ -238,7 +242,8 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 	a.Events = events.New(events.Config{Store: a.Store, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
-		BaseURL: a.cfg.BaseURL, SMTP: a.cfg.SMTP, SlackWebhookURL: a.cfg.SlackWebhookURL, AllowAddresses: a.cfg.WebhookAllow})
+		BaseURL: a.cfg.BaseURL, SMTP: a.cfg.SMTP, SlackWebhookURL: a.cfg.SlackWebhookURL, AllowAddresses: a.cfg.WebhookAllow,
+		Retention: a.cfg.OutboxRetention})
 	if a.cfg.PasswordHash == (secret.PasswordParams{}) {
 		a.cfg.PasswordHash = secret.DefaultPasswordParams
 	}
@@ -361,19 +366,29 @@ func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) 
 	return out, nil
 }
 
-// consolePruneInterval is how often ended console sessions and old sign-in
-// attempt counters are deleted.
-const consolePruneInterval = time.Hour
+// pruneInterval is how often ended console sessions, old sign-in attempt
+// counters and the outbox past its retention are deleted.
+const pruneInterval = time.Hour
 
-// pruneConsole deletes ended console sessions at start and then hourly,
-// until ctx ends. Several instances may do it at once: deleting is
-// idempotent.
-func (a *App) pruneConsole(ctx context.Context) {
-	t := time.NewTicker(consolePruneInterval)
+// prune deletes what is no longer kept — ended console sessions, and
+// events and deliveries past the outbox's retention — at start and then
+// hourly, until ctx ends. Several instances may do it at once: deleting
+// is idempotent.
+func (a *App) prune(ctx context.Context) {
+	t := time.NewTicker(pruneInterval)
 	defer t.Stop()
+	log := a.cfg.Logger
 	for {
 		if _, err := a.Auth.Prune(ctx); err != nil && ctx.Err() == nil {
-			a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "pruning console sessions failed", slog.String("err", err.Error()))
+			log.LogAttrs(ctx, slog.LevelWarn, "pruning console sessions failed", slog.String("err", err.Error()))
+		}
+		got, err := a.Events.Prune(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "pruning the outbox failed", slog.String("err", err.Error()))
+		}
+		if got.Events+got.Deliveries > 0 {
+			log.LogAttrs(ctx, slog.LevelInfo, "pruned the outbox", slog.Int64("events", got.Events),
+				slog.Int64("deliveries", got.Deliveries), slog.Int64("attempts", got.Attempts))
 		}
 		select {
 		case <-ctx.Done():
@@ -456,7 +471,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, background time.Durati
 	workers.Go(func() { a.Protocol.RunBackground(bg, background) })
 	// Other instances' changes wake this one's long-polls (PostgreSQL).
 	workers.Go(func() { a.Protocol.Listen(bg) })
-	workers.Go(func() { a.pruneConsole(bg) })
+	workers.Go(func() { a.prune(bg) })
 	dispatch := a.cfg.DispatchInterval
 	if dispatch <= 0 {
 		dispatch = time.Second

@@ -121,7 +121,7 @@ func openStream(t *testing.T, c *console, key, lastEventID string) (<-chan sseMe
 			line := sc.Text()
 			switch {
 			case line == "":
-				if m.ID != "" {
+				if m.ID != "" || m.Event != "" {
 					ch <- m
 				}
 				m = sseMessage{}
@@ -462,5 +462,44 @@ func TestServerNotifiesReviewersAndDeliversAfterRestart(t *testing.T) {
 	}
 	if strings.Contains(m, "/approve") {
 		t.Errorf("the message links to an approval:\n%s", m)
+	}
+}
+
+func TestEventStreamSaysWhenItsResumePointWasPruned(t *testing.T) {
+	t.Parallel()
+	c := openConsole(t, func(cfg *app.Config) { cfg.OutboxRetention = 50 * time.Millisecond })
+	key := c.creds.AgentKey
+	stream, _ := openStream(t, c, key, "")
+	c.propose("ord_1001", 100)
+	first := next(t, stream)
+	_ = next(t, stream)
+	time.Sleep(60 * time.Millisecond)
+	got, err := c.app.Events.Prune(context.Background())
+	if err != nil || got.Events < 2 {
+		t.Fatalf("pruned %+v (%v)", got, err)
+	}
+	later := c.propose("ord_1002", 100)
+
+	// The agent was away while its last event was pruned: the stream says
+	// so first, with no id (a reconnect resumes from the same point), then
+	// goes on with what the outbox still holds.
+	resumed, code := openStream(t, c, key, first.ID)
+	if code != http.StatusOK {
+		t.Fatalf("resume after a pruned event: %d", code)
+	}
+	m := next(t, resumed)
+	var notice struct {
+		Code        string `json:"code"`
+		LastEventID string `json:"last_event_id"`
+	}
+	if err := json.Unmarshal([]byte(m.Data), &notice); err != nil || m.Event != "stream.pruned" || m.ID != "" ||
+		notice.Code != "events_pruned" || notice.LastEventID != first.ID {
+		t.Fatalf("first message %+v (%v)", m, err)
+	}
+	if m := next(t, resumed); m.Event != "proposal.created" || !strings.Contains(m.Data, later.ID) {
+		t.Fatalf("then %+v", m)
+	}
+	if _, code := openStream(t, c, key, "evt_unknown"); code != http.StatusBadRequest {
+		t.Errorf("an id that is no event's: %d", code)
 	}
 }
