@@ -138,11 +138,11 @@ func wake(ctx context.Context, srv *server, n, k int, approve []int, parked func
 	approved := make(map[int]time.Time, len(approve))
 	defer func() {
 		cl.stop()
-		// A parked long-poll does not watch its connection: a client gone
-		// away is noticed only when its answer is written, at the
-		// proposal's next change or the wait's deadline. The proposals
-		// nobody approved are withdrawn, which answers (and ends) their
-		// long-polls now rather than at the deadline.
+		// Where parked connections are not watched (not on Linux), a
+		// client gone away is noticed only when its answer is written, at
+		// the proposal's next change or the wait's deadline. The
+		// proposals nobody approved are withdrawn, which answers (and
+		// ends) their long-polls now wherever the bench runs.
 		for j, p := range props {
 			if _, ok := approved[j]; !ok {
 				_, _ = srv.app.Protocol.Cancel(context.WithoutCancel(ctx), srv.agent, p.ID)

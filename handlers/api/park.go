@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -71,10 +72,14 @@ func (h *Handlers) wait(c echo.Context, agent models.Agent, p *models.Proposal, 
 // request, not the proposal (a 304 needs its ETag; a change brings a newer
 // revision), not the agent (only what token visibility looks at).
 //
-// A client that goes away while its long-poll is parked is not noticed
-// until the answer is written (and fails): noticing it sooner needs a read
-// on the connection, that is a goroutine. The connection and the agent's
-// long-poll slot are held at most MaxWait (60 s) that way.
+// A client that goes away while its long-poll is parked ends it, as it
+// would end a long-poll that holds its goroutine (net/http ends the
+// request's context): the connection is watched for the client's hang-up
+// (detach.WatchHangup, no goroutine of its own), which stops the
+// long-poll, so that the agent's long-poll slot and the connection are
+// given back then, not at the deadline. Where connections cannot be
+// watched, that happens when the answer is written (and fails), at most
+// MaxWait (60 s) later.
 func (h *Handlers) park(c echo.Context, pk *writes.Parked, agent models.Agent, p *models.Proposal,
 	unchanged func(*models.Proposal) bool) bool {
 	req := c.Request()
@@ -103,7 +108,16 @@ func (h *Handlers) park(c echo.Context, pk *writes.Parked, agent models.Agent, p
 	reader := models.Agent{ID: agent.ID, TenantID: agent.TenantID}
 	tag := etag(p)
 	dr.Detach(ctx, pk.Stop)
+	var left atomic.Bool
+	unwatch := detach.WatchHangup(conn, func() { left.Store(true); pk.Stop() })
 	pk.Start(ctx, func(q *models.Proposal, err error) {
+		unwatch() // before the connection is closed
+		if left.Load() {
+			// Nobody reads an answer any more.
+			conn.Close()
+			dr.Finish(0, 0)
+			return
+		}
 		answer := hdr.header()
 		var (
 			status int
