@@ -25,6 +25,22 @@ func pair(t *testing.T, ln net.Listener) (server, client net.Conn) {
 	return server, client
 }
 
+// listener is a TCP listener on loopback for a test that needs connections
+// to be watched: it skips where they are not.
+func listener(t *testing.T) net.Listener {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("connections are watched on Linux only")
+	}
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
 func within(t *testing.T, what string, d time.Duration, ok func() bool) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
@@ -36,15 +52,7 @@ func within(t *testing.T, what string, d time.Duration, ok func() bool) {
 }
 
 func TestWatchHangupSeesTheClientLeave(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("connections are watched on Linux only")
-	}
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listener(t)
 
 	// Many at once, each told once, the one whose client stays never.
 	const n = 200
@@ -90,15 +98,7 @@ func TestWatchHangupSeesTheClientLeave(t *testing.T) {
 }
 
 func TestWatchHangupEndsWithStopOrData(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("connections are watched on Linux only")
-	}
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listener(t)
 
 	var calls atomic.Int32
 	// Stopped, then the client leaves: not told.
