@@ -11,10 +11,15 @@ import (
 	"github.com/countersign/countersign/models/events"
 )
 
-// Event stream timing: how often the outbox is read, and how long the
-// stream may be silent before a comment line keeps proxies from closing it.
+// Event stream timing. A stream reads the outbox when one of its tenant's
+// proposals changed (events.Stream.Changed), but not again sooner than
+// streamGap after its last read: a tenant whose proposals change
+// hundreds of times a second costs each of its streams a few reads a
+// second, not one per change. After streamHeartbeat without a message a
+// comment line keeps proxies from closing the stream, and the outbox is
+// read then too, in case a change's announcement was lost.
 const (
-	streamPoll      = 500 * time.Millisecond
+	streamGap       = 100 * time.Millisecond
 	streamHeartbeat = 15 * time.Second
 )
 
@@ -68,10 +73,11 @@ func (h *Handlers) Events(c echo.Context) error {
 		}
 	}
 	w.Flush()
-	poll := time.NewTicker(streamPoll)
-	defer poll.Stop()
-	quiet := time.Now()
+	beat := time.NewTimer(streamHeartbeat)
+	defer beat.Stop()
 	for {
+		changed := stream.Changed()
+		read := time.Now()
 		evs, err := stream.Next(ctx)
 		if err != nil {
 			return nil // the client reconnects with its Last-Event-ID
@@ -87,18 +93,27 @@ func (h *Handlers) Events(c echo.Context) error {
 		}
 		if len(evs) > 0 {
 			w.Flush()
-			quiet = time.Now()
-		} else if time.Since(quiet) >= streamHeartbeat {
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
-				return nil
-			}
-			w.Flush()
-			quiet = time.Now()
+			beat.Reset(streamHeartbeat)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-poll.C:
+		case <-changed:
+			if gap := streamGap - time.Since(read); gap > 0 {
+				t := time.NewTimer(gap)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+			}
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+			beat.Reset(streamHeartbeat)
 		}
 	}
 }

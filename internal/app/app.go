@@ -243,7 +243,7 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.Events = events.New(events.Config{Store: a.Store, Clock: a.cfg.Clock, Logger: a.cfg.Logger,
 		BaseURL: a.cfg.BaseURL, SMTP: a.cfg.SMTP, SlackWebhookURL: a.cfg.SlackWebhookURL, AllowAddresses: a.cfg.WebhookAllow,
-		Retention: a.cfg.OutboxRetention})
+		Retention: a.cfg.OutboxRetention, Changes: a.Protocol})
 	if a.cfg.PasswordHash == (secret.PasswordParams{}) {
 		a.cfg.PasswordHash = secret.DefaultPasswordParams
 	}

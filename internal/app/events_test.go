@@ -91,8 +91,14 @@ type sseMessage struct{ ID, Event, Data string }
 // the returned channel until the test ends.
 func openStream(t *testing.T, c *console, key, lastEventID string) (<-chan sseMessage, int) {
 	t.Helper()
+	return openStreamAt(t, c.srv.URL, key, lastEventID)
+}
+
+// openStreamAt is openStream on the server at base.
+func openStreamAt(t *testing.T, base, key, lastEventID string) (<-chan sseMessage, int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", c.srv.URL+"/api/v1/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/events", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)

@@ -43,6 +43,8 @@ type parkEnv struct {
 	reviewer   models.User
 	logs       *syncWriter
 	statements atomic.Int64
+	// streamReads counts the event streams' outbox reads (streamRead).
+	streamReads atomic.Int64
 }
 
 func newParkEnv(t *testing.T, db string, limits models.Limits) *parkEnv {
@@ -51,7 +53,12 @@ func newParkEnv(t *testing.T, db string, limits models.Limits) *parkEnv {
 	e.s = serveApp(t, db, func(c *app.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
 		c.Limits = limits
-		c.OnStatement = func(string) { e.statements.Add(1) }
+		c.OnStatement = func(q string) {
+			e.statements.Add(1)
+			if streamRead.MatchString(q) {
+				e.streamReads.Add(1)
+			}
+		}
 	})
 	ctx := context.Background()
 	creds, err := e.s.app.SeedDemo(ctx)

@@ -57,6 +57,19 @@ type Config struct {
 	// log are kept once no delivery is pending (Prune); zero keeps them
 	// for ever.
 	Retention time.Duration
+	// Changes tells event streams when a proposal changed (the protocol,
+	// *writes.Service), so that a stream reads the outbox when there may
+	// be something new, not on a timer. Without it a stream reads the
+	// outbox every StreamPoll.
+	Changes Changes
+}
+
+// Changes announces proposal changes as they commit: WaitAny returns a
+// channel closed at the next change of any of the tenant's proposals,
+// made by this process or (through the protocol's change notifications)
+// by another instance or process.
+type Changes interface {
+	WaitAny(tenantID string) <-chan struct{}
 }
 
 // Service registers webhook endpoints, dispatches deliveries and serves
@@ -79,13 +92,15 @@ type Service struct {
 	client   *http.Client // the operator's Slack URL
 	channels []string
 	keep     time.Duration
+	changes  Changes
 }
 
 // New returns the service.
 func New(cfg Config) *Service {
 	s := &Service{st: cfg.Store, clock: cfg.Clock, log: cfg.Logger, baseURL: strings.TrimRight(cfg.BaseURL, "/"),
 		smtp: cfg.SMTP, slack: cfg.SlackWebhookURL, timeout: cfg.Timeout, base: cfg.RetryBase, max: cfg.RetryMax,
-		attempts: cfg.MaxAttempts, dest: Destinations{Allow: cfg.AllowAddresses}, keep: cfg.Retention}
+		attempts: cfg.MaxAttempts, dest: Destinations{Allow: cfg.AllowAddresses}, keep: cfg.Retention,
+		changes: cfg.Changes}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}

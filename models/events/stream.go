@@ -19,17 +19,22 @@ import (
 // sent already.
 const lookback = 10 * time.Second
 
+// StreamPoll is how often a stream reads the outbox when the service has
+// no change notifications (Config.Changes).
+const StreamPoll = 500 * time.Millisecond
+
 // Stream follows the events of one agent's proposals, in id order, each
 // once. Event ids are ULIDs minted from the wall clock (models.NewID), so
 // the stream computes id bounds from the wall clock too, not from the
 // service's (possibly injected) clock.
 type Stream struct {
-	st     *store.Store
-	tenant string
-	agent  string
-	floor  string // never read at or below this id (the resume point)
-	cursor string // the highest id sent
-	sent   map[string]struct{}
+	st      *store.Store
+	changes Changes // nil: poll
+	tenant  string
+	agent   string
+	floor   string // never read at or below this id (the resume point)
+	cursor  string // the highest id sent
+	sent    map[string]struct{}
 	// pruned: the resume point is no longer in the outbox, which was
 	// pruned past it; events after it may be missing.
 	pruned bool
@@ -65,7 +70,7 @@ func (s *Service) OpenStream(ctx context.Context, agent models.Agent, lastEventI
 		}
 		floor = lastEventID
 	}
-	return &Stream{st: s.st, tenant: agent.TenantID, agent: agent.ID, floor: floor, cursor: floor,
+	return &Stream{st: s.st, changes: s.changes, tenant: agent.TenantID, agent: agent.ID, floor: floor, cursor: floor,
 		sent: map[string]struct{}{}, pruned: pruned}, nil
 }
 
@@ -90,6 +95,21 @@ func (s *Service) prunedPast(ctx context.Context, id string) (bool, error) {
 // from the outbox: events that followed it may have been pruned too, and
 // the client should read the state it needs (its proposals) afresh.
 func (st *Stream) Pruned() bool { return st.pruned }
+
+// Changed returns a channel that is ready when the stream may have events
+// that Next has not returned: closed at the next change of one of the
+// tenant's proposals (every event belongs to a proposal, and the change
+// that recorded it is announced once it committed), or, without change
+// notifications, after StreamPoll. Take it before calling Next, so that a
+// change committing after Next's read is not missed.
+func (st *Stream) Changed() <-chan struct{} {
+	if st.changes == nil {
+		ch := make(chan struct{})
+		time.AfterFunc(StreamPoll, func() { close(ch) })
+		return ch
+	}
+	return st.changes.WaitAny(st.tenant)
+}
 
 // Next returns the events committed since the last call that the stream
 // has not returned yet, oldest first.

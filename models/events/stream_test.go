@@ -97,3 +97,42 @@ func TestStreamResumesAfterAPrunedEvent(t *testing.T) {
 		}
 	})
 }
+
+// A stream told of changes is ready only when one of its tenant's
+// proposals changed; without change notifications it polls.
+func TestStreamChangedFollowsTheProtocol(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		st, err := e.events(events.Config{Changes: e.svc}).OpenStream(e.ctx, e.agent, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := st.Changed()
+		select {
+		case <-changed:
+			t.Fatal("ready with nothing changed")
+		case <-time.After(2 * events.StreamPoll):
+		}
+		p := e.propose("ord_1001", 100)
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a proposal was created and the stream was not told")
+		}
+		got, err := st.Next(e.ctx)
+		if err != nil || len(got) != 2 || got[0].Type != models.EventCreated || got[1].ProposalID != p.ID {
+			t.Fatalf("after the change: %+v (%v)", got, err)
+		}
+
+		polling, err := e.events(events.Config{}).OpenStream(e.ctx, e.agent, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-polling.Changed():
+		case <-time.After(10 * events.StreamPoll):
+			t.Fatal("a stream without change notifications never polled")
+		}
+	})
+}
