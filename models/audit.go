@@ -35,8 +35,15 @@ const (
 	AuditKeyRegistered     = "security_key.registered"
 	AuditKeyRemoved        = "security_key.removed"
 	AuditSignIn            = "session.signed_in"
-	AuditStepUpFailed      = "stepup.failed"
-	AuditReaderCreated     = "admin.audit_reader_created"
+	// AuditSignInFailed: a password sign-in to an existing account was
+	// refused (wrong password, disabled account). Attempts the rate limits
+	// turned away before checking the password, and attempts on names that
+	// are no account's, are not recorded: the limits bound how many
+	// entries an attacker can add, and no attacker-chosen name enters a
+	// chain that cannot be edited.
+	AuditSignInFailed  = "session.sign_in_failed"
+	AuditStepUpFailed  = "stepup.failed"
+	AuditReaderCreated = "admin.audit_reader_created"
 	// AuditProposalSuperseded: a reviewer edited the proposal into a new
 	// version (whose proposal.created entry names the editor as actor).
 	AuditProposalSuperseded = "proposal.superseded"
@@ -54,6 +61,10 @@ const (
 // ActorSystem is the actor of entries no person or agent caused directly
 // (expiry sweeps, reconciliation).
 const ActorSystem = "system"
+
+// ActorAnonymous is the actor of entries caused by someone not signed in
+// (a refused sign-in: who tried is not known, only which account).
+const ActorAnonymous = "anonymous"
 
 // AuditEvent is what a state change contributes to the audit log: the
 // store numbers, links and hashes it.

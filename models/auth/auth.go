@@ -297,7 +297,8 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (models.Session, 
 	if err != nil {
 		return models.Session{}, err
 	}
-	if !s.pw.Verify(hash, password) || user.Disabled {
+	if reason := refusal(s.pw.Verify(hash, password), user.Disabled); reason != "" {
+		s.recordRefusal(ctx, user, reason, known != nil, now)
 		return models.Session{}, badLogin()
 	}
 
@@ -320,6 +321,27 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (models.Session, 
 		return models.Session{}, err
 	}
 	return s.start(ctx, user, tenant, []string{AMRPassword}, now)
+}
+
+// refusal names why a sign-in with a password that verified (or not) to
+// an account that is disabled (or not) is refused; "" when it is not.
+func refusal(verified, disabled bool) string {
+	switch {
+	case !verified:
+		return "wrong_password"
+	case disabled:
+		return "account_disabled"
+	}
+	return ""
+}
+
+// recordRefusal appends the refused sign-in to the account's organization's
+// audit chain. It is best effort: the answer is the same whether or not
+// the entry could be written, so that a failing write does not tell an
+// existing account from an unknown name.
+func (s *Service) recordRefusal(ctx context.Context, u models.User, reason string, knownDevice bool, now time.Time) {
+	_ = s.store.Audit(ctx, u.TenantID, now, models.AuditEvent{Kind: models.AuditSignInFailed, Actor: models.ActorAnonymous,
+		Data: map[string]any{"user_id": u.ID, "method": models.MethodPassword, "reason": reason, "known_device": knownDevice}})
 }
 
 // PasskeyLogin starts a new session for user, whose passkey assertion the
