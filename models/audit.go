@@ -56,6 +56,13 @@ const (
 	AuditMandateGranted = "mandate.granted"
 	// AuditMandateRevoked: an administrator ended a mandate.
 	AuditMandateRevoked = "mandate.revoked"
+	// AuditSigningKeyAdded: a token signing key (kid, Ed25519 public key
+	// in base64url, the key it replaced as the active one) began to sign
+	// tokens, checkpoints and receipts; it is recorded in every
+	// organization's chain, and a new organization's chain begins with
+	// the keys that exist when it is created (previous_kid empty, active
+	// says whether the key is the one signing).
+	AuditSigningKeyAdded = "signing_key.added"
 )
 
 // ActorSystem is the actor of entries no person or agent caused directly

@@ -58,9 +58,11 @@ func TestCheckpoints(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The chain: the signing key, recorded at the tenant's creation, and
+	// the three sign-ins.
 	got, err := st.Checkpoints(ctx, ten.ID, 0)
-	if err != nil || len(got) != 1 || got[0].Seq != 3 {
-		t.Fatalf("checkpoints %+v (%v), want one at 3", got, err)
+	if err != nil || len(got) != 1 || got[0].Seq != 4 {
+		t.Fatalf("checkpoints %+v (%v), want one at 4", got, err)
 	}
 	head, _ := st.Head(ctx, ten.ID)
 	payload, _, err := tokens.VerifyDocument(ctx, token.TypeCheckpoint, got[0].JWS)
@@ -68,7 +70,7 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c models.CheckpointClaims
-	if err := json.Unmarshal(payload, &c); err != nil || c.Head != head.Hash || c.Count != 3 || c.Tenant != ten.ID {
+	if err := json.Unmarshal(payload, &c); err != nil || c.Head != head.Hash || c.Count != 4 || c.Tenant != ten.ID {
 		t.Fatalf("claims %+v (%v), head %s", c, err, head.Hash)
 	}
 	if _, _, err := tokens.VerifyDocument(ctx, token.TypeReceipt, got[0].JWS); !models.IsCode(err, models.EInvalidSignature) {

@@ -38,8 +38,15 @@ func (s *Store) SeedDemo(ctx context.Context, seed DemoSeed) (DemoResult, error)
 	now := ms(s.clock.Now())
 	var out DemoResult
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		if _, err := insertOnce(tx, &tenantRow{ID: models.NewID("ten"), Name: DemoTenant, CreatedAt: now}); err != nil {
+		created := tenantRow{ID: models.NewID("ten"), Name: DemoTenant, CreatedAt: now}
+		fresh, err := insertOnce(tx, &created)
+		if err != nil {
 			return err
+		}
+		if fresh {
+			if err := recordSigningKeys(tx, created.ID, fromMS(now)); err != nil {
+				return err
+			}
 		}
 		var t tenantRow
 		if err := tx.Where("name = ?", DemoTenant).Take(&t).Error; err != nil {

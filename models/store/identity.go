@@ -105,7 +105,7 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (models.Tenant, e
 		if !ok {
 			return models.Errorf(models.EAlreadyExists, "tenant %q already exists", name)
 		}
-		return nil
+		return recordSigningKeys(tx, row.ID, fromMS(row.CreatedAt))
 	})
 	if err != nil {
 		return models.Tenant{}, err

@@ -196,6 +196,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := s.tokens.EnsureKey(ctx); err != nil {
 		return nil, err
 	}
+	// Every organization's chain names the keys that sign for it; record
+	// those it does not yet (keys from before keys were recorded).
+	if _, err := s.store.RecordSigningKeys(ctx); err != nil {
+		return nil, err
+	}
 	id, err := s.store.Installation(ctx)
 	if err != nil {
 		return nil, err
