@@ -25,7 +25,12 @@
 //     within the use count and budget, issued before the terms' expiry and
 //     not after a revocation;
 //   - an approver shown an effect preview was shown the receipt's
-//     effect_digest.
+//     effect_digest;
+//   - every signing key the chain records (signing_key.added) is in the JWKS
+//     with the recorded public key, none was recorded late after the chain
+//     recorded keys as they were added, no checkpoint is signed by a key
+//     recorded after its head, and, when the export starts at entry 1, the
+//     receipt's key is one the chain records.
 // It does not re-verify WebAuthn assertions (`countersign verify` does).
 // Exit status 0 when everything holds, 1 naming the first broken element.
 
@@ -68,7 +73,7 @@ const digest = (v) => sha256(canonical(v));
 const b64url = (s) => Buffer.from(s, "base64url");
 
 // verifyJWS checks a compact JWS of type typ against the JWKS and returns
-// its payload object.
+// its payload object; the key id is in kidOf(compact).
 function verifyJWS(compact, typ, keys, element) {
   const parts = compact.trim().split(".");
   if (parts.length !== 3) fail(element, "not a compact JWS");
@@ -88,6 +93,10 @@ function verifyJWS(compact, typ, keys, element) {
   } catch {
     fail(element, "the payload is not JSON");
   }
+}
+
+function kidOf(compact) {
+  return JSON.parse(b64url(compact.trim().split(".")[0]).toString("utf8")).kid;
 }
 
 // checkTerms checks that a mandate receipt carries the terms its grantors
@@ -177,6 +186,7 @@ const lines = readFileSync(opts.export, "utf8").split("\n");
 
 let tenant = "";
 const keys = new Map();
+const publicX = new Map(); // kid → the JWKS's "x", as the chain records keys
 const entries = [];
 const checkpoints = [];
 const receipts = [];
@@ -194,7 +204,10 @@ lines.forEach((text, i) => {
       break;
     case "jwks":
       for (const k of l.jwks.keys) {
-        if (k.kty === "OKP" && k.crv === "Ed25519") keys.set(k.kid, createPublicKey({ key: k, format: "jwk" }));
+        if (k.kty === "OKP" && k.crv === "Ed25519") {
+          keys.set(k.kid, createPublicKey({ key: k, format: "jwk" }));
+          publicX.set(k.kid, k.x);
+        }
       }
       break;
     case "entry":
@@ -226,6 +239,25 @@ for (const e of entries) {
   prev = e;
 }
 
+// The signing keys the chain records.
+const recorded = new Map(); // kid → {seq, backfilled}
+let recording = false; // the chain recorded a key as it was added
+for (const e of entries) {
+  const b = bySeq.get(e.seq).body;
+  if (b.kind !== "signing_key.added") continue;
+  const element = `audit entry ${e.seq} (line ${e.line})`;
+  const kid = b.data.kid;
+  const backfilled = b.data.backfilled === true;
+  if (recorded.has(kid)) fail(element, `it records signing key ${kid} a second time`);
+  recorded.set(kid, { seq: e.seq, backfilled });
+  if (backfilled && recording) {
+    fail(element, `it records signing key ${kid} late, although the chain already recorded keys as they were added: the key was not added through countersign`);
+  }
+  recording ||= !backfilled;
+  if (!publicX.has(kid)) fail(element, `it records signing key ${kid}, which the JWKS does not hold`);
+  if (publicX.get(kid) !== b.data.public_key) fail(element, `it records signing key ${kid} with another public key than the JWKS holds under that kid`);
+}
+
 // The checkpoints.
 let anchored = 0;
 for (const c of checkpoints) {
@@ -237,6 +269,8 @@ for (const c of checkpoints) {
   const e = bySeq.get(c.seq);
   if (!e) fail(element, `entry ${c.seq}, which it covers, is not in the export`);
   if (e.hash !== claims.head) fail(element, `the chain's entry ${c.seq} is not the signed head`);
+  const r = recorded.get(kidOf(c.jws));
+  if (r && !r.backfilled && r.seq > c.seq) fail(element, `it is signed by ${kidOf(c.jws)}, which the chain records as added only at entry ${r.seq}`);
   anchored = Math.max(anchored, c.seq);
 }
 console.log(`ok   audit chain: ${entries.length} entries intact and linked; signed checkpoint at ${anchored}`);
@@ -249,6 +283,9 @@ for (let text of wanted) {
   if (text.startsWith("{")) text = JSON.parse(text).receipt;
   const rc = verifyJWS(text, RECEIPT_TYP, keys, "receipt");
   const element = `receipt of execution ${rc.execution_id}`;
+  if (recorded.size > 0 && entries.length > 0 && entries[0].seq === 1 && !recorded.has(kidOf(text))) {
+    fail(element, `it is signed by ${kidOf(text)}, a key the organization's chain never recorded`);
+  }
   const d = rc.requested_digest;
   if (!d || rc.approved_digest !== d || rc.executed_digest !== d) fail(element, "requested, approved and executed digests differ");
   for (const a of rc.approvers) {

@@ -40,6 +40,7 @@ var b64 = base64.RawURLEncoding
 // world is a real service on a real database with one click-approved and
 // one security-key-approved execution, and the receipts of both.
 type world struct {
+	url       string
 	ctx       context.Context
 	clock     *models.FixedClock
 	st        *store.Store
@@ -62,6 +63,7 @@ func newWorld(t *testing.T, kind string) *world {
 	if kind == "postgres" {
 		url = pgtest.DSN(t)
 	}
+	w.url = url
 	st, err := store.Open(url, store.Options{Clock: w.clock})
 	if err != nil {
 		t.Fatal(err)

@@ -64,10 +64,27 @@ func TestNodeVerifier(t *testing.T) {
 		"reordered":  {swapEntries(t, export), "FAIL audit entry"},
 		"checkpoint": {tamper(t, export, has(`"type":"checkpoint"`), flip("jws")), "FAIL checkpoint"},
 		"receipt":    {tamper(t, export, has(`"type":"receipt"`), flip("jws")), "FAIL receipt"},
+		"jwks key":   {swapJWKSKey(t, export), "another public key than the JWKS"},
 	} {
 		out, err := run("--export", write(name+".jsonl", tt.export))
 		if err == nil || !strings.Contains(out, tt.want) {
 			t.Errorf("%s: %v, output:\n%s", name, err, out)
 		}
+	}
+
+	// A receipt signed by a key planted in the database, before and after
+	// a restart recorded the key late.
+	planted := plantKey(t, w)
+	forged := write("forged.jws", []byte(w.resign(t, w.stepupRC)))
+	out, err = run("--export", write("planted.jsonl", w.export(t)), "--receipt", forged)
+	if err == nil || !strings.Contains(out, planted) || !strings.Contains(out, "never recorded") {
+		t.Errorf("planted key: %v, output:\n%s", err, out)
+	}
+	if _, err := w.st.RecordSigningKeys(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run("--export", write("backfilled.jsonl", w.export(t)), "--receipt", forged)
+	if err == nil || !strings.Contains(out, planted) || !strings.Contains(out, "not added through countersign") {
+		t.Errorf("planted key recorded late: %v, output:\n%s", err, out)
 	}
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -132,6 +133,7 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 	if !broken {
 		r.ok("audit chain", "entries %d to %d are intact and linked", x.Entries[0].Seq, x.Entries[len(x.Entries)-1].Seq)
 	}
+	recorded := x.signingKeys(r, bySeq, keys)
 	for _, c := range x.Checkpoints {
 		name := fmt.Sprintf("checkpoint %d (line %d)", c.Seq, c.Line)
 		if keys == nil {
@@ -162,6 +164,9 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 			r.fail(name, "entry %d, which it covers, is not in the export", c.Seq)
 		case e.Hash != cc.Head:
 			r.fail(name, "the chain's entry %d hashes to %s, the signed head is %s", c.Seq, e.Hash, cc.Head)
+		case recorded.after(kid, c.Seq):
+			r.fail(name, "it is signed by %s, which the chain records as added only at entry %d, after the entries it covers",
+				kid, recorded[kid].seq)
 		default:
 			r.ok(name, "signed by %s: head %s after %d entries", kid, cc.Head, cc.Count)
 			if !broken && c.Seq > anchored {
@@ -170,6 +175,104 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 		}
 	}
 	return bySeq, anchored
+}
+
+// keyRecord is where the chain records a signing key.
+type keyRecord struct {
+	seq        int64
+	backfilled bool // recorded after the key was added
+}
+
+// keyRecords are the signing keys the exported chain records, by kid.
+type keyRecords map[string]keyRecord
+
+// after reports whether the chain records kid as added after entry seq
+// (a key recorded late, when chains began recording keys, says nothing of
+// when it was added).
+func (k keyRecords) after(kid string, seq int64) bool {
+	rec, ok := k[kid]
+	return ok && !rec.backfilled && rec.seq > seq
+}
+
+// signingKeys checks the chain's signing_key.added entries against the
+// JWKS: every key the chain records is in the JWKS with the public key the
+// chain records (a JWKS that swapped a key, or dropped one, does not
+// verify). A key recorded late (backfilled) after the chain had recorded
+// a key as it was added was not added through countersign — written into
+// the database by someone else — and does not verify either. It returns
+// the keys the chain records.
+func (x *Export) signingKeys(r *Report, bySeq map[int64]decoded, keys token.PublicKeys) keyRecords {
+	out := keyRecords{}
+	broken := false
+	recording := false // the chain recorded a key as it was added
+	for _, e := range x.Entries {
+		d, ok := bySeq[e.Seq]
+		if !ok || d.body.Kind != models.AuditSigningKeyAdded {
+			continue
+		}
+		name := fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line)
+		kid, _ := d.data["kid"].(string)
+		pub, _ := d.data["public_key"].(string)
+		back, _ := d.data["backfilled"].(bool)
+		if _, dup := out[kid]; dup {
+			r.fail(name, "it records signing key %s a second time", kid)
+			broken = true
+			continue
+		}
+		out[kid] = keyRecord{seq: d.Seq, backfilled: back}
+		if back && recording {
+			r.fail(name, "it records signing key %s late, although the chain already recorded keys as they were added: "+
+				"the key was not added through countersign", kid)
+			broken = true
+		}
+		recording = recording || !back
+		if keys == nil {
+			continue
+		}
+		held, ok := keys[kid]
+		switch {
+		case !ok:
+			r.fail(name, "it records signing key %s, which the JWKS does not hold", kid)
+			broken = true
+		case base64.RawURLEncoding.EncodeToString(held) != pub:
+			r.fail(name, "it records signing key %s with another public key than the JWKS holds under that kid", kid)
+			broken = true
+		}
+	}
+	if len(out) > 0 && keys != nil && !broken {
+		r.ok("signing keys", "the chain records %d %s, each as the JWKS holds it", len(out), plural(len(out), "signing key", "signing keys"))
+	}
+	return out
+}
+
+// signerRecorded checks that the chain records the key that signed the
+// receipt, when the export holds the chain from its first entry and the
+// chain records keys at all (an export written before chains recorded
+// keys holds none).
+func (x *Export) signerRecorded(r *Report, kid string, bySeq map[int64]decoded) {
+	recorded := keyRecords{}
+	for s, d := range bySeq {
+		if d.body.Kind == models.AuditSigningKeyAdded {
+			k, _ := d.data["kid"].(string)
+			recorded[k] = keyRecord{seq: s}
+		}
+	}
+	switch {
+	case len(recorded) == 0:
+		r.ok("receipt signer", "not checked: the chain records no signing keys (written before chains recorded them)")
+	case len(x.Entries) == 0 || x.Entries[0].Seq != 1:
+		if _, ok := recorded[kid]; ok {
+			r.ok("receipt signer", "%s is recorded in the chain at entry %d", kid, recorded[kid].seq)
+		} else {
+			r.ok("receipt signer", "not checked: %s is not in the exported part of the chain, which starts at entry %d", kid, x.Entries[0].Seq)
+		}
+	default:
+		if _, ok := recorded[kid]; !ok {
+			r.fail("receipt signer", "the receipt is signed by %s, a key the organization's chain never recorded", kid)
+			return
+		}
+		r.ok("receipt signer", "%s is recorded in the chain at entry %d", kid, recorded[kid].seq)
+	}
 }
 
 // VerifyReceipt checks one receipt (a compact JWS) against the export:
@@ -226,6 +329,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 		return r
 	}
 	r.ChainChecked = true
+	x.signerRecorded(r, kid, bySeq)
 	x.story(r, rc, compact, bySeq, anchored)
 	if terms != nil {
 		mandateUse(r, rc, terms, bySeq)

@@ -62,6 +62,11 @@ func (s *Store) AddKey(ctx context.Context, k models.SigningKey) error {
 		if err := lockSigningKeys(tx); err != nil {
 			return err
 		}
+		// Keys from before are recorded first, so that a chain never
+		// records a key late after one it recorded as it was added.
+		if _, err := backfillKeys(tx, k.CreatedAt); err != nil {
+			return err
+		}
 		var previous []string
 		if err := tx.Model(&signingKeyRow{}).Where("active = ?", true).Pluck("kid", &previous).Error; err != nil {
 			return err
@@ -91,39 +96,43 @@ func (s *Store) AddKey(ctx context.Context, k models.SigningKey) error {
 // and safe to run from several instances at once.
 func (s *Store) RecordSigningKeys(ctx context.Context) (int, error) {
 	n := 0
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		n = 0
+	err := s.tx(ctx, func(tx *gorm.DB) (err error) {
 		if err := lockSigningKeys(tx); err != nil {
 			return err
 		}
-		var missing []struct {
-			TenantID string
-			KID      string `gorm:"column:kid"`
-		}
-		err := tx.Raw(`SELECT t.id AS tenant_id, k.kid AS kid FROM tenants t CROSS JOIN signing_keys k
-			WHERE NOT EXISTS (SELECT 1 FROM signing_key_records r WHERE r.tenant_id = t.id AND r.kid = k.kid)
-			ORDER BY t.id, k.created_at, k.kid`).Scan(&missing).Error
-		if err != nil || len(missing) == 0 {
-			return err
-		}
-		var rows []signingKeyRow
-		if err := tx.Select("kid", "public_key", "active", "created_at").Find(&rows).Error; err != nil {
-			return err
-		}
-		byKID := map[string]signingKeyRow{}
-		for _, r := range rows {
-			byKID[r.KID] = r
-		}
-		now := s.clock.Now()
-		for _, m := range missing {
-			if err := recordKey(tx, m.TenantID, byKID[m.KID], "", true, now); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
+		n, err = backfillKeys(tx, s.clock.Now())
+		return err
 	})
 	return n, err
+}
+
+// backfillKeys records, marked backfilled, the signing keys that tenants'
+// chains do not record, oldest first; the caller holds lockSigningKeys.
+func backfillKeys(tx *gorm.DB, now time.Time) (int, error) {
+	var missing []struct {
+		TenantID string
+		KID      string `gorm:"column:kid"`
+	}
+	err := tx.Raw(`SELECT t.id AS tenant_id, k.kid AS kid FROM tenants t CROSS JOIN signing_keys k
+		WHERE NOT EXISTS (SELECT 1 FROM signing_key_records r WHERE r.tenant_id = t.id AND r.kid = k.kid)
+		ORDER BY t.id, k.created_at, k.kid`).Scan(&missing).Error
+	if err != nil || len(missing) == 0 {
+		return 0, err
+	}
+	var rows []signingKeyRow
+	if err := tx.Select("kid", "public_key", "active", "created_at").Find(&rows).Error; err != nil {
+		return 0, err
+	}
+	byKID := map[string]signingKeyRow{}
+	for _, r := range rows {
+		byKID[r.KID] = r
+	}
+	for _, m := range missing {
+		if err := recordKey(tx, m.TenantID, byKID[m.KID], "", true, now); err != nil {
+			return 0, err
+		}
+	}
+	return len(missing), nil
 }
 
 // recordSigningKeys begins a new tenant's chain with the signing keys that

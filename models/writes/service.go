@@ -191,14 +191,14 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if s.checkpointEvery <= 0 {
 		s.checkpointEvery = time.Minute
 	}
-	// Tokens are signed inside the confirming transaction, which must not
-	// wait on the database for a key: load (or create) the keys now.
-	if err := s.tokens.EnsureKey(ctx); err != nil {
-		return nil, err
-	}
 	// Every organization's chain names the keys that sign for it; record
 	// those it does not yet (keys from before keys were recorded).
 	if _, err := s.store.RecordSigningKeys(ctx); err != nil {
+		return nil, err
+	}
+	// Tokens are signed inside the confirming transaction, which must not
+	// wait on the database for a key: load (or create) the keys now.
+	if err := s.tokens.EnsureKey(ctx); err != nil {
 		return nil, err
 	}
 	id, err := s.store.Installation(ctx)
