@@ -63,6 +63,10 @@ const (
 	// the keys that exist when it is created (previous_kid empty, active
 	// says whether the key is the one signing).
 	AuditSigningKeyAdded = "signing_key.added"
+	// AuditRegistryLoaded: a server started with another tool registry
+	// than the chain last recorded (digest, previous_digest, each tool's
+	// policy_version), or the chain recorded none yet.
+	AuditRegistryLoaded = "registry.loaded"
 )
 
 // ActorSystem is the actor of entries no person or agent caused directly

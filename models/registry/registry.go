@@ -11,7 +11,9 @@ package registry
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,21 @@ var demoYAML []byte
 type Registry struct {
 	tools  map[string]*Tool
 	sorted []*Tool
+	digest string
+}
+
+// Digest is "sha256:" and the hex SHA-256 of the registry file's bytes: it
+// changes with every edit of the file, so the audit log can say which
+// registry a server ran with.
+func (r *Registry) Digest() string { return r.digest }
+
+// PolicyVersions maps each tool's name to its policy version.
+func (r *Registry) PolicyVersions() map[string]string {
+	out := make(map[string]string, len(r.sorted))
+	for _, t := range r.sorted {
+		out[t.Name] = t.PolicyVersion
+	}
+	return out
 }
 
 // Tool returns the tool with the given name.
@@ -362,7 +379,8 @@ func Parse(data []byte) (*Registry, error) {
 	}
 
 	var errs []error
-	r := &Registry{tools: map[string]*Tool{}}
+	sum := sha256.Sum256(data)
+	r := &Registry{tools: map[string]*Tool{}, digest: "sha256:" + hex.EncodeToString(sum[:])}
 	for i := range doc.Tools {
 		d := &doc.Tools[i]
 		where := fmt.Sprintf("tools[%d]", i)

@@ -196,6 +196,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if _, err := s.store.RecordSigningKeys(ctx); err != nil {
 		return nil, err
 	}
+	// And the registry this server runs with, where it is another than the
+	// one last recorded.
+	if _, err := s.store.RecordRegistry(ctx, s.reg.Digest(), s.reg.PolicyVersions(), false); err != nil {
+		return nil, err
+	}
 	// Tokens are signed inside the confirming transaction, which must not
 	// wait on the database for a key: load (or create) the keys now.
 	if err := s.tokens.EnsureKey(ctx); err != nil {

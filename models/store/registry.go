@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"strconv"
+
+	"gorm.io/gorm"
+
+	"github.com/countersign/countersign/models"
+)
+
+type registryRecordRow struct {
+	TenantID   string `gorm:"primaryKey"`
+	Digest     string
+	RecordedAt int64
+}
+
+func (registryRecordRow) TableName() string { return "registry_records" }
+
+// registryLock is the PostgreSQL advisory lock that orders recordings of
+// the registry, so that servers starting at once record each change once.
+const registryLock = 0x63730003
+
+// registryTenants is the tenants whose chains need the registry with
+// digest: every tenant whose chain last recorded another registry or none,
+// or, with onlyNew, only those that recorded none.
+func registryTenants(tx *gorm.DB, digest string, onlyNew bool) ([]struct {
+	ID       string
+	Previous *string
+}, error) {
+	var out []struct {
+		ID       string
+		Previous *string
+	}
+	q := `SELECT t.id AS id, r.digest AS previous FROM tenants t LEFT JOIN registry_records r ON r.tenant_id = t.id
+		WHERE r.tenant_id IS NULL`
+	args := []any{}
+	if !onlyNew {
+		q += ` OR r.digest <> ?`
+		args = append(args, digest)
+	}
+	err := tx.Raw(q+` ORDER BY t.id`, args...).Scan(&out).Error
+	return out, err
+}
+
+// RecordRegistry records the tool registry a server runs with (its digest
+// and each tool's policy version) in the audit chain of every tenant whose
+// chain last recorded another registry or none
+// (models.AuditRegistryLoaded), or, with onlyNew, of the tenants whose
+// chain recorded none yet (organizations created since the server
+// started): servers with different registries during a rolling upgrade
+// then do not record each other's in turn. Several servers recording the
+// same registry at once record it once. It returns how many chains it
+// recorded in.
+func (s *Store) RecordRegistry(ctx context.Context, digest string, versions map[string]string, onlyNew bool) (int, error) {
+	if digest == "" {
+		return 0, nil // a registry not parsed from a file
+	}
+	pending, err := registryTenants(s.read.WithContext(ctx), digest, onlyNew)
+	if err != nil || len(pending) == 0 {
+		return 0, dbErr(err)
+	}
+	n := 0
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		n = 0
+		if tx.Dialector.Name() == "postgres" {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(" + strconv.Itoa(registryLock) + ", 0)").Error; err != nil {
+				return err
+			}
+		}
+		pending, err := registryTenants(tx, digest, onlyNew)
+		if err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		for _, t := range pending {
+			row := registryRecordRow{TenantID: t.ID, Digest: digest, RecordedAt: ms(now)}
+			previous := ""
+			if t.Previous != nil {
+				previous = *t.Previous
+				err = tx.Model(&registryRecordRow{}).Where("tenant_id = ?", t.ID).
+					Updates(map[string]any{"digest": digest, "recorded_at": row.RecordedAt}).Error
+			} else {
+				err = tx.Create(&row).Error
+			}
+			if err != nil {
+				return err
+			}
+			versionsData := make(map[string]any, len(versions))
+			for k, v := range versions {
+				versionsData[k] = v
+			}
+			if err := appendAudit(tx, t.ID, now, adminEvent(models.AuditRegistryLoaded, models.ActorSystem, map[string]any{
+				"digest": digest, "previous_digest": previous, "policy_versions": versionsData})); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
