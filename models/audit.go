@@ -34,7 +34,11 @@ const (
 	AuditAgentRevoked      = "admin.agent_revoked"
 	AuditKeyRegistered     = "security_key.registered"
 	AuditKeyRemoved        = "security_key.removed"
-	AuditSignIn            = "session.signed_in"
+	// AuditKeyFlagged: a security key's signature counter went backwards
+	// or stood still, so a copy of it may exist; it approves nothing from
+	// then on.
+	AuditKeyFlagged = "security_key.flagged"
+	AuditSignIn     = "session.signed_in"
 	// AuditSignInFailed: a password sign-in to an existing account was
 	// refused (wrong password, disabled account). Attempts the rate limits
 	// turned away before checking the password, and attempts on names that

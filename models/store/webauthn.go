@@ -270,9 +270,17 @@ func (s *Store) RecordKeyUse(ctx context.Context, tenantID, userID, keyID string
 		}
 		// The counter went backwards or stood still: flag the key, and
 		// keep the flag although the use is refused.
-		if err := tx.Model(&securityKeyRow{}).Where("id = ? AND flagged_at IS NULL", keyID).
-			Update("flagged_at", ms(now)).Error; err != nil {
-			return err
+		flag := tx.Model(&securityKeyRow{}).Where("id = ? AND flagged_at IS NULL", keyID).Update("flagged_at", ms(now))
+		if flag.Error != nil {
+			return flag.Error
+		}
+		if flag.RowsAffected == 1 {
+			// Recorded once, by the use that flagged it, with the flag.
+			if err := appendAudit(tx, tenantID, now, adminEvent(models.AuditKeyFlagged, models.ActorSystem, map[string]any{
+				"user_id": userID, "key_id": keyID, "credential_id": row.CredentialID,
+				"stored_sign_count": row.SignCount, "presented_sign_count": newCount})); err != nil {
+				return err
+			}
 		}
 		row.FlaggedAt = new(ms(now))
 		refusal = models.Errorf(models.EStepUpFailed,

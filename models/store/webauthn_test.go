@@ -156,6 +156,54 @@ func TestSignCounterNeverGoesBackwards(t *testing.T) {
 		if k, _ := st.SecurityKey(ctx, f.tenant.ID, f.reviewer.ID, k2.ID); k.FlaggedAt == nil {
 			t.Error("regression 5 → 3 not flagged")
 		}
+
+		// Copies of one key presenting old counters at once: flagged once.
+		k3, err := st.CreateSecurityKey(ctx, newKey(f, "raced"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := use(k3, 5, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := use(k3, 2, 2*time.Minute); !models.IsCode(err, models.EStepUpFailed) {
+					t.Errorf("concurrent regression: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+
+		// The chain records each flag once, by the use that set it.
+		entries, err := st.AuditEntries(ctx, f.tenant.ID, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags := map[string]map[string]any{}
+		for _, e := range entries {
+			if e.Kind != models.AuditKeyFlagged {
+				continue
+			}
+			b, _ := e.Decode()
+			var d map[string]any
+			if err := json.Unmarshal(b.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			id, _ := d["key_id"].(string)
+			if _, dup := flags[id]; dup {
+				t.Errorf("key %s flagged twice in the chain", id)
+			}
+			flags[id] = d
+		}
+		if len(flags) != 3 || flags[k.ID] == nil || flags[k2.ID] == nil || flags[k3.ID] == nil {
+			t.Fatalf("flag entries %v, want one for each of the three regressed keys", flags)
+		}
+		if d := flags[k2.ID]; d["stored_sign_count"] != 5.0 || d["presented_sign_count"] != 3.0 || d["user_id"] != f.reviewer.ID {
+			t.Errorf("flag of k2: %v", d)
+		}
 	})
 }
 
