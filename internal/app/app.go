@@ -377,24 +377,33 @@ const pruneInterval = time.Hour
 func (a *App) prune(ctx context.Context) {
 	t := time.NewTicker(pruneInterval)
 	defer t.Stop()
-	log := a.cfg.Logger
 	for {
-		if _, err := a.Auth.Prune(ctx); err != nil && ctx.Err() == nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "pruning console sessions failed", slog.String("err", err.Error()))
-		}
-		got, err := a.Events.Prune(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "pruning the outbox failed", slog.String("err", err.Error()))
-		}
-		if got.Events+got.Deliveries > 0 {
-			log.LogAttrs(ctx, slog.LevelInfo, "pruned the outbox", slog.Int64("events", got.Events),
-				slog.Int64("deliveries", got.Deliveries), slog.Int64("attempts", got.Attempts))
-		}
+		a.PruneOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// PruneOnce is one pass of the pruning the server runs every
+// pruneInterval: ended console sessions and old sign-in attempt counters,
+// and the outbox past its retention (counted in
+// countersign_outbox_pruned_total). Failures are logged.
+func (a *App) PruneOnce(ctx context.Context) {
+	log := a.cfg.Logger
+	if _, err := a.Auth.Prune(ctx); err != nil && ctx.Err() == nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "pruning console sessions failed", slog.String("err", err.Error()))
+	}
+	got, err := a.Events.Prune(ctx)
+	if err != nil && ctx.Err() == nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "pruning the outbox failed", slog.String("err", err.Error()))
+	}
+	a.Metrics.OutboxPruned(got)
+	if got.Events+got.Deliveries > 0 {
+		log.LogAttrs(ctx, slog.LevelInfo, "pruned the outbox", slog.Int64("events", got.Events),
+			slog.Int64("deliveries", got.Deliveries), slog.Int64("attempts", got.Attempts))
 	}
 }
 

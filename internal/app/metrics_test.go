@@ -248,3 +248,23 @@ func TestMetricsAfterAFlow(t *testing.T) {
 		m.want(t, 1, "countersign_proposals", "status", "cancelled")
 	})
 }
+
+// What pruning deletes from the outbox is counted, by kind, from 0.
+func TestOutboxPruningIsCounted(t *testing.T) {
+	t.Parallel()
+	c := openConsole(t, func(cfg *app.Config) {
+		cfg.OutboxRetention = 50 * time.Millisecond
+		cfg.MetricsToken = "metrics-secret"
+	})
+	_, m := getMetrics(t, c.srv.URL+"/metrics", "metrics-secret")
+	m.want(t, 0, "countersign_outbox_pruned_total", "kind", "events")
+	m.want(t, 0, "countersign_outbox_pruned_total", "kind", "deliveries")
+	c.propose("ord_1001", 100)
+	time.Sleep(60 * time.Millisecond)
+	c.app.PruneOnce(context.Background())
+	_, m = getMetrics(t, c.srv.URL+"/metrics", "metrics-secret")
+	m.want(t, 2, "countersign_outbox_pruned_total", "kind", "events") // created, awaiting_confirmation
+	c.app.PruneOnce(context.Background())
+	_, m = getMetrics(t, c.srv.URL+"/metrics", "metrics-secret")
+	m.want(t, 2, "countersign_outbox_pruned_total", "kind", "events")
+}

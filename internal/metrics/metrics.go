@@ -57,6 +57,7 @@ type Metrics struct {
 	reconciles      *prometheus.CounterVec
 	adapterDuration *prometheus.HistogramVec
 	adapterErrors   *prometheus.CounterVec
+	outboxPruned    *prometheus.CounterVec
 }
 
 // New registers every collector: the protocol's counters and histograms,
@@ -98,8 +99,14 @@ func New(cfg Config) *Metrics {
 	m.adapterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
 		Name: "adapter_errors_total", Help: "Business-system calls that failed, by tool, call and kind (outcome_unknown, state_conflict or an error code)."},
 		[]string{"tool", "call", "kind"})
+	m.outboxPruned = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "outbox_pruned_total", Help: "Outbox rows deleted once past the retention, by kind (events, deliveries, attempts)."},
+		[]string{"kind"})
+	for _, kind := range []string{"events", "deliveries", "attempts"} {
+		m.outboxPruned.WithLabelValues(kind) // exported as 0 before the first pruning
+	}
 	m.reg.MustRegister(m.proposed, m.decisions, m.refusals, m.timeToDecision, m.executeDuration,
-		m.executions, m.reconciles, m.adapterDuration, m.adapterErrors)
+		m.executions, m.reconciles, m.adapterDuration, m.adapterErrors, m.outboxPruned)
 	if cfg.Stats != nil {
 		m.reg.MustRegister(&dbSnapshot{src: cfg.Stats, clock: cfg.Clock, log: cfg.Logger})
 	}
@@ -113,6 +120,13 @@ func New(cfg Config) *Metrics {
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// OutboxPruned counts what one pruning of the outbox deleted.
+func (m *Metrics) OutboxPruned(p store.OutboxPruned) {
+	m.outboxPruned.WithLabelValues("events").Add(float64(p.Events))
+	m.outboxPruned.WithLabelValues("deliveries").Add(float64(p.Deliveries))
+	m.outboxPruned.WithLabelValues("attempts").Add(float64(p.Attempts))
 }
 
 // metricName is what RegisterGauge accepts after the namespace.
