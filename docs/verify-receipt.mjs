@@ -31,7 +31,14 @@
 //     recorded keys as they were added, no checkpoint is signed by a key
 //     recorded after its head, and, when the export starts at entry 1, the
 //     receipt's key is one the chain records.
-// It does not re-verify WebAuthn assertions (`countersign verify` does).
+//   - each security-key approval (and mandate grant): the evidence hashes to
+//     the receipt's evidence_digest, its WebAuthn assertion (ES256, EdDSA or
+//     RS256) verifies over the transaction challenge derived from the
+//     proposal id, the digest and the nonce, for its relying party and
+//     origin, with the user present and verified, by the public key of a
+//     credential registered to the approver (and so recorded in the chain,
+//     when the export reaches back to the registration); a tier that needs a
+//     security key accepts no click.
 // Exit status 0 when everything holds, 1 naming the first broken element.
 
 import { createHash, createPublicKey, verify } from "node:crypto";
@@ -97,6 +104,126 @@ function verifyJWS(compact, typ, keys, element) {
 
 function kidOf(compact) {
   return JSON.parse(b64url(compact.trim().split(".")[0]).toString("utf8")).kid;
+}
+
+// cbor reads the CBOR a COSE key is made of: integers, byte and text
+// strings, arrays and maps (RFC 8949, definite lengths only).
+function cbor(buf) {
+  let i = 0;
+  const item = () => {
+    const b = buf[i++];
+    const major = b >> 5;
+    let n = b & 31;
+    if (n === 24) n = buf[i++];
+    else if (n === 25) { n = buf.readUInt16BE(i); i += 2; }
+    else if (n === 26) { n = buf.readUInt32BE(i); i += 4; }
+    else if (n > 23) throw new Error("unsupported CBOR length");
+    switch (major) {
+      case 0: return n;
+      case 1: return -1 - n;
+      case 2: i += n; return buf.subarray(i - n, i);
+      case 3: i += n; return buf.subarray(i - n, i).toString("utf8");
+      case 4: return Array.from({ length: n }, item);
+      case 5: {
+        const m = new Map();
+        for (let k = 0; k < n; k++) { const key = item(); m.set(key, item()); }
+        return m;
+      }
+      default: throw new Error("unsupported CBOR item");
+    }
+  };
+  return item();
+}
+
+// coseKey turns a registered COSE_Key into a Node.js key and the hash its
+// algorithm signs with (ES256, EdDSA, RS256).
+function coseKey(bytes) {
+  const m = cbor(bytes);
+  const x = (label) => m.get(label).toString("base64url");
+  const kty = m.get(1);
+  const alg = m.get(3);
+  if (kty === 2 && m.get(-1) === 1 && (alg === undefined || alg === -7)) {
+    return { hash: "sha256", key: createPublicKey({ key: { kty: "EC", crv: "P-256", x: x(-2), y: x(-3) }, format: "jwk" }) };
+  }
+  if (kty === 1 && m.get(-1) === 6 && (alg === undefined || alg === -8)) {
+    return { hash: null, key: createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: x(-2) }, format: "jwk" }) };
+  }
+  if (kty === 3 && (alg === undefined || alg === -257)) {
+    return { hash: "sha256", key: createPublicKey({ key: { kty: "RSA", n: x(-1), e: x(-2) }, format: "jwk" }) };
+  }
+  throw new Error(`COSE key type ${kty} with algorithm ${alg} is not supported here`);
+}
+
+// checkAssertion verifies a security-key approval's evidence of
+// approving proposalID with argsDigest: the challenge derived from them and
+// the server's nonce, the relying party and origin, user presence and
+// verification, the counter and the signature (models/stepup.VerifyEvidence).
+function checkAssertion(ev, proposalID, argsDigest, element) {
+  if (ev.proposal_id !== proposalID || ev.args_digest !== argsDigest) fail(element, "the evidence is of another proposal or digest");
+  const nonce = b64url(ev.nonce);
+  if (nonce.length < 16) fail(element, "the evidence's nonce is too short");
+  const h = createHash("sha256");
+  for (const part of [Buffer.from(proposalID, "utf8"), Buffer.from(argsDigest, "utf8"), nonce]) {
+    const n = Buffer.alloc(4);
+    n.writeUInt32BE(part.length);
+    h.update(n).update(part);
+  }
+  const want = h.digest().toString("base64url");
+  if (ev.challenge !== want) fail(element, "the security key signed a challenge not derived from the proposal, its digest and the nonce");
+  const clientData = b64url(ev.client_data_json);
+  let cd;
+  try {
+    cd = JSON.parse(clientData.toString("utf8"));
+  } catch {
+    fail(element, "the signed client data is not JSON");
+  }
+  if (cd.type !== "webauthn.get" || cd.challenge !== want) fail(element, "the signed client data is not an assertion of this challenge");
+  if (cd.origin !== ev.origin) fail(element, "the signed client data names another origin");
+  const host = new URL(ev.origin).hostname.toLowerCase();
+  const rp = String(ev.rp_id).toLowerCase();
+  if (!rp || (host !== rp && !host.endsWith("." + rp))) fail(element, `the origin ${ev.origin} is not within the relying party ${ev.rp_id}`);
+  const ad = b64url(ev.authenticator_data);
+  if (ad.length < 37 || !ad.subarray(0, 32).equals(createHash("sha256").update(ev.rp_id, "utf8").digest())) {
+    fail(element, "the authenticator data is for another relying party");
+  }
+  if ((ad[32] & 0x01) === 0 || (ad[32] & 0x04) === 0 || !ev.user_verified) fail(element, "the user was not present and verified");
+  if (ad.readUInt32BE(33) !== ev.sign_count) fail(element, "the signed counter is not the evidence's");
+  let pub;
+  try {
+    pub = coseKey(b64url(ev.public_key));
+  } catch (err) {
+    fail(element, err.message);
+  }
+  const signed = Buffer.concat([ad, createHash("sha256").update(clientData).digest()]);
+  if (!verify(pub.hash, signed, pub.key, b64url(ev.signature))) fail(element, "the WebAuthn assertion's signature does not verify");
+}
+
+// checkApprovers checks each approval under a tier of the given
+// confirmation: a click where the tier allows one, else a security-key
+// assertion by a key registered to the approver.
+function checkApprovers(approvers, proposalID, argsDigest, confirmation) {
+  for (const a of approvers) {
+    if (a.method !== "security_key") {
+      if (confirmation === "webauthn") fail(`approval by ${a.user_id}`, `the tier needs a security key; this approval was a ${a.method} click`);
+      continue;
+    }
+    const element = `evidence of decision ${a.decision_id}`;
+    const raw = evidence.get(a.decision_id);
+    if (raw === undefined) fail(element, "the export holds no evidence for this security-key approval");
+    if (sha256(raw) !== a.evidence_digest) fail(element, "it does not hash to the receipt's evidence_digest: the evidence was altered");
+    const ev = JSON.parse(raw);
+    checkAssertion(ev, proposalID, argsDigest, element);
+    const cred = credentials.get(ev.credential_id);
+    if (!cred) fail(element, `credential ${ev.credential_id} is not among the export's registered credentials`);
+    if (cred.user_id !== a.user_id) fail(element, `credential ${ev.credential_id} is registered to ${cred.user_id}, not to the approver`);
+    if (cred.public_key !== ev.public_key) fail(element, `the assertion's public key is not the registered key of credential ${ev.credential_id}`);
+    for (const e of bySeq.values()) {
+      if (e.body.kind === "security_key.registered" && e.body.data.credential_id === ev.credential_id &&
+        (e.body.data.user_id !== a.user_id || e.body.data.public_key !== ev.public_key)) {
+        fail(element, `the chain registered credential ${ev.credential_id} to ${e.body.data.user_id} with another public key`);
+      }
+    }
+  }
 }
 
 // checkTerms checks that a mandate receipt carries the terms its grantors
@@ -190,6 +317,8 @@ const publicX = new Map(); // kid → the JWKS's "x", as the chain records keys
 const entries = [];
 const checkpoints = [];
 const receipts = [];
+const evidence = new Map(); // decision id → the evidence's exact stored text
+const credentials = new Map(); // credential id → {user_id, public_key}
 lines.forEach((text, i) => {
   if (text.trim() === "") return;
   let l;
@@ -218,6 +347,12 @@ lines.forEach((text, i) => {
       break;
     case "receipt":
       receipts.push(l.jws);
+      break;
+    case "evidence":
+      evidence.set(l.decision_id, l.evidence);
+      break;
+    case "credential":
+      credentials.set(l.credential_id, l);
       break;
   }
 });
@@ -302,7 +437,9 @@ for (let text of wanted) {
       if (g.digest_seen !== m.terms_digest) fail(element, `grantor ${g.user_id} of mandate ${m.id} saw another digest than its terms`);
     }
     unchecked = checkTerms(rc, element);
+    checkApprovers(m.grantors, m.proposal_id, m.terms_digest, m.confirmation);
   } else if (rc.approvers.length < Math.max(rc.quorum, 1)) fail(element, "fewer approvers than the quorum");
+  if (!m) checkApprovers(rc.approvers, rc.proposal_id, d, rc.confirmation);
   let created = 0;
   let outcome = 0;
   let issued = 0;

@@ -1,6 +1,8 @@
 package audit_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/internal/testenv"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/audit"
 )
 
 // nodeVerifier is docs/verify-receipt.mjs, the verifier written without Go.
@@ -70,6 +74,45 @@ func TestNodeVerifier(t *testing.T) {
 		if err == nil || !strings.Contains(out, tt.want) {
 			t.Errorf("%s: %v, output:\n%s", name, err, out)
 		}
+	}
+
+	// Security-key approvals: a forged receipt that names an evidence
+	// whose signature was changed (and its digest with it), and one that
+	// turns the security-key approval into a click.
+	var x audit.Export
+	if err := x.Read("export", bytes.NewReader(export)); err != nil {
+		t.Fatal(err)
+	}
+	a := w.stepupRC.Approvers[0]
+	raw := x.Evidence[a.DecisionID]
+	var ev struct {
+		Signature string `json:"signature"`
+	}
+	if err := json.Unmarshal([]byte(raw), &ev); err != nil || ev.Signature == "" {
+		t.Fatalf("evidence %s (%v)", raw, err)
+	}
+	bad := []byte(ev.Signature)
+	if bad[len(bad)/2] != 'A' {
+		bad[len(bad)/2] = 'A'
+	} else {
+		bad[len(bad)/2] = 'B'
+	}
+	badRaw := strings.Replace(raw, ev.Signature, string(bad), 1)
+	forgedRC := w.stepupRC
+	forgedRC.Approvers = []models.ReceiptApprover{a}
+	forgedRC.Approvers[0].EvidenceDigest = models.AuditHash([]byte(badRaw))
+	quoted := func(v string) string { b, _ := json.Marshal(v); return string(b[1 : len(b)-1]) }
+	badExport := bytes.Replace(export, []byte(quoted(raw)), []byte(quoted(badRaw)), 1)
+	out, err = run("--export", write("badsig.jsonl", badExport), "--receipt", write("badsig.jws", []byte(w.resign(t, forgedRC))))
+	if err == nil || !strings.Contains(out, "FAIL evidence of decision "+a.DecisionID) || !strings.Contains(out, "signature does not verify") {
+		t.Errorf("an assertion with a changed signature: %v, output:\n%s", err, out)
+	}
+	clickRC := w.stepupRC
+	clickRC.Approvers = []models.ReceiptApprover{a}
+	clickRC.Approvers[0].Method = models.MethodPassword
+	out, err = run("--export", good, "--receipt", write("click.jws", []byte(w.resign(t, clickRC))))
+	if err == nil || !strings.Contains(out, "needs a security key") {
+		t.Errorf("a click where the tier needs a security key: %v, output:\n%s", err, out)
 	}
 
 	// A receipt signed by a key planted in the database, before and after
