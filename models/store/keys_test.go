@@ -34,32 +34,42 @@ type keyEntry struct {
 	PreviousKID string `json:"previous_kid"`
 }
 
-// keyEntries returns the signing_key.added entries of the tenant's chain,
-// after checking the whole chain's links.
-func keyEntries(t *testing.T, st *store.Store, tenantID string) []keyEntry {
+// entriesOf returns the data of the tenant's chain entries of kind,
+// decoded into T, with their bodies, after checking the whole chain's links.
+func entriesOf[T any](t *testing.T, st *store.Store, tenantID, kind string) ([]T, []models.AuditBody) {
 	t.Helper()
 	entries, err := st.AuditEntries(context.Background(), tenantID, 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkChain(t, tenantID, entries, len(entries))
-	var out []keyEntry
+	var out []T
+	var bodies []models.AuditBody
 	for _, e := range entries {
-		if e.Kind != models.AuditSigningKeyAdded {
+		if e.Kind != kind {
 			continue
 		}
 		b, err := e.Decode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var k keyEntry
-		if err := json.Unmarshal(b.Data, &k); err != nil {
+		var d T
+		if err := json.Unmarshal(b.Data, &d); err != nil {
 			t.Fatal(err)
 		}
+		out, bodies = append(out, d), append(bodies, b)
+	}
+	return out, bodies
+}
+
+// keyEntries returns the signing_key.added entries of the tenant's chain.
+func keyEntries(t *testing.T, st *store.Store, tenantID string) []keyEntry {
+	t.Helper()
+	out, bodies := entriesOf[keyEntry](t, st, tenantID, models.AuditSigningKeyAdded)
+	for _, b := range bodies {
 		if b.Actor != models.ActorSystem {
 			t.Errorf("key entry by %q", b.Actor)
 		}
-		out = append(out, k)
 	}
 	return out
 }

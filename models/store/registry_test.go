@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 
@@ -18,23 +17,7 @@ type registryEntry struct {
 
 func registryEntries(t *testing.T, st *store.Store, tenantID string) []registryEntry {
 	t.Helper()
-	entries, err := st.AuditEntries(context.Background(), tenantID, 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkChain(t, tenantID, entries, len(entries))
-	var out []registryEntry
-	for _, e := range entries {
-		if e.Kind != models.AuditRegistryLoaded {
-			continue
-		}
-		b, _ := e.Decode()
-		var r registryEntry
-		if err := json.Unmarshal(b.Data, &r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
+	out, _ := entriesOf[registryEntry](t, st, tenantID, models.AuditRegistryLoaded)
 	return out
 }
 
