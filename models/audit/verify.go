@@ -81,13 +81,19 @@ type decoded struct {
 // and the highest position covered by a valid checkpoint whose head is in
 // the export.
 func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
+	bySeq, anchored, _ = x.chain(r)
+	return bySeq, anchored
+}
+
+// chain is Chain, also returning the signing keys the chain records.
+func (x *Export) chain(r *Report) (bySeq map[int64]decoded, anchored int64, recorded keyRecords) {
 	bySeq = map[int64]decoded{}
 	keys, err := token.ParseJWKS(x.JWKS)
 	if err != nil {
 		r.fail("jwks", "%s", models.ErrorMessage(err))
 	}
 	if len(x.Entries) == 0 {
-		return bySeq, 0
+		return bySeq, 0, keyRecords{}
 	}
 	broken := false
 	var prev *decoded
@@ -133,7 +139,7 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 	if !broken {
 		r.ok("audit chain", "entries %d to %d are intact and linked", x.Entries[0].Seq, x.Entries[len(x.Entries)-1].Seq)
 	}
-	recorded := x.signingKeys(r, bySeq, keys)
+	recorded = x.signingKeys(r, bySeq, keys)
 	for _, c := range x.Checkpoints {
 		name := fmt.Sprintf("checkpoint %d (line %d)", c.Seq, c.Line)
 		if keys == nil {
@@ -174,7 +180,7 @@ func (x *Export) Chain(r *Report) (bySeq map[int64]decoded, anchored int64) {
 			}
 		}
 	}
-	return bySeq, anchored
+	return bySeq, anchored, recorded
 }
 
 // keyRecord is where the chain records a signing key.
@@ -249,14 +255,7 @@ func (x *Export) signingKeys(r *Report, bySeq map[int64]decoded, keys token.Publ
 // receipt, when the export holds the chain from its first entry and the
 // chain records keys at all (an export written before chains recorded
 // keys holds none).
-func (x *Export) signerRecorded(r *Report, kid string, bySeq map[int64]decoded) {
-	recorded := keyRecords{}
-	for s, d := range bySeq {
-		if d.body.Kind == models.AuditSigningKeyAdded {
-			k, _ := d.data["kid"].(string)
-			recorded[k] = keyRecord{seq: s}
-		}
-	}
+func (x *Export) signerRecorded(r *Report, kid string, recorded keyRecords) {
 	switch {
 	case len(recorded) == 0:
 		r.ok("receipt signer", "not checked: the chain records no signing keys (written before chains recorded them)")
@@ -299,7 +298,7 @@ func (x *Export) signerRecorded(r *Report, kid string, bySeq map[int64]decoded) 
 func (x *Export) VerifyReceipt(compact string) *Report {
 	r := &Report{}
 	compact = strings.TrimSpace(compact)
-	bySeq, anchored := x.Chain(r)
+	bySeq, anchored, recorded := x.chain(r)
 	keys, err := token.ParseJWKS(x.JWKS)
 	if err != nil {
 		return r
@@ -329,7 +328,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 		return r
 	}
 	r.ChainChecked = true
-	x.signerRecorded(r, kid, bySeq)
+	x.signerRecorded(r, kid, recorded)
 	x.story(r, rc, compact, bySeq, anchored)
 	if terms != nil {
 		mandateUse(r, rc, terms, bySeq)
