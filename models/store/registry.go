@@ -73,25 +73,31 @@ func (s *Store) RecordRegistry(ctx context.Context, digest string, versions map[
 			return err
 		}
 		now := s.clock.Now()
+		policies := make(map[string]any, len(versions))
+		for k, v := range versions {
+			policies[k] = v
+		}
 		for _, t := range pending {
+			// The record moves only from the digest read, so an entry is
+			// appended once per change even without the lock's turn.
 			row := registryRecordRow{TenantID: t.ID, Digest: digest, RecordedAt: ms(now)}
-			previous := ""
+			previous, moved := "", false
 			if t.Previous != nil {
 				previous = *t.Previous
-				err = tx.Model(&registryRecordRow{}).Where("tenant_id = ?", t.ID).
-					Updates(map[string]any{"digest": digest, "recorded_at": row.RecordedAt}).Error
+				res := tx.Model(&registryRecordRow{}).Where("tenant_id = ? AND digest = ?", t.ID, previous).
+					Updates(map[string]any{"digest": digest, "recorded_at": row.RecordedAt})
+				err, moved = res.Error, res.RowsAffected == 1
 			} else {
-				err = tx.Create(&row).Error
+				moved, err = insertOnce(tx, &row)
 			}
 			if err != nil {
 				return err
 			}
-			versionsData := make(map[string]any, len(versions))
-			for k, v := range versions {
-				versionsData[k] = v
+			if !moved {
+				continue
 			}
 			if err := appendAudit(tx, t.ID, now, adminEvent(models.AuditRegistryLoaded, models.ActorSystem, map[string]any{
-				"digest": digest, "previous_digest": previous, "policy_versions": versionsData})); err != nil {
+				"digest": digest, "previous_digest": previous, "policy_versions": policies})); err != nil {
 				return err
 			}
 			n++
