@@ -235,35 +235,10 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 					return err
 				}
 			}
-		case verdict == models.VerdictConfirmed && p.Kind == models.KindMandate:
-			ev, err := s.grantMandate(tx, p, now)
-			if err != nil {
-				return err
-			}
-			events.add(tenantID, ev)
 		case verdict == models.VerdictConfirmed:
-			tok, err := issue(p)
-			if err != nil {
+			if err := s.confirmIn(tx, p, now, issue, &events); err != nil {
 				return err
 			}
-			ok, err := transition(tx, tenantID, p.ID, models.StatusConfirmed, now, "")
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
-			}
-			if err := s.recordEvent(tx, tenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
-				map[string]any{"token_expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339Nano)}); err != nil {
-				return err
-			}
-			execID := (*string)(nil)
-			if err := tx.Create(&tokenRow{JTI: tok.JTI, TenantID: tenantID, ProposalID: p.ID, AgentID: tok.AgentID,
-				KID: tok.KeyID, Status: string(models.TokenIssued), Compact: tok.Compact,
-				IssuedAt: ms(tok.IssuedAt), ExpiresAt: ms(tok.ExpiresAt), ExecutionID: execID}).Error; err != nil {
-				return err
-			}
-			events.add(tenantID, tokenIssuedEvent(p, tok))
 		}
 		if out, err = loadProposal(tx, tenantID, d.ProposalID); err != nil {
 			return err
@@ -285,6 +260,43 @@ func (s *Store) RecordDecision(ctx context.Context, d models.Decision, tenantID 
 		return nil, err
 	}
 	return out, nil
+}
+
+// confirmIn confirms p, whose approvals meet what its tier requires, inside
+// the deciding transaction tx: a mandate proposal grants its mandate, any
+// other gets the token issue builds, stored with the move to confirmed.
+// The audit entries go to events.
+func (s *Store) confirmIn(tx *gorm.DB, p *models.Proposal, now time.Time, issue IssueFunc, events *pendingAudit) error {
+	if p.Kind == models.KindMandate {
+		ev, err := s.grantMandate(tx, p, now)
+		if err != nil {
+			return err
+		}
+		events.add(p.TenantID, ev)
+		return nil
+	}
+	tok, err := issue(p)
+	if err != nil {
+		return err
+	}
+	ok, err := transition(tx, p.TenantID, p.ID, models.StatusConfirmed, now, "")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
+	}
+	if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
+		map[string]any{"token_expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339Nano)}); err != nil {
+		return err
+	}
+	if err := tx.Create(&tokenRow{JTI: tok.JTI, TenantID: p.TenantID, ProposalID: p.ID, AgentID: tok.AgentID,
+		KID: tok.KeyID, Status: string(models.TokenIssued), Compact: tok.Compact,
+		IssuedAt: ms(tok.IssuedAt), ExpiresAt: ms(tok.ExpiresAt)}).Error; err != nil {
+		return err
+	}
+	events.add(p.TenantID, tokenIssuedEvent(p, tok))
+	return nil
 }
 
 // lockActiveUser takes the user's row lock (a no-op UPDATE that only
