@@ -10,13 +10,17 @@ import (
 
 // EventType names what happened to a proposal. Every state change has one
 // ("proposal.<status>" or "execution.<status>"), plus proposal.created when a
-// proposal is stored and proposal.decision for each reviewer decision.
+// proposal is stored, proposal.decision for each reviewer decision, and
+// proposal.approvals_changed when a change of group membership moves a
+// waiting proposal's progress (an approval starts or stops counting toward
+// a group's factor).
 type EventType string
 
 // Event types besides the per-status ones (see StatusEvent).
 const (
-	EventCreated  EventType = "proposal.created"
-	EventDecision EventType = "proposal.decision"
+	EventCreated          EventType = "proposal.created"
+	EventDecision         EventType = "proposal.decision"
+	EventApprovalsChanged EventType = "proposal.approvals_changed"
 )
 
 // StatusEvent is the event type of a change into status st: execution

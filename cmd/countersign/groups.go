@@ -56,9 +56,11 @@ func (c *cli) groupMember(ctx context.Context, args []string, member bool) error
 	}
 	var db, tenant, group, user string
 	cmd := newCommand("group "+verb, "countersign group "+verb+" --tenant T --group GROUP --user USER [flags]", `
-`+what+` a reviewer group. The change applies to decisions
-taken after it: an approval counts toward a group's factor when the group
-holds its reviewer at the time a decision on the proposal is taken.
+`+what+` a reviewer group. An approval counts toward a group's
+factor while the group holds its reviewer: the waiting proposals the user
+approved that need the group show the change at once, and those whose
+approvals it completes are listed, one a line, and confirmed by a running
+server once it has checked their business state.
 
   countersign group `+verb+` --tenant acme --group finance --user alice`, c.stdout)
 	dbFlag(cmd.fs, &db)
@@ -76,7 +78,11 @@ holds its reviewer at the time a decision on the proposal is taken.
 		return err
 	}
 	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {
-		return st.SetGroupMember(ctx, a, group, user, member, time.Now())
+		ch, err := st.SetGroupMember(ctx, a, group, user, member, time.Now())
+		for _, r := range ch.Queued {
+			fmt.Fprintf(c.stdout, "%s\tqueued: its approvals now meet its tier; a running server confirms it once the business system still shows its target as previewed\n", r.ProposalID)
+		}
+		return err
 	})
 }
 

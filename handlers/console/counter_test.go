@@ -106,7 +106,7 @@ func TestProposalPageShowsGroupProgress(t *testing.T) {
 		if _, err := e.store.CreateGroup(e.ctx, cli, g, e.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.SetGroupMember(e.ctx, cli, g, member, true, e.clock.Now()); err != nil {
+		if _, err := e.store.SetGroupMember(e.ctx, cli, g, member, true, e.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -103,18 +103,33 @@ func (s *Store) CreateGroup(ctx context.Context, a GroupActor, name string, now 
 
 // SetGroupMember adds (member true) or removes a user, by name, to or from
 // a group, by name. Adding a member twice or removing a non-member changes
-// nothing and is no error. A change applies to decisions taken after it:
-// approvals already recorded count toward a group's factor as memberships
-// stand when a later decision is taken.
+// nothing and is no error. Approvals count toward a group's factor as
+// memberships stand when the proposal is decided, so in the same
+// transaction the change moves the progress of the waiting proposals the
+// user approved that count on the group (a new revision and a
+// proposal.approvals_changed event each, which wakes their long-polls),
+// and, when a member is added, queues those whose approvals now meet what
+// their tier requires, to be confirmed once their business state is
+// checked (see Reconsider). A change that changes nothing returns the zero
+// GroupChange.
 // Errors: ENotFound (no such group or user in the tenant), EForbidden.
-func (s *Store) SetGroupMember(ctx context.Context, a GroupActor, group, userName string, member bool, now time.Time) error {
-	return s.tx(ctx, func(tx *gorm.DB) error {
+func (s *Store) SetGroupMember(ctx context.Context, a GroupActor, group, userName string, member bool, now time.Time) (GroupChange, error) {
+	var out GroupChange
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		out = GroupChange{}
 		if err := a.check(tx); err != nil {
 			return err
 		}
 		var g groupRow
 		if err := tx.Where("tenant_id = ? AND name = ?", a.TenantID, group).Take(&g).Error; err != nil {
 			return notFound(err, "no group %q", group)
+		}
+		// The user's row is locked (a no-op update) as their decisions lock
+		// it: a decision of theirs and this change take turns, so one sees
+		// the other (it reads the memberships, or this reads its approval).
+		if err := tx.Model(&userRow{}).Where("tenant_id = ? AND name = ?", a.TenantID, userName).
+			Update("disabled", gorm.Expr("disabled")).Error; err != nil {
+			return err
 		}
 		var u userRow
 		if err := tx.Where("tenant_id = ? AND name = ?", a.TenantID, userName).Take(&u).Error; err != nil {
@@ -143,9 +158,19 @@ func (s *Store) SetGroupMember(ctx context.Context, a GroupActor, group, userNam
 		if !member {
 			change = "member_removed"
 		}
+		// The proposals' rows are locked before the audit chain, as every
+		// decision locks them (appendAudit).
+		var err error
+		if out, err = s.regroup(tx, a.TenantID, group, u.ID, change, member, now); err != nil {
+			return err
+		}
 		return appendAudit(tx, a.TenantID, now, adminEvent(models.AuditGroupChanged, a.actor(),
 			map[string]any{"group": group, "change": change, "user_id": u.ID}))
 	})
+	if err != nil {
+		return GroupChange{}, err
+	}
+	return out, nil
 }
 
 // ListGroups returns the tenant's reviewer groups by name, each with its

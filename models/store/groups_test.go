@@ -29,14 +29,16 @@ func TestReviewerGroupsAdmin(t *testing.T) {
 		_, err = st.CreateGroup(ctx, store.GroupActor{TenantID: tenant, Admin: &d.Reviewer}, "security", now)
 		wantStoreCode(t, err, models.EForbidden)
 
-		if err := st.SetGroupMember(ctx, admin, "finance", "alice", true, now); err != nil {
+		if _, err := st.SetGroupMember(ctx, admin, "finance", "alice", true, now); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.SetGroupMember(ctx, admin, "finance", "alice", true, now); err != nil {
+		if _, err := st.SetGroupMember(ctx, admin, "finance", "alice", true, now); err != nil {
 			t.Fatalf("adding a member twice: %v", err)
 		}
-		wantStoreCode(t, st.SetGroupMember(ctx, admin, "finance", "nobody", true, now), models.ENotFound)
-		wantStoreCode(t, st.SetGroupMember(ctx, admin, "nogroup", "alice", true, now), models.ENotFound)
+		_, err = st.SetGroupMember(ctx, admin, "finance", "nobody", true, now)
+		wantStoreCode(t, err, models.ENotFound)
+		_, err = st.SetGroupMember(ctx, admin, "nogroup", "alice", true, now)
+		wantStoreCode(t, err, models.ENotFound)
 
 		other, err := st.CreateTenant(ctx, "other")
 		if err != nil {
@@ -48,8 +50,10 @@ func TestReviewerGroupsAdmin(t *testing.T) {
 		}
 		// Another tenant's administrator acting on this tenant is refused;
 		// in their own tenant the group and the user do not exist.
-		wantStoreCode(t, st.SetGroupMember(ctx, store.GroupActor{TenantID: tenant, Admin: &olga}, "finance", "alice", false, now), models.EForbidden)
-		wantStoreCode(t, st.SetGroupMember(ctx, store.GroupActor{TenantID: other.ID, Admin: &olga}, "finance", "alice", true, now), models.ENotFound)
+		_, err = st.SetGroupMember(ctx, store.GroupActor{TenantID: tenant, Admin: &olga}, "finance", "alice", false, now)
+		wantStoreCode(t, err, models.EForbidden)
+		_, err = st.SetGroupMember(ctx, store.GroupActor{TenantID: other.ID, Admin: &olga}, "finance", "alice", true, now)
+		wantStoreCode(t, err, models.ENotFound)
 
 		groups, err := st.ListGroups(ctx, tenant)
 		if err != nil {
@@ -65,7 +69,7 @@ func TestReviewerGroupsAdmin(t *testing.T) {
 		if err != nil || len(of[d.Reviewer.ID]) != 1 || len(of[d.Admin.ID]) != 0 {
 			t.Fatalf("groups of: %v %v", of, err)
 		}
-		if err := st.SetGroupMember(ctx, admin, "finance", "alice", false, now); err != nil {
+		if _, err := st.SetGroupMember(ctx, admin, "finance", "alice", false, now); err != nil {
 			t.Fatal(err)
 		}
 		if groups, _ = st.ListGroups(ctx, tenant); len(groups[0].Members) != 0 {

@@ -568,6 +568,9 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 		if _, err := s.Reconcile(ctx); err != nil {
 			s.log.Warn("reconcile", "err", err)
 		}
+		if _, err := s.Reconsider(ctx); err != nil {
+			s.log.Warn("reconsider", "err", err)
+		}
 		// Record the registry in the chains of organizations created since.
 		if _, err := s.store.RecordRegistry(ctx, s.reg.Digest(), s.reg.PolicyVersions(), true); err != nil {
 			s.log.Warn("registry record", "err", err)

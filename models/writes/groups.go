@@ -2,6 +2,7 @@ package writes
 
 import (
 	"context"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
@@ -37,12 +38,89 @@ func (s *Service) CreateGroup(ctx context.Context, admin models.User, name strin
 }
 
 // SetGroupMember adds (member) or removes a user, by name, to or from a
-// group of the administrator's tenant; see store.SetGroupMember.
+// group of the administrator's tenant; see store.SetGroupMember. The
+// waiting proposals whose progress it moved wake their long-polls, and
+// those whose approvals it completed are confirmed before it returns
+// (Reconsider), when the business system still describes their targets as
+// previewed; one it cannot ask is left queued for the background pass.
 // Errors: EForbidden, ENotFound, EUnavailable.
 func (s *Service) SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) error {
 	a, err := groupActor(admin)
 	if err != nil {
 		return err
 	}
-	return s.store.SetGroupMember(ctx, a, group, userName, member, s.clock.Now())
+	ch, err := s.store.SetGroupMember(ctx, a, group, userName, member, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	for _, id := range ch.Changed {
+		s.changed(a.TenantID, id)
+	}
+	for _, r := range ch.Queued {
+		s.reconsider(ctx, r)
+	}
+	return nil
+}
+
+// reconsiderBatch bounds the queued proposals one background pass takes up.
+const reconsiderBatch = 50
+
+// Reconsider takes up the queued proposals that are due: those a change of
+// group membership completed (by the command line, or by a server that
+// stopped or could not reach the business system meanwhile). It returns
+// how many it took up. The background pass runs it.
+func (s *Service) Reconsider(ctx context.Context) (int, error) {
+	due, err := s.store.DueReconsiderations(ctx, s.clock.Now(), reconsiderBatch)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range due {
+		s.reconsider(ctx, r)
+	}
+	return len(due), nil
+}
+
+// reconsider confirms one queued proposal as an approval completing its
+// tier would: the business state and the effect preview are checked as
+// they are for every approval (the approvers saw this preview), then the
+// store confirms it with the memberships as they stand. A proposal whose
+// target changed leaves the queue unconfirmed (an approval would now be
+// refused the same way); one that cannot be checked now is put off, with
+// backoff, until it is decided or expires.
+func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) {
+	log := s.log.With("proposal", r.ProposalID)
+	p, err := s.store.GetProposal(ctx, r.TenantID, r.ProposalID)
+	if err == nil && p.Status == models.StatusAwaitingConfirmation {
+		if err = s.stateUnchanged(ctx, p); err == nil {
+			err = s.effectUnchanged(ctx, p, p.EffectDigest)
+		}
+	}
+	switch models.ErrorCode(err) {
+	case "":
+	case models.EStateChanged, models.EEffectChanged, models.ENotFound:
+		log.Info("group change: the target changed since the preview; not confirmed", "err", err)
+		if err := s.store.DropReconsideration(ctx, r); err != nil {
+			log.Warn("group change: dequeue", "err", err)
+		}
+		return
+	default:
+		next := s.clock.Now().Add(min(time.Second<<min(r.Attempts, 8), 5*time.Minute))
+		log.Warn("group change: cannot confirm yet", "err", err, "next", next)
+		if err := s.store.PutOffReconsideration(ctx, r, next); err != nil {
+			log.Warn("group change: put off", "err", err)
+		}
+		return
+	}
+	now := s.clock.Now()
+	out, confirmed, err := s.store.Reconsider(ctx, r, now, func(p *models.Proposal) (models.Token, error) {
+		return s.issue(ctx, p, now)
+	})
+	if err != nil {
+		log.Warn("group change: confirm", "err", err)
+		return
+	}
+	if confirmed {
+		log.Info("group change: confirmed", "status", out.Status)
+		s.changed(r.TenantID, r.ProposalID)
+	}
 }

@@ -19,10 +19,14 @@ import (
 // requiring one approver of finance AND one of security, allowing
 // self-approval (so that the rule across factors is what refuses it), and
 // reviewers: carol and frank in finance, dave in security, erin in both.
-func groupEnv(t *testing.T, kind string) (*env, map[string]models.User) {
+// Each of adapt runs before the service is built (to change its adapters).
+func groupEnv(t *testing.T, kind string, adapt ...func(e *env)) (*env, map[string]models.User) {
 	t.Helper()
 	users := map[string]models.User{}
 	e := newEnv(t, kind, func(e *env) *registry.Registry {
+		for _, f := range adapt {
+			f(e)
+		}
 		src, err := os.ReadFile("../registry/demo.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +53,7 @@ func groupEnv(t *testing.T, kind string) (*env, map[string]models.User) {
 		"erin": {"finance", "security"}, "gus": nil} {
 		users[name] = e.user(name, models.RoleReviewer)
 		for _, g := range groups {
-			if err := e.store.SetGroupMember(e.ctx, cli, g, name, true, e.clock.Now()); err != nil {
+			if _, err := e.store.SetGroupMember(e.ctx, cli, g, name, true, e.clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -120,7 +124,7 @@ func TestGroupFactorsDecide(t *testing.T) {
 			if _, err := e.stepUpConfirm(u["dave"], p); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.store.SetGroupMember(e.ctx, store.GroupActor{TenantID: e.tenant}, "security", "dave", false, e.clock.Now()); err != nil {
+			if _, err := e.store.SetGroupMember(e.ctx, store.GroupActor{TenantID: e.tenant}, "security", "dave", false, e.clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := e.stepUpConfirm(u["carol"], p); err != nil {
@@ -158,7 +162,7 @@ func TestGroupFactorsKeepDuties(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.store.SetGroupMember(e.ctx, store.GroupActor{TenantID: e.tenant, Admin: &e.admin}, "security", "hank", true, e.clock.Now()); err != nil {
+			if _, err := e.store.SetGroupMember(e.ctx, store.GroupActor{TenantID: e.tenant, Admin: &e.admin}, "security", "hank", true, e.clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 			adminBot, err := e.store.AdminCreateAgent(e.ctx, e.admin, "admin-bot", "", secret.HashAPIKey("csk_admin_bot_key"))
