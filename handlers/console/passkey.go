@@ -16,10 +16,11 @@ import (
 // PasskeyVerifier checks passkey sign-ins (*stepup.Service).
 type PasskeyVerifier interface {
 	// BeginPasskeyLogin returns request options for a discoverable
-	// credential of the organization.
-	BeginPasskeyLogin(ctx context.Context, tenantName string) (json.RawMessage, error)
+	// credential of the organization, counting the sign-in against the
+	// source address until it succeeds.
+	BeginPasskeyLogin(ctx context.Context, tenantName, clientIP string) (json.RawMessage, error)
 	// FinishPasskeyLogin verifies the answer and returns whom it signs in.
-	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte) (models.Tenant, models.User, error)
+	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP string) (models.Tenant, models.User, error)
 }
 
 // PasskeySessions starts the session of a verified passkey sign-in
@@ -63,7 +64,8 @@ func (h *Passkeys) Begin(c echo.Context) error {
 		return &models.Error{Code: models.EInvalidRequest, Message: "Enter your organization first.",
 			Fields: []models.FieldProblem{{Pointer: "/org", Message: "required"}}}
 	}
-	opts, err := h.verify.BeginPasskeyLogin(c.Request().Context(), in.Org)
+	// c.RealIP() as for password sign-ins (see Login).
+	opts, err := h.verify.BeginPasskeyLogin(c.Request().Context(), in.Org, c.RealIP())
 	if err != nil {
 		return err
 	}
@@ -90,7 +92,7 @@ func (h *Passkeys) Finish(c echo.Context) error {
 		return models.Wrap(models.EInvalidRequest, err, "the request is not a JSON object")
 	}
 	ctx := c.Request().Context()
-	t, u, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body)
+	t, u, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body, c.RealIP())
 	if err != nil {
 		return err
 	}

@@ -113,6 +113,9 @@ type browser struct {
 	jar    *cookiejar.Jar
 	client *http.Client
 	csrf   string // the page's CSRF token, from the last page that had one
+	// from, when set, is the X-Forwarded-For of its script's requests
+	// (postJSON): the client's address behind a trusted proxy.
+	from string
 }
 
 func (c *console) browser() *browser {

@@ -54,6 +54,9 @@ func (b *browser) postJSON(path string, body string) (int, []byte) {
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-CSRF-Token", b.csrf)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if b.from != "" {
+		req.Header.Set("X-Forwarded-For", b.from)
+	}
 	res, err := b.client.Do(req)
 	if err != nil {
 		b.c.t.Fatal(err)

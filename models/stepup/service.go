@@ -31,6 +31,11 @@ const (
 	DefaultApprovalTTL = 2 * time.Minute
 	// DefaultRegistrationTTL bounds a registration ceremony.
 	DefaultRegistrationTTL = 5 * time.Minute
+	// DefaultPasskeySignIns and DefaultPasskeyWindow bound the passkey
+	// sign-ins a source address may begin and leave unfinished, as the
+	// password sign-in's defaults bound its failures.
+	DefaultPasskeySignIns = 20
+	DefaultPasskeyWindow  = 15 * time.Minute
 	// DefaultRPName is the relying party's name browsers show.
 	DefaultRPName = "countersign"
 )
@@ -67,6 +72,14 @@ type Config struct {
 	// zero.
 	ApprovalTTL     time.Duration
 	RegistrationTTL time.Duration
+
+	// PasskeySignIns is how many passkey sign-ins one source address may
+	// begin in PasskeyWindow without finishing them (a sign-in that
+	// succeeds gives its count back); DefaultPasskeySignIns and
+	// DefaultPasskeyWindow when zero. Each refused sign-in of one account is
+	// recorded in the audit log up to PasskeySignIns times per window.
+	PasskeySignIns int
+	PasskeyWindow  time.Duration
 }
 
 // Service runs the security-key ceremonies. It keeps no state of its own
@@ -81,6 +94,9 @@ type Service struct {
 	clock    models.Clock
 	approval time.Duration
 	register time.Duration
+	// passkeys per passkeyWindow: see Config.PasskeySignIns.
+	passkeys      int
+	passkeyWindow time.Duration
 }
 
 // New checks the configuration and makes the one WebAuthn relying party the
@@ -102,7 +118,14 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{rpID: cfg.RPID, origins: slices.Clone(cfg.Origins), store: cfg.Store, proto: cfg.Protocol,
-		clock: cfg.Clock, approval: cfg.ApprovalTTL, register: cfg.RegistrationTTL}
+		clock: cfg.Clock, approval: cfg.ApprovalTTL, register: cfg.RegistrationTTL,
+		passkeys: cfg.PasskeySignIns, passkeyWindow: cfg.PasskeyWindow}
+	if s.passkeys <= 0 {
+		s.passkeys = DefaultPasskeySignIns
+	}
+	if s.passkeyWindow <= 0 {
+		s.passkeyWindow = DefaultPasskeyWindow
+	}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -688,11 +711,27 @@ func badPasskey(err error) error {
 
 // BeginPasskeyLogin starts a sign-in with a passkey (a discoverable
 // credential, user verification required) to the organization tenantName,
-// and returns the request options as JSON ({"publicKey": {...}}). An
-// unknown organization gets options too, which no answer can complete, so
-// that the answer does not tell which organizations exist. EUnavailable on
-// database errors.
-func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName string) (json.RawMessage, error) {
+// from the source address clientIP, and returns the request options as
+// JSON ({"publicKey": {...}}). An unknown organization gets options too,
+// which no answer can complete, so that the answer does not tell which
+// organizations exist. Every sign-in begun counts against the address
+// (PasskeySignIns per PasskeyWindow, apart from password sign-ins) until
+// it succeeds: beyond that it is ERateLimited, saying when to come back,
+// so that nobody can store ceremonies, or refusals in the audit log,
+// without bound. EUnavailable on database errors.
+func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName, clientIP string) (json.RawMessage, error) {
+	now := s.clock.Now()
+	retryAt, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.passkeyWindow,
+		[]models.LoginLimit{{Key: passkeyAddressKey(clientIP), Max: s.passkeys}})
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		wait := max(retryAt.Sub(now), time.Second)
+		return nil, models.RateLimited("passkey_sign_ins", wait,
+			"Too many passkey sign-ins from your address were not finished. Try again after %s, or sign in with your password.",
+			retryAt.UTC().Format("15:04:05 UTC"))
+	}
 	assertion, sd, err := s.wa.BeginDiscoverableLogin(webauthn.WithUserVerification(protocol.VerificationRequired))
 	if err != nil {
 		return nil, models.Wrap(models.EInternal, err, "cannot start the passkey sign-in")
@@ -711,16 +750,26 @@ func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName string) (jso
 	return marshalOptions(assertion)
 }
 
+// passkeyAddressKey is the rate-limit key of passkey sign-ins from one
+// source address ("" when the address is not known: one count for all).
+func passkeyAddressKey(clientIP string) string { return "passkey-ip:" + clientIP }
+
 // FinishPasskeyLogin verifies the answer to BeginPasskeyLogin and returns
 // the tenant and the user the passkey belongs to, who may then be signed
 // in: the ceremony is consumed once; origin, RP ID, user presence and
 // verification and the signature are checked; the key's counter must move
-// forward (else it is flagged); the user must be enabled.
+// forward (else it is flagged); the user must be enabled. A success gives
+// back the count its beginning took from clientIP. A refusal once the
+// answer names an account of the organization (disabled, a key that is
+// not theirs or is flagged, an assertion that does not verify) is recorded
+// in the organization's audit log (session.sign_in_failed), at most
+// PasskeySignIns per account per window; refusals before that name nobody
+// and are not.
 //
 // Errors: EInvalidRequest, EStepUpFailed, EAlreadyConsumed,
 // ECeremonyExpired, EUnauthenticated (unknown organization or key,
 // disabled user), EUnavailable.
-func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte) (models.Tenant, models.User, error) {
+func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP string) (models.Tenant, models.User, error) {
 	const nothing = "Nobody was signed in."
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
 	if err != nil {
@@ -741,62 +790,95 @@ func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, res
 	if err := s.consume(ctx, c, nothing); err != nil {
 		return models.Tenant{}, models.User{}, err
 	}
-	if err := s.checkClient(parsed.Response.CollectedClientData, protocol.AssertCeremony, parsed.Response.AuthenticatorData, nothing); err != nil {
-		return models.Tenant{}, models.User{}, err
-	}
+	// The account the answer names, when it names one of the organization:
+	// a refusal from here on is recorded in its name.
 	handle := parsed.Response.UserHandle
-	if len(handle) == 0 || len(handle) > 64 {
-		return models.Tenant{}, models.User{}, badPasskey(errors.New("no or bad user handle"))
+	var u models.User
+	named := false
+	if len(handle) > 0 && len(handle) <= 64 {
+		u, err = s.store.UserByID(ctx, t.ID, string(handle))
+		switch {
+		case err == nil:
+			named = true
+		case !models.IsCode(err, models.ENotFound):
+			return models.Tenant{}, models.User{}, err
+		}
 	}
-	u, err := s.store.UserByID(ctx, t.ID, string(handle))
-	if models.IsCode(err, models.ENotFound) {
-		return models.Tenant{}, models.User{}, badPasskey(err)
-	}
-	if err != nil {
+	refuse := func(reason string, err error) (models.Tenant, models.User, error) {
+		if named && reason != "" {
+			s.passkeyRefused(ctx, u, reason, parsed.RawID)
+		}
 		return models.Tenant{}, models.User{}, err
+	}
+	if err := s.checkClient(parsed.Response.CollectedClientData, protocol.AssertCeremony, parsed.Response.AuthenticatorData, nothing); err != nil {
+		return refuse("assertion_failed", err)
+	}
+	if !named {
+		return models.Tenant{}, models.User{}, badPasskey(errors.New("no user of the organization has this user handle"))
 	}
 	if u.Disabled {
-		return models.Tenant{}, models.User{}, badPasskey(errors.New("user disabled"))
+		return refuse("account_disabled", badPasskey(errors.New("user disabled")))
 	}
 	// The rest is an assertion by one of u's keys; the library checks the
 	// user handle against u.
-	if _, err := s.verifyPasskey(ctx, u, sd, parsed, nothing); err != nil {
+	if _, reason, err := s.verifyPasskey(ctx, u, sd, parsed, nothing); err != nil {
+		return refuse(reason, err)
+	}
+	if err := s.store.ReleaseLoginAttempt(ctx, passkeyAddressKey(clientIP)); err != nil {
 		return models.Tenant{}, models.User{}, err
 	}
 	return t, u, nil
 }
 
-// verifyPasskey is verifyAssertion for a discoverable login.
+// passkeyRefused records a refused passkey sign-in to u's account. It is
+// best effort, as for passwords (the answer does not depend on it), and
+// bounded per account and window: past the bound a flood of refusals
+// leaves the entries it has made.
+func (s *Service) passkeyRefused(ctx context.Context, u models.User, reason string, credentialID []byte) {
+	now := s.clock.Now()
+	_, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.passkeyWindow,
+		[]models.LoginLimit{{Key: "passkey-refused:" + u.ID, Max: s.passkeys}})
+	if err != nil || !ok {
+		return
+	}
+	_ = s.store.Audit(ctx, u.TenantID, now, models.AuditEvent{Kind: models.AuditSignInFailed, Actor: models.ActorAnonymous,
+		Data: map[string]any{"user_id": u.ID, "method": models.MethodPasskeySession, "reason": reason,
+			"credential_id": b64.EncodeToString(credentialID)}})
+}
+
+// verifyPasskey is verifyAssertion for a discoverable login. A refusal of
+// the assertion comes with its reason for the audit log ("" for errors
+// that refuse nothing, such as an unavailable database).
 func (s *Service) verifyPasskey(ctx context.Context, u models.User, sd webauthn.SessionData,
-	parsed *protocol.ParsedCredentialAssertionData, nothing string) (models.SecurityKey, error) {
+	parsed *protocol.ParsedCredentialAssertionData, nothing string) (models.SecurityKey, string, error) {
 	keys, err := s.Keys(ctx, u)
 	if err != nil {
-		return models.SecurityKey{}, err
+		return models.SecurityKey{}, "", err
 	}
 	i := slices.IndexFunc(keys, func(k models.SecurityKey) bool { return subtle.ConstantTimeCompare(k.CredentialID, parsed.RawID) == 1 })
 	if i < 0 {
-		return models.SecurityKey{}, badPasskey(errors.New("credential not registered to the user handle's user"))
+		return models.SecurityKey{}, "unknown_key", badPasskey(errors.New("credential not registered to the user handle's user"))
 	}
 	key := keys[i]
 	if key.FlaggedAt != nil {
-		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+		return models.SecurityKey{}, "key_flagged", models.Errorf(models.EStepUpFailed,
 			"The passkey %q was flagged as possibly cloned and signs nobody in; sign in with your password and remove it. %s", key.Name, nothing)
 	}
 	wu, err := newUser(u, keys)
 	if err != nil {
-		return models.SecurityKey{}, err
+		return models.SecurityKey{}, "", err
 	}
 	handler := func(rawID, userHandle []byte) (webauthn.User, error) { return wu, nil }
 	if _, _, err := s.wa.ValidatePasskeyLogin(handler, sd, parsed); err != nil {
-		return models.SecurityKey{}, models.Wrap(models.EStepUpFailed, err,
+		return models.SecurityKey{}, "assertion_failed", models.Wrap(models.EStepUpFailed, err,
 			"Your passkey's response did not verify ("+libraryReason(err)+"). "+nothing)
 	}
 	ad := parsed.Response.AuthenticatorData
 	used, err := s.store.RecordKeyUse(ctx, u.TenantID, u.ID, key.ID, models.KeyUse{SignCount: ad.Counter, Flags: keyFlags(ad.Flags)}, s.clock.Now())
 	if models.IsCode(err, models.EStepUpFailed) {
-		return models.SecurityKey{}, models.Wrap(models.EStepUpFailed, err, models.ErrorMessage(err)+". "+nothing)
+		return models.SecurityKey{}, "counter_regressed", models.Wrap(models.EStepUpFailed, err, models.ErrorMessage(err)+". "+nothing)
 	}
-	return used, err
+	return used, "", err
 }
 
 // ---- Shared steps -------------------------------------------------------------

@@ -1,0 +1,159 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"testing"
+
+	"github.com/descope/virtualwebauthn"
+
+	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/stepup"
+)
+
+// Passkey sign-ins are bounded per source address: each one begun counts
+// until it succeeds, so an address can leave only so many unfinished (each
+// stores a ceremony) before it is told when to come back, while other
+// addresses and a later window are not affected. A refused sign-in that
+// names an account of the organization is recorded in its audit log, with
+// why, at most as many times per account and window, however many
+// addresses the refusals come from; a refusal that names nobody is not.
+func TestPasskeySignInsAreBoundedAndRecorded(t *testing.T) {
+	t.Parallel()
+	c := openConsole(t, func(cfg *app.Config) {
+		cfg.RPID, cfg.Origins = testRPID, []string{testOrigin}
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
+	})
+	ctx := context.Background()
+	alice := mustUser(t, c, "alice")
+	k := newKey(t, c.alice())
+	k.auth.Options.UserHandle = []byte(alice.ID)
+	k.register("Phone passkey")
+
+	begin := func(org, from string) (*browser, int, []byte) {
+		t.Helper()
+		b := c.browser()
+		b.csrf = inputValue(t, b.get("/login").doc, "csrf_token")
+		b.from = from
+		status, out := b.postJSON("/login/passkey/begin", `{"org":"`+org+`"}`)
+		return b, status, out
+	}
+	signIn := func(org, from string) (int, []byte) {
+		t.Helper()
+		b, status, out := begin(org, from)
+		if status != http.StatusOK {
+			t.Fatalf("begin from %s: %d %s", from, status, out)
+		}
+		o, err := virtualwebauthn.ParseAssertionOptions(string(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.postJSON("/login/passkey/finish", finishBody(t, org, k.signAny(o)))
+	}
+
+	// The address bound: 19 unfinished, one that succeeds gives its count
+	// back, then the 20th unfinished fills the window.
+	const addr = "203.0.113.7"
+	for i := range stepup.DefaultPasskeySignIns - 1 {
+		if _, status, out := begin("demo", addr); status != http.StatusOK {
+			t.Fatalf("begin %d: %d %s", i+1, status, out)
+		}
+	}
+	if status, out := signIn("demo", addr); status != http.StatusOK {
+		t.Fatalf("a passkey sign-in within the bound: %d %s", status, out)
+	}
+	if _, status, out := begin("demo", addr); status != http.StatusOK {
+		t.Fatalf("the bound's last: %d %s", status, out)
+	}
+	_, status, out := begin("demo", addr)
+	wantRefusal(t, "one more unfinished passkey sign-in", status, out, http.StatusTooManyRequests, models.ERateLimited, "password")
+	_, status, out = begin("nowhere", addr)
+	wantRefusal(t, "an unknown organization, from the same address", status, out, http.StatusTooManyRequests, models.ERateLimited)
+	if _, status, out := begin("demo", "203.0.113.8"); status != http.StatusOK {
+		t.Fatalf("another address: %d %s", status, out)
+	}
+	c.clock.Advance(stepup.DefaultPasskeyWindow)
+	if _, status, out := begin("demo", addr); status != http.StatusOK {
+		t.Fatalf("the next window: %d %s", status, out)
+	}
+
+	// Refusals: recorded for the account they name, with the reason.
+	head, err := c.app.Store.Head(ctx, alice.TenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := c.user("demo", "bob", models.RoleReviewer, "bob-password-123")
+	k.auth.Options.UserHandle = []byte(bob.ID)
+	status, out = signIn("demo", "198.51.100.1")
+	wantRefusal(t, "alice's passkey under bob's handle", status, out, http.StatusUnauthorized, models.EUnauthenticated)
+	k.auth.Options.UserHandle = []byte(alice.ID)
+	status, out = signIn("nowhere", "198.51.100.2")
+	wantRefusal(t, "an unknown organization", status, out, http.StatusUnauthorized, models.EUnauthenticated)
+	k.auth.Options.UserNotVerified = true
+	for i := range stepup.DefaultPasskeySignIns + 5 {
+		status, out = signIn("demo", fmt.Sprintf("198.51.100.%d", 10+i))
+		wantRefusal(t, "no user verification", status, out, http.StatusForbidden, models.EStepUpFailed)
+	}
+	refusals := func() map[string]int {
+		t.Helper()
+		entries, err := c.app.Store.AuditEntries(ctx, alice.TenantID, head.Seq, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, en := range entries {
+			if en.Kind != models.AuditSignInFailed {
+				continue
+			}
+			b, err := en.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d struct {
+				UserID       string `json:"user_id"`
+				Method       string `json:"method"`
+				Reason       string `json:"reason"`
+				CredentialID string `json:"credential_id"`
+			}
+			if err := json.Unmarshal(b.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			if b.Actor != models.ActorAnonymous || d.Method != models.MethodPasskeySession || d.CredentialID == "" {
+				t.Errorf("entry %d: actor %s, data %s", en.Seq, b.Actor, b.Data)
+			}
+			n[d.UserID+" "+d.Reason]++
+		}
+		return n
+	}
+	want := map[string]int{bob.ID + " unknown_key": 1, alice.ID + " assertion_failed": stepup.DefaultPasskeySignIns}
+	if got := refusals(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("refusals recorded %v, want %v", got, want)
+	}
+	// A new window records again.
+	c.clock.Advance(stepup.DefaultPasskeyWindow)
+	status, out = signIn("demo", "198.51.100.200")
+	wantRefusal(t, "no user verification, a window later", status, out, http.StatusForbidden, models.EStepUpFailed)
+	want[alice.ID+" assertion_failed"]++
+	if got := refusals(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("refusals recorded a window later %v, want %v", got, want)
+	}
+}
+
+// finishBody is a passkey answer as the sign-in page's script posts it.
+func finishBody(t *testing.T, org, resp string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(resp), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["org"], m["next"] = org, "/history"
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
