@@ -2,7 +2,10 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,7 +23,7 @@ import (
 type GroupService interface {
 	Groups(ctx context.Context, admin models.User) ([]models.ReviewerGroup, error)
 	CreateGroup(ctx context.Context, admin models.User, name string) (models.ReviewerGroup, error)
-	SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) error
+	SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) (writes.GroupOutcome, error)
 }
 
 var _ GroupService = (*writes.Service)(nil)
@@ -50,7 +53,38 @@ func (h *Groups) Page(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.page(c, s, http.StatusOK, "", groupNotices[c.QueryParam("done")])
+	notice := groupNotices[c.QueryParam("done")]
+	if notice != "" {
+		notice += proposalsNotice(c.QueryParam("moved"), c.QueryParam("confirmed"), c.QueryParam("pending"))
+	}
+	return h.page(c, s, http.StatusOK, "", notice)
+}
+
+// proposalsNotice tells, after a membership change, what it did to the
+// waiting proposals the member had approved (GroupOutcome's counts, from
+// the redirect's query); "" when it moved none.
+func proposalsNotice(moved, confirmed, pending string) string {
+	n := func(v string) int {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 {
+			return 0
+		}
+		return i
+	}
+	m, c, p := n(moved), n(confirmed), n(pending)
+	if m == 0 {
+		return ""
+	}
+	out := fmt.Sprintf(" %d waiting %s they approved changed with it", m, plural(m, "proposal", "proposals"))
+	switch {
+	case c > 0 && p > 0:
+		out += fmt.Sprintf(": %d confirmed, %d complete and confirmed once the business system answers", c, p)
+	case c > 0:
+		out += fmt.Sprintf(": %d confirmed", c)
+	case p > 0:
+		out += fmt.Sprintf(": %d complete and confirmed once the business system answers", p)
+	}
+	return out + "."
 }
 
 func (h *Groups) page(c echo.Context, s *session.Session, status int, formErr, notice string) error {
@@ -106,15 +140,21 @@ func (h *Groups) Member(c echo.Context) error {
 		return err
 	}
 	add := c.FormValue("action") != "remove"
-	err = h.svc.SetGroupMember(c.Request().Context(), s.User, c.FormValue("group"), c.FormValue("user"), add)
+	out, err := h.svc.SetGroupMember(c.Request().Context(), s.User, c.FormValue("group"), c.FormValue("user"), add)
 	if models.IsCode(err, models.ENotFound) {
 		return h.page(c, s, http.StatusUnprocessableEntity, models.ErrorMessage(err), "")
 	}
 	if err != nil {
 		return err
 	}
+	q := url.Values{"done": {"removed"}}
 	if add {
-		return seeOther(c, "/admin/groups?done=added")
+		q.Set("done", "added")
 	}
-	return seeOther(c, "/admin/groups?done=removed")
+	if out.Moved > 0 {
+		q.Set("moved", strconv.Itoa(out.Moved))
+		q.Set("confirmed", strconv.Itoa(out.Confirmed))
+		q.Set("pending", strconv.Itoa(out.Pending))
+	}
+	return seeOther(c, "/admin/groups?"+q.Encode())
 }

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/registry"
 )
 
 // A reviewer edits a proposal through the fully built server: the form
@@ -77,4 +81,52 @@ func TestGroupsAdminPage(t *testing.T) {
 	alice := c.alice()
 	wantStatus(t, "reviewer", alice.get("/admin/groups"), http.StatusForbidden)
 	wantStatus(t, "reviewer creates", alice.postForm("/admin/groups", url.Values{"name": {"security"}}), http.StatusForbidden)
+}
+
+// An administrator adding the approver a waiting proposal lacked to the
+// group its tier requires confirms it, and the groups page says what the
+// change did; the agent redeems the token.
+func TestGroupsPageChangeConfirms(t *testing.T) {
+	t.Parallel()
+	low := "      - tier: low\n        confirmation: click\n"
+	src := string(registry.DemoYAML())
+	if !strings.Contains(src, low) {
+		t.Fatal("demo registry changed; update the test")
+	}
+	tools := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(tools, []byte(strings.Replace(src, low, low+"        require: [{group: finance, count: 1}]\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := openConsole(t, func(cfg *app.Config) { cfg.ToolsFile = tools })
+	admin := c.browser()
+	admin.mustLogin("demo", "admin", c.creds.AdminPassword)
+	wantStatus(t, "create", admin.postForm("/admin/groups", url.Values{"name": {"finance"}}), http.StatusSeeOther)
+	p := c.propose("ord_1001", 5000)
+	alice := c.alice()
+	wantStatus(t, "alice approves", alice.postForm("/proposals/"+p.ID+"/approve", url.Values{"digest": {p.ArgsDigest}, "effect": {p.EffectDigest}}), http.StatusSeeOther)
+	if got := c.reloadProposal(p.ID); got.Status != models.StatusAwaitingConfirmation {
+		t.Fatalf("before alice is in finance: %s", got.Status)
+	}
+	r := admin.postForm("/admin/groups/members", url.Values{"group": {"finance"}, "user": {"alice"}, "action": {"add"}})
+	wantStatus(t, "add alice", r, http.StatusSeeOther)
+	page := admin.get(r.header.Get("Location"))
+	if got := testid(page.doc, "admin-notice"); !strings.Contains(got, "1 waiting proposal they approved changed with it: 1 confirmed") {
+		t.Errorf("notice %q", got)
+	}
+	got := c.reloadProposal(p.ID)
+	if got.Status != models.StatusConfirmed || got.Token == nil {
+		t.Fatalf("after alice joined finance: %s", got.Status)
+	}
+	agent, err := c.app.Protocol.AuthenticateAgent(context.Background(), c.creds.AgentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := c.app.Protocol.Execute(context.Background(), agent, p.ID, got.Token.Compact); err != nil || ex.Status != models.StatusSucceeded {
+		t.Fatalf("execute: %v %+v", err, ex)
+	}
+	// A notice's counts come from the query: nonsense there shows none.
+	page = admin.get("/admin/groups?done=added&moved=-3&confirmed=x")
+	if got := testid(page.doc, "admin-notice"); got != "The member was added." {
+		t.Errorf("notice from a forged query %q", got)
+	}
 }

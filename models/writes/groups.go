@@ -2,6 +2,7 @@ package writes
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -37,6 +38,14 @@ func (s *Service) CreateGroup(ctx context.Context, admin models.User, name strin
 	return s.store.CreateGroup(ctx, a, name, s.clock.Now())
 }
 
+// GroupOutcome is what a change of group membership did to the waiting
+// proposals the member had approved that need the group.
+type GroupOutcome struct {
+	Moved     int // proposals whose progress moved (each woke its long-polls)
+	Confirmed int // of them, confirmed by the change
+	Pending   int // of them, complete but put off: the business system could not be asked yet
+}
+
 // SetGroupMember adds (member) or removes a user, by name, to or from a
 // group of the administrator's tenant; see store.SetGroupMember. The
 // waiting proposals whose progress it moved wake their long-polls, and
@@ -44,22 +53,28 @@ func (s *Service) CreateGroup(ctx context.Context, admin models.User, name strin
 // (Reconsider), when the business system still describes their targets as
 // previewed; one it cannot ask is left queued for the background pass.
 // Errors: EForbidden, ENotFound, EUnavailable.
-func (s *Service) SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) error {
+func (s *Service) SetGroupMember(ctx context.Context, admin models.User, group, userName string, member bool) (GroupOutcome, error) {
 	a, err := groupActor(admin)
 	if err != nil {
-		return err
+		return GroupOutcome{}, err
 	}
 	ch, err := s.store.SetGroupMember(ctx, a, group, userName, member, s.clock.Now())
 	if err != nil {
-		return err
+		return GroupOutcome{}, err
 	}
+	out := GroupOutcome{Moved: len(ch.Changed)}
 	for _, id := range ch.Changed {
 		s.changed(a.TenantID, id)
 	}
 	for _, r := range ch.Queued {
-		s.reconsider(ctx, r)
+		switch s.reconsider(ctx, r) {
+		case reconsiderConfirmed:
+			out.Confirmed++
+		case reconsiderPutOff:
+			out.Pending++
+		}
 	}
-	return nil
+	return out, nil
 }
 
 // reconsiderBatch bounds the queued proposals one background pass takes up.
@@ -80,6 +95,16 @@ func (s *Service) Reconsider(ctx context.Context) (int, error) {
 	return len(due), nil
 }
 
+// What became of a queued proposal (reconsider).
+type reconsidered int
+
+const (
+	reconsiderUnchanged reconsidered = iota // decided, expired or no longer complete: left as it was
+	reconsiderConfirmed
+	reconsiderDropped // its target changed since the preview
+	reconsiderPutOff  // the business system or the database could not be asked; tried again later
+)
+
 // reconsider confirms one queued proposal as an approval completing its
 // tier would: the business state and the effect preview are checked as
 // they are for every approval (the approvers saw this preview), then the
@@ -87,7 +112,7 @@ func (s *Service) Reconsider(ctx context.Context) (int, error) {
 // target changed leaves the queue unconfirmed (an approval would now be
 // refused the same way); one that cannot be checked now is put off, with
 // backoff, until it is decided or expires.
-func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) {
+func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) reconsidered {
 	log := s.log.With("proposal", r.ProposalID)
 	p, err := s.store.GetProposal(ctx, r.TenantID, r.ProposalID)
 	if err == nil && p.Status == models.StatusAwaitingConfirmation {
@@ -102,25 +127,32 @@ func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) {
 		if err := s.store.DropReconsideration(ctx, r); err != nil {
 			log.Warn("group change: dequeue", "err", err)
 		}
-		return
+		return reconsiderDropped
 	default:
-		next := s.clock.Now().Add(min(time.Second<<min(r.Attempts, 8), 5*time.Minute))
-		log.Warn("group change: cannot confirm yet", "err", err, "next", next)
-		if err := s.store.PutOffReconsideration(ctx, r, next); err != nil {
-			log.Warn("group change: put off", "err", err)
-		}
-		return
+		return s.putOff(ctx, log, r, err)
 	}
 	now := s.clock.Now()
 	out, confirmed, err := s.store.Reconsider(ctx, r, now, func(p *models.Proposal) (models.Token, error) {
 		return s.issue(ctx, p, now)
 	})
 	if err != nil {
-		log.Warn("group change: confirm", "err", err)
-		return
+		return s.putOff(ctx, log, r, err)
 	}
-	if confirmed {
-		log.Info("group change: confirmed", "status", out.Status)
-		s.changed(r.TenantID, r.ProposalID)
+	if !confirmed {
+		return reconsiderUnchanged
 	}
+	log.Info("group change: confirmed", "status", out.Status)
+	s.changed(r.TenantID, r.ProposalID)
+	return reconsiderConfirmed
+}
+
+// putOff sets the next attempt at a queued proposal after a failed one:
+// 1 s, doubling, at most 5 minutes.
+func (s *Service) putOff(ctx context.Context, log *slog.Logger, r store.Reconsideration, cause error) reconsidered {
+	next := s.clock.Now().Add(min(time.Second<<min(r.Attempts, 9), 5*time.Minute))
+	log.Warn("group change: cannot confirm yet", "err", cause, "next", next)
+	if err := s.store.PutOffReconsideration(ctx, r, next); err != nil {
+		log.Warn("group change: put off", "err", err)
+	}
+	return reconsiderPutOff
 }

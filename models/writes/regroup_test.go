@@ -98,8 +98,8 @@ func TestGroupChangesDecideWaitingProposals(t *testing.T) {
 				woke <- q
 			}()
 			time.Sleep(50 * time.Millisecond) // let it park
-			if err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "gus", true); err != nil {
-				t.Fatal(err)
+			if out, err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "gus", true); err != nil || out != (writes.GroupOutcome{Moved: 1, Confirmed: 1}) {
+				t.Fatalf("outcome %+v, %v", out, err)
 			}
 			got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
 			if err != nil {
@@ -134,8 +134,8 @@ func TestGroupChangesDecideWaitingProposals(t *testing.T) {
 			if ex, err := e.svc.Execute(e.ctx, e.agent, p.ID, got.Token.Compact); err != nil || ex.Status != models.StatusSucceeded {
 				t.Fatalf("execute: %+v %v", ex, err)
 			}
-			if err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "gus", true); err != nil {
-				t.Fatalf("adding a member twice: %v", err)
+			if out, err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "gus", true); err != nil || out != (writes.GroupOutcome{}) {
+				t.Fatalf("adding a member twice: %+v, %v", out, err)
 			}
 
 			// Leaving: dave's approval stops counting for security, and the
@@ -156,8 +156,8 @@ func TestGroupChangesDecideWaitingProposals(t *testing.T) {
 				woke <- r
 			}()
 			time.Sleep(50 * time.Millisecond)
-			if err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "dave", false); err != nil {
-				t.Fatal(err)
+			if out, err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "dave", false); err != nil || out != (writes.GroupOutcome{Moved: 1}) {
+				t.Fatalf("outcome %+v, %v", out, err)
 			}
 			select {
 			case r := <-woke:
@@ -174,8 +174,8 @@ func TestGroupChangesDecideWaitingProposals(t *testing.T) {
 			// does not move.
 			other := e.propose("ord_2003", 30000)
 			plain := e.propose("ord_1001", 1000)
-			if err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "dave", true); err != nil {
-				t.Fatal(err)
+			if out, err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "dave", true); err != nil || out != (writes.GroupOutcome{Moved: 1}) {
+				t.Fatalf("outcome %+v, %v", out, err)
 			}
 			for _, x := range []*models.Proposal{other, plain} {
 				if got, _ := e.svc.Get(e.ctx, e.tenant, x.ID); got.Revision != x.Revision {
@@ -234,8 +234,8 @@ func TestGroupChangesCheckTheTargetFirst(t *testing.T) {
 			if err := e.ledger.BumpOrder(e.ctx, e.tenant, "ord_2001"); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "gus", true); err != nil {
-				t.Fatal(err)
+			if out, err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "gus", true); err != nil || out != (writes.GroupOutcome{Moved: 1}) {
+				t.Fatalf("outcome %+v, %v", out, err)
 			}
 			if st := status(stale); st != models.StatusAwaitingConfirmation {
 				t.Fatalf("a stale preview was confirmed: %s", st)
@@ -249,8 +249,8 @@ func TestGroupChangesCheckTheTargetFirst(t *testing.T) {
 			down := e.propose("ord_2002", 30000)
 			approve(down, "carol", "hank")
 			biz.down.Store(true)
-			if err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "hank", true); err != nil {
-				t.Fatal(err)
+			if out, err := e.svc.SetGroupMember(e.ctx, e.admin, "security", "hank", true); err != nil || out != (writes.GroupOutcome{Moved: 1, Pending: 1}) {
+				t.Fatalf("outcome %+v, %v", out, err)
 			}
 			if st := status(down); st != models.StatusAwaitingConfirmation {
 				t.Fatalf("confirmed without checking the target: %s", st)
@@ -330,7 +330,7 @@ func TestGroupChangeRacesTheApproval(t *testing.T) {
 					}
 				})
 				wg.Go(func() {
-					if err := other.SetGroupMember(e.ctx, e.admin, "finance", name, true); err != nil {
+					if _, err := other.SetGroupMember(e.ctx, e.admin, "finance", name, true); err != nil {
 						t.Error(err)
 					}
 				})
