@@ -124,4 +124,16 @@ func TestProposalPageShowsGroupProgress(t *testing.T) {
 	if !hasAttr(rows[0], "data-met") || hasAttr(rows[1], "data-met") {
 		t.Error("data-met marks the wrong factors")
 	}
+
+	// Two approvals, quorum reached, a factor still open: the count does
+	// not read as complete, and the approver is told what it waits for.
+	carol := e.newUser(e.alice.TenantID, "carol", models.RoleReviewer)
+	e.confirm(p, carol)
+	r = e.get("/proposals/"+p.ID, "alice")
+	q := text(one(t, r.doc, "quorum"))
+	wantContains(t, "quorum", q, "2 of 2 approvals", "still needs 1 from group security")
+	if strings.Contains(q, "complete") {
+		t.Errorf("quorum %q reads as complete", q)
+	}
+	wantContains(t, "note", text(one(t, r.doc, "decided-note")), "1 more approval: 1 from group security")
 }

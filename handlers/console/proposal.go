@@ -323,8 +323,14 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		page.Quorum.Text += plural(need, " with a security key", ", each with the reviewer's own security key")
 	}
-	if have >= need {
+	more, lacking := stillNeeded(p, have, need)
+	switch {
+	case more == 0:
 		page.Quorum.Text += " — complete"
+	case have >= need:
+		page.Quorum.Text += " — still needs " + strings.Join(lacking, " and ")
+		// The meter shows what is still missing, not a full count.
+		page.Quorum.Need = have + more
 	}
 	factors(p, &page)
 
@@ -366,7 +372,11 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	switch {
 	case awaiting && decided:
 		page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s from other reviewers.",
-			need-have, plural(need-have, "approval", "approvals"))
+			more, plural(more, "approval", "approvals"))
+		if len(lacking) > 0 {
+			page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s: %s. An approval already given counts toward a group as soon as its reviewer joins it.",
+				more, plural(more, "approval", "approvals"), strings.Join(lacking, " and "))
+		}
 	case !awaiting:
 		page.DecidedNote = h.settledNote(p, expired)
 	}
@@ -493,4 +503,19 @@ func mandateText(p *models.Proposal) string {
 		return "A standing mandate covers this agent and tool but could not confirm this write: " + p.MandateNote + "."
 	}
 	return ""
+}
+
+// stillNeeded says how many more approvals p needs (have of need counted,
+// and each factor's own shortfall, as models.ApprovalsMet assigned the
+// approvers) and, for each factor not met, what it lacks ("1 from group
+// finance").
+func stillNeeded(p *models.Proposal, have, need int) (int, []string) {
+	short, lacking := 0, []string(nil)
+	for _, f := range p.Progress {
+		if n := f.Count - len(f.Approvers); n > 0 {
+			short += n
+			lacking = append(lacking, fmt.Sprintf("%d from group %s", n, f.Group))
+		}
+	}
+	return max(need-have, short), lacking
 }
