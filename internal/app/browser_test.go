@@ -125,7 +125,7 @@ func TestBrowserReviewerJourney(t *testing.T) {
 
 // serveDemo starts the application as the binary does, with demo data, on
 // a free loopback port.
-func serveDemo(t *testing.T) (string, app.DemoCredentials) {
+func serveDemo(t *testing.T, mutate ...func(*app.Config)) (string, app.DemoCredentials) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -133,9 +133,13 @@ func serveDemo(t *testing.T) (string, app.DemoCredentials) {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	a, err := app.Open(ctx, app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), Addr: ln.Addr().String(),
+	cfg := app.Config{DB: "sqlite://" + filepath.Join(t.TempDir(), "c.db"), Addr: ln.Addr().String(),
 		BaseURL: base, DefaultTenant: "demo", Logger: slog.New(slog.DiscardHandler), PollInterval: 100 * time.Millisecond,
-		PasswordHash: cheapPasswordHash})
+		PasswordHash: cheapPasswordHash}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	a, err := app.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

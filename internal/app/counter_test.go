@@ -88,16 +88,7 @@ func TestGroupsAdminPage(t *testing.T) {
 // change did; the agent redeems the token.
 func TestGroupsPageChangeConfirms(t *testing.T) {
 	t.Parallel()
-	low := "      - tier: low\n        confirmation: click\n"
-	src := string(registry.DemoYAML())
-	if !strings.Contains(src, low) {
-		t.Fatal("demo registry changed; update the test")
-	}
-	tools := filepath.Join(t.TempDir(), "tools.yaml")
-	if err := os.WriteFile(tools, []byte(strings.Replace(src, low, low+"        require: [{group: finance, count: 1}]\n", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := openConsole(t, func(cfg *app.Config) { cfg.ToolsFile = tools })
+	c := openConsole(t, lowNeedsFinance(t))
 	admin := c.browser()
 	admin.mustLogin("demo", "admin", c.creds.AdminPassword)
 	wantStatus(t, "create", admin.postForm("/admin/groups", url.Values{"name": {"finance"}}), http.StatusSeeOther)
@@ -129,4 +120,20 @@ func TestGroupsPageChangeConfirms(t *testing.T) {
 	if got := testid(page.doc, "admin-notice"); got != "The member was added." {
 		t.Errorf("notice from a forged query %q", got)
 	}
+}
+
+// lowNeedsFinance configures the demo registry with refund_order's low
+// tier requiring one approver of the group finance.
+func lowNeedsFinance(t *testing.T) func(*app.Config) {
+	t.Helper()
+	low := "      - tier: low\n        confirmation: click\n"
+	src := string(registry.DemoYAML())
+	if !strings.Contains(src, low) {
+		t.Fatal("demo registry changed; update the test")
+	}
+	tools := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(tools, []byte(strings.Replace(src, low, low+"        require: [{group: finance, count: 1}]\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func(cfg *app.Config) { cfg.ToolsFile = tools }
 }
