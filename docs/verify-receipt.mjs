@@ -250,11 +250,17 @@ function checkTerms(rc, element) {
     }
   };
   const unchecked = [];
-  if (!rc.resource_set_digest) {
-    if (t.resource_pattern && !whole(t.resource_pattern).test(rc.resource)) fail(element, `${where}: resource not covered by the mandate`);
-    if (t.resources && t.resources.length > 0 && !t.resources.includes(rc.resource)) fail(element, `${where}: resource not covered by the mandate`);
+  // A batch's targets, listed by the receipt and held to its resource set
+  // digest above; a receipt signed before receipts listed them binds them
+  // by digest only.
+  const targets = !rc.resource_set_digest ? [rc.resource] : rc.resource_set;
+  if (targets) {
+    for (const id of targets) {
+      if (t.resource_pattern && !whole(t.resource_pattern).test(id)) fail(element, `${where}: resource not covered by the mandate`);
+      if (t.resources && t.resources.length > 0 && !t.resources.includes(id)) fail(element, `${where}: resource not covered by the mandate`);
+    }
   } else if (t.resource_pattern || (t.resources && t.resources.length > 0)) {
-    unchecked.push("the batch's targets (the receipt binds them by digest)");
+    unchecked.push("the batch's targets (a receipt signed before receipts listed them binds them by digest only)");
   }
   const a = rc.arguments;
   if (a === undefined) {
@@ -428,6 +434,9 @@ for (let text of wanted) {
     if (a.effect_seen && a.effect_seen !== rc.effect_digest) fail(element, `approver ${a.user_id} was shown another effect preview`);
   }
   if (rc.arguments !== undefined && digest(rc.arguments) !== d) fail(element, "its arguments do not hash to its requested digest");
+  if (rc.resource_set !== undefined && digest(rc.resource_set) !== rc.resource_set_digest) {
+    fail(element, "the batch's targets do not hash to its resource set digest");
+  }
   const m = rc.mandate;
   let unchecked = [];
   if (m) {

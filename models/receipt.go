@@ -17,9 +17,12 @@ type SignedReceipt struct {
 	ProposalID  string `json:"proposal_id"`
 	Tool        string `json:"tool"`
 	Resource    string `json:"resource,omitempty"`
-	// ResourceSetDigest replaces Resource for a batch.
-	ResourceSetDigest string `json:"resource_set_digest,omitempty"`
-	RequestKey        string `json:"request_key"`
+	// ResourceSetDigest replaces Resource for a batch, and ResourceSet is
+	// the batch's targets, sorted, which hash to it (DigestValue), so that
+	// anyone can check them against a mandate's targets.
+	ResourceSetDigest string   `json:"resource_set_digest,omitempty"`
+	ResourceSet       []string `json:"resource_set,omitempty"`
+	RequestKey        string   `json:"request_key"`
 	// DownstreamKey is the idempotency key the business system received,
 	// when it differs from RequestKey.
 	DownstreamKey string `json:"downstream_key,omitempty"`
@@ -114,7 +117,7 @@ type ReceiptOptions struct {
 func NewSignedReceipt(p *Proposal, e Execution, opt ReceiptOptions) (SignedReceipt, error) {
 	r := SignedReceipt{
 		Issuer: opt.Issuer, Tenant: p.TenantID, ExecutionID: e.ID, ProposalID: p.ID, Tool: p.Tool,
-		Resource: p.Resource, ResourceSetDigest: p.ResourceSetDigest, RequestKey: e.RequestKey,
+		Resource: p.Resource, ResourceSetDigest: p.ResourceSetDigest, ResourceSet: p.ResourceSet, RequestKey: e.RequestKey,
 		Agent: p.AgentID, RequestedDigest: p.ArgsDigest, ExecutedDigest: e.ArgsDigest,
 		RiskTier: p.Tier.Name, Confirmation: p.Tier.Confirmation, Quorum: p.Tier.Quorum,
 		PolicyVersion: p.PolicyVersion, TokenID: e.TokenJTI, Attempts: e.Attempts, Status: e.Status,

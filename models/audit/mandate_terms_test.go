@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/writes"
 )
 
@@ -204,4 +205,98 @@ func TestMandateReceiptAfterRevocation(t *testing.T) {
 	}
 	after := mandateRefund(t, w, m.ID, "ord_2003", 1_000)
 	failsWith(t, w.export(t), after, "after the mandate was revoked", "after the mandate was revoked")
+}
+
+// batchMandate grants a mandate over the low tier of delete_logs for the
+// logs log_0001…log_0005 and two uses, and returns it.
+func batchMandate(t *testing.T, w *world) models.Mandate {
+	t.Helper()
+	w.clock.Advance(time.Minute)
+	terms := models.MandateTerms{Tool: "delete_logs", Tiers: []string{"low"}, ResourcePattern: `log_000[1-5]`,
+		MaxUses: 2, ExpiresAt: w.clock.Now().Add(time.Hour), Reason: "old debug traces"}
+	mp, _, err := w.svc.RequestMandate(w.ctx, w.agent, writes.MandateInput{Terms: terms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: w.reviewer, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest,
+		EffectSeen: mp.EffectDigest, Evidence: auth.ApprovalEvidence(w.reviewer, nil)})
+	if err != nil || mp.MandateID == "" {
+		t.Fatalf("grant: %v", err)
+	}
+	m, err := w.svc.Mandate(w.ctx, w.tenant.ID, mp.MandateID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// batchDelete has the mandate confirm and execute the deletion of ids and
+// returns the receipt and its claims.
+func batchDelete(t *testing.T, w *world, mandateID string, ids ...string) (string, models.SignedReceipt) {
+	t.Helper()
+	w.clock.Advance(time.Second)
+	args, _ := json.Marshal(map[string]any{"log_ids": ids, "reason": "rotate"})
+	p, _, err := w.svc.Propose(w.ctx, w.agent, writes.ProposeInput{Tool: "delete_logs", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MandateID != mandateID || p.Token == nil {
+		t.Fatalf("the deletion of %v was not confirmed by mandate %s: status %s, note %q", ids, mandateID, p.Status, p.MandateNote)
+	}
+	e, err := w.svc.Execute(w.ctx, w.agent, p.ID, p.Token.Compact)
+	if err != nil || e.Status != models.StatusSucceeded {
+		t.Fatalf("execute: %v %+v", err, e)
+	}
+	compact, rc, err := w.svc.Receipt(w.ctx, w.tenant.ID, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return compact, rc
+}
+
+// A batch's receipt lists its targets, held to the resource set digest, so
+// both verifiers check every target against the mandate's: a mandate
+// loosened in the database to cover other logs shows in the server's own
+// receipts, and a re-signed receipt cannot list other targets than those
+// approved.
+func TestMandateReceiptChecksABatchsTargets(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	m := batchMandate(t, w)
+	compact, rc := batchDelete(t, w, m.ID, "log_0003", "log_0001")
+	if strings.Join(rc.ResourceSet, ",") != "log_0001,log_0003" || rc.ResourceSetDigest == "" {
+		t.Fatalf("receipt targets %v, digest %q", rc.ResourceSet, rc.ResourceSetDigest)
+	}
+	export := w.export(t)
+	r := verify(t, export, compact)
+	if err := r.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, r.Checks)
+	}
+	for _, c := range r.Checks {
+		if c.Element == "terms of mandate "+m.ID && strings.Contains(c.Detail, "not checkable") {
+			t.Errorf("the targets went unchecked: %s", c.Detail)
+		}
+	}
+	if out, err := runNode(t, export, compact); err != nil || strings.Contains(out, "not checkable") {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+
+	// The stored mandate is made to cover every log.
+	m2, err := w.svc.Mandate(w.ctx, w.tenant.ID, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loose := m2.Terms
+	loose.ResourcePattern = `log_[0-9]{4}`
+	raw, _ := json.Marshal(loose)
+	if err := w.st.Gorm().Exec("UPDATE mandates SET terms = ? WHERE id = ?", string(raw), m.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	outside, _ := batchDelete(t, w, m.ID, "log_0002", "log_0150")
+	export = w.export(t)
+	failsWith(t, export, outside, models.MandateResourceOut, models.MandateResourceOut)
+
+	// A re-signed receipt listing other targets under the same digest.
+	forged := rc
+	forged.ResourceSet = []string{"log_0001", "log_0004"}
+	failsWith(t, export, w.resign(t, forged), "the batch's targets hash to", "do not hash to its resource set digest")
 }

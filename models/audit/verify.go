@@ -375,10 +375,14 @@ func mandateTerms(r *Report, rc models.SignedReceipt) *models.MandateTerms {
 	}
 	w := models.MandateWrite{PolicyVersion: rc.PolicyVersion, Tier: rc.RiskTier}
 	var unchecked []string
-	if rc.ResourceSetDigest == "" {
+	switch {
+	case rc.ResourceSetDigest == "":
 		w.Resources = []string{rc.Resource}
-	} else if t.ResourcePattern != "" || len(t.Resources) > 0 {
-		unchecked = append(unchecked, "the batch's targets (the receipt binds them by digest)")
+	case len(rc.ResourceSet) > 0:
+		// The digest check (digests) holds them to the set approved.
+		w.Resources = rc.ResourceSet
+	case t.ResourcePattern != "" || len(t.Resources) > 0:
+		unchecked = append(unchecked, "the batch's targets (a receipt signed before receipts listed them binds them by digest only)")
 	}
 	if len(rc.Arguments) > 0 {
 		w.Arguments = rc.Arguments
@@ -493,6 +497,13 @@ func (x *Export) digests(r *Report, rc models.SignedReceipt) {
 		got, err := models.Digest(rc.Arguments)
 		if err != nil || got != d {
 			r.fail("digests", "the receipt's arguments hash to %s, not %s", got, d)
+			return
+		}
+	}
+	if len(rc.ResourceSet) > 0 {
+		got, err := models.DigestValue(rc.ResourceSet)
+		if err != nil || got != rc.ResourceSetDigest {
+			r.fail("digests", "the batch's targets hash to %s, not to the resource set digest %s", got, rc.ResourceSetDigest)
 			return
 		}
 	}
