@@ -88,7 +88,10 @@ func TestGroupsAdminPage(t *testing.T) {
 // change did; the agent redeems the token.
 func TestGroupsPageChangeConfirms(t *testing.T) {
 	t.Parallel()
-	c := openConsole(t, lowNeedsFinance(t))
+	needsFinance := lowNeedsFinance(t)
+	c := openConsole(t, needsFinance, func(cfg *app.Config) { cfg.MetricsToken = "metrics-secret" })
+	_, m := getMetrics(t, c.srv.URL+"/metrics", "metrics-secret")
+	m.want(t, 0, "countersign_group_reconsiderations_total", "outcome", "confirmed")
 	admin := c.browser()
 	admin.mustLogin("demo", "admin", c.creds.AdminPassword)
 	wantStatus(t, "create", admin.postForm("/admin/groups", url.Values{"name": {"finance"}}), http.StatusSeeOther)
@@ -108,6 +111,10 @@ func TestGroupsPageChangeConfirms(t *testing.T) {
 	if got.Status != models.StatusConfirmed || got.Token == nil {
 		t.Fatalf("after alice joined finance: %s", got.Status)
 	}
+	_, m = getMetrics(t, c.srv.URL+"/metrics", "metrics-secret")
+	m.want(t, 1, "countersign_group_reconsiderations_total", "outcome", "confirmed")
+	m.want(t, 0, "countersign_group_reconsiderations_total", "outcome", "put_off")
+	m.want(t, 1, "countersign_time_to_decision_seconds_count", "decision", "approve")
 	agent, err := c.app.Protocol.AuthenticateAgent(context.Background(), c.creds.AgentKey)
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ type Metrics struct {
 	executeDuration *prometheus.HistogramVec
 	executions      *prometheus.CounterVec
 	reconciles      *prometheus.CounterVec
+	reconsiders     *prometheus.CounterVec
 	adapterDuration *prometheus.HistogramVec
 	adapterErrors   *prometheus.CounterVec
 	outboxPruned    *prometheus.CounterVec
@@ -105,8 +106,14 @@ func New(cfg Config) *Metrics {
 	for _, kind := range []string{"events", "deliveries", "attempts"} {
 		m.outboxPruned.WithLabelValues(kind) // exported as 0 before the first pruning
 	}
+	m.reconsiders = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "group_reconsiderations_total", Help: "Waiting proposals a change of group membership completed, by what became of them (confirmed, unchanged, dropped: the target changed, put_off: tried again later)."},
+		[]string{"outcome"})
+	for _, o := range []string{"confirmed", "unchanged", "dropped", "put_off"} {
+		m.reconsiders.WithLabelValues(o) // exported as 0 before the first
+	}
 	m.reg.MustRegister(m.proposed, m.decisions, m.refusals, m.timeToDecision, m.executeDuration,
-		m.executions, m.reconciles, m.adapterDuration, m.adapterErrors, m.outboxPruned)
+		m.executions, m.reconciles, m.reconsiders, m.adapterDuration, m.adapterErrors, m.outboxPruned)
 	if cfg.Stats != nil {
 		m.reg.MustRegister(&dbSnapshot{src: cfg.Stats, clock: cfg.Clock, log: cfg.Logger})
 	}
@@ -207,6 +214,13 @@ func (m *Metrics) Observe(_ context.Context, ev writes.Event) {
 			result = string(code)
 		}
 		m.reconciles.WithLabelValues(tool, result).Inc()
+	case writes.OpReconsider:
+		m.reconsiders.WithLabelValues(ev.Outcome).Inc()
+		if ev.Outcome == "confirmed" && p != nil {
+			// The change of membership settled it: the last approval's
+			// moment, as far as the decision rule goes.
+			m.timeToDecision.WithLabelValues("approve", p.Tier.Name).Observe(max(ev.Now.Sub(p.CreatedAt), 0).Seconds())
+		}
 	}
 }
 

@@ -95,24 +95,34 @@ func (s *Service) Reconsider(ctx context.Context) (int, error) {
 	return len(due), nil
 }
 
-// What became of a queued proposal (reconsider).
-type reconsidered int
+// What became of a queued proposal (reconsider); the names are
+// Event.Outcome's.
+type reconsidered string
 
 const (
-	reconsiderUnchanged reconsidered = iota // decided, expired or no longer complete: left as it was
-	reconsiderConfirmed
-	reconsiderDropped // its target changed since the preview
-	reconsiderPutOff  // the business system or the database could not be asked; tried again later
+	reconsiderUnchanged reconsidered = "unchanged" // decided, expired or no longer complete: left as it was
+	reconsiderConfirmed reconsidered = "confirmed"
+	reconsiderDropped   reconsidered = "dropped" // its target changed since the preview
+	reconsiderPutOff    reconsidered = "put_off" // the business system or the database could not be asked; tried again later
 )
 
-// reconsider confirms one queued proposal as an approval completing its
+// reconsider is reconsiderOne, traced and observed.
+func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) reconsidered {
+	ctx, c := s.begin(ctx, OpReconsider, AttrProposalID.String(r.ProposalID), AttrTenantID.String(r.TenantID))
+	outcome, p, err := s.reconsiderOne(ctx, r)
+	c.end(Event{Op: OpReconsider, Proposal: p, Outcome: string(outcome), Err: err})
+	return outcome
+}
+
+// reconsiderOne confirms one queued proposal as an approval completing its
 // tier would: the business state and the effect preview are checked as
 // they are for every approval (the approvers saw this preview), then the
 // store confirms it with the memberships as they stand. A proposal whose
 // target changed leaves the queue unconfirmed (an approval would now be
 // refused the same way); one that cannot be checked now is put off, with
-// backoff, until it is decided or expires.
-func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) reconsidered {
+// backoff, until it is decided or expires. It returns the proposal as it
+// last read it, and for a proposal put off the reason.
+func (s *Service) reconsiderOne(ctx context.Context, r store.Reconsideration) (reconsidered, *models.Proposal, error) {
 	log := s.log.With("proposal", r.ProposalID)
 	p, err := s.store.GetProposal(ctx, r.TenantID, r.ProposalID)
 	if err == nil && p.Status == models.StatusAwaitingConfirmation {
@@ -127,23 +137,23 @@ func (s *Service) reconsider(ctx context.Context, r store.Reconsideration) recon
 		if err := s.store.DropReconsideration(ctx, r); err != nil {
 			log.Warn("group change: dequeue", "err", err)
 		}
-		return reconsiderDropped
+		return reconsiderDropped, p, nil
 	default:
-		return s.putOff(ctx, log, r, err)
+		return s.putOff(ctx, log, r, err), p, err
 	}
 	now := s.clock.Now()
 	out, confirmed, err := s.store.Reconsider(ctx, r, now, func(p *models.Proposal) (models.Token, error) {
 		return s.issue(ctx, p, now)
 	})
 	if err != nil {
-		return s.putOff(ctx, log, r, err)
+		return s.putOff(ctx, log, r, err), p, err
 	}
 	if !confirmed {
-		return reconsiderUnchanged
+		return reconsiderUnchanged, out, nil
 	}
 	log.Info("group change: confirmed", "status", out.Status)
 	s.changed(r.TenantID, r.ProposalID)
-	return reconsiderConfirmed
+	return reconsiderConfirmed, out, nil
 }
 
 // putOff sets the next attempt at a queued proposal after a failed one:

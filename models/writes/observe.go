@@ -21,6 +21,9 @@ const (
 	OpDecline   Op = "decline"
 	OpExecute   Op = "execute"
 	OpReconcile Op = "reconcile"
+	// OpReconsider confirms (or not) a proposal a change of group
+	// membership completed; Event.Outcome says what became of it.
+	OpReconsider Op = "reconsider"
 )
 
 // Event is the result of one protocol call, as the caller got it.
@@ -34,6 +37,11 @@ type Event struct {
 	// Execution is the execution after OpExecute, or the one OpReconcile
 	// worked on.
 	Execution *models.Execution
+	// Outcome, for OpReconsider, is what became of the proposal:
+	// "confirmed", "unchanged" (decided, expired or no longer complete
+	// meanwhile), "dropped" (its target changed since the preview) or
+	// "put_off" (to be tried again; Err says why).
+	Outcome string
 	// Err is the call's error; models.ErrorCode(Err) is its code.
 	Err error
 	// Start is when the call began and Duration how long it took (the
@@ -44,8 +52,8 @@ type Event struct {
 	Now      time.Time
 }
 
-// Observer is told the result of every propose, confirm, decline, execute
-// and reconcile. Metrics are built on it, so they report what the protocol
+// Observer is told the result of every propose, confirm, decline, execute,
+// reconcile and reconsider. Metrics are built on it, so they report what the protocol
 // decided and never decide anything themselves. Observe must be quick and
 // must not block: it runs on the caller's path.
 type Observer interface {
