@@ -19,15 +19,7 @@ func TestBrowserShowsTheEffectAndApproves(t *testing.T) {
 	base, creds := serveDemo(t)
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
-	step("sign in",
-		chromedp.Navigate(base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), creds.Reviewer),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), creds.ReviewerPassword),
-		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=empty-state]`)),
-	)
+	j.signIn(base, creds.Reviewer, creds.ReviewerPassword)
 	p := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1001","amount_minor":5000,"currency":"CNY","reason":"one item damaged"}}`)
 	for _, s := range screens {
 		step("open at "+s.name,

@@ -24,15 +24,7 @@ func TestBrowserGroupChangeConfirmsLive(t *testing.T) {
 	base, creds := serveDemo(t, lowNeedsFinance(t))
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
-	step("sign in as alice",
-		chromedp.Navigate(base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), creds.Reviewer),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), creds.ReviewerPassword),
-		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=empty-state]`)),
-	)
+	j.signIn(base, creds.Reviewer, creds.ReviewerPassword)
 	p := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1002","amount_minor":5000,"currency":"CNY","reason":"one item damaged"}}`)
 	step("approve",
 		chromedp.Navigate(base+"/proposals/"+p.ID),

@@ -22,15 +22,7 @@ func TestBrowserRevealsHiddenCharacters(t *testing.T) {
 	base, creds := serveDemo(t)
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
-	step("sign in",
-		chromedp.Navigate(base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), creds.Reviewer),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), creds.ReviewerPassword),
-		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=empty-state]`)),
-	)
+	j.signIn(base, creds.Reviewer, creds.ReviewerPassword)
 	p := agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_1004","amount_minor":100,"currency":"CNY",` +
 		`"reason":"Refund of \u202e00.991¥\u202c as agreed\u200b, cafe\u0301 voucher"},` +
 		`"context":"Approved by the team lead \u202eyadretsey\u202c.\nTicket 4711."}`)

@@ -34,15 +34,7 @@ func TestBrowserReviewerJourney(t *testing.T) {
 	base, creds := serveDemo(t)
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
-	step("sign in",
-		chromedp.Navigate(base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), creds.Reviewer),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), creds.ReviewerPassword),
-		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=empty-state]`)),
-	)
+	j.signIn(base, creds.Reviewer, creds.ReviewerPassword)
 	shot("empty.png")
 
 	// Proposals made while the page is open appear without a reload.

@@ -51,15 +51,7 @@ func TestBrowserSecurityKeyApproval(t *testing.T) {
 		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
 	}
 
-	step("sign in",
-		chromedp.Navigate(base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=login-form]`)),
-		chromedp.SetValue(chromedp.CSS(`[data-testid=login-org]`), "demo"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-username]`), creds.Reviewer),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=login-password]`), creds.ReviewerPassword),
-		chromedp.Click(chromedp.CSS(`[data-testid=login-submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=empty-state]`)),
-	)
+	j.signIn(base, creds.Reviewer, creds.ReviewerPassword)
 
 	step("register a key",
 		chromedp.Navigate(base+"/settings/keys"),
