@@ -137,3 +137,43 @@ func TestProposalPageShowsGroupProgress(t *testing.T) {
 	}
 	wantContains(t, "note", text(one(t, r.doc, "decided-note")), "1 more approval: 1 from group security")
 }
+
+// A proposal a membership change made with the command line completed
+// waits for a server's background pass; its page says so, and then shows
+// it confirmed.
+func TestProposalPageSaysAQueuedConfirmationWaits(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../models/registry/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := "      - tier: low\n        confirmation: click\n"
+	reg, err := registry.Parse([]byte(strings.Replace(string(src), old, old+"        require: [{group: finance, count: 1}]\n", 1)))
+	if err != nil || !strings.Contains(string(src), old) {
+		t.Fatalf("registry: %v", err)
+	}
+	e := newEnvRegistry(t, reg)
+	cli := store.GroupActor{TenantID: e.alice.TenantID}
+	if _, err := e.store.CreateGroup(e.ctx, cli, "finance", e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	p := e.refund("ord_1001", 5000)
+	e.confirm(p, e.alice)
+	ch, err := e.store.SetGroupMember(e.ctx, cli, "finance", "alice", true, e.clock.Now())
+	if err != nil || len(ch.Queued) != 1 {
+		t.Fatalf("change %+v, %v", ch, err)
+	}
+	r := e.get("/proposals/"+p.ID, "alice")
+	wantContains(t, "quorum", text(one(t, r.doc, "quorum")), "1 of 1 approval — complete")
+	wantContains(t, "note", text(one(t, r.doc, "decided-note")), "complete since a change of group membership", "next try")
+	if _, err := e.svc.Reconsider(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = e.get("/proposals/"+p.ID, "alice")
+	if got := e.reload(p.ID); got.Status != models.StatusConfirmed {
+		t.Fatalf("after the background pass: %s", got.Status)
+	}
+	if strings.Contains(text(one(t, r.doc, "decided-note")), "change of group membership") {
+		t.Errorf("a confirmed proposal still says it waits")
+	}
+}

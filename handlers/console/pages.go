@@ -51,6 +51,9 @@ type PagesProtocol interface {
 	Registry() *registry.Registry
 	// CountAwaiting counts the tenant's proposals awaiting a decision.
 	CountAwaiting(ctx context.Context, tenantID string) (int, error)
+	// QueuedConfirmation tells whether a proposal whose approvals a group
+	// change completed waits to be confirmed, and when it is next tried.
+	QueuedConfirmation(ctx context.Context, tenantID, id string) (time.Time, bool, error)
 }
 
 var _ PagesProtocol = (*writes.Service)(nil)

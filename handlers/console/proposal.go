@@ -380,6 +380,18 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	case !awaiting:
 		page.DecidedNote = h.settledNote(p, expired)
 	}
+	if awaiting && more == 0 && len(p.Tier.Require) > 0 {
+		// Complete yet waiting: a change of group membership completed it
+		// and it waits for its business state to be checked.
+		next, queued, err := h.p.QueuedConfirmation(ctx, p.TenantID, p.ID)
+		if err != nil {
+			return page, err
+		}
+		if queued {
+			page.DecidedNote = fmt.Sprintf("Its approvals are complete since a change of group membership. It is confirmed as soon as the business system confirms that the target is as previewed (next try %s).",
+				h.formatTime(next))
+		}
+	}
 	page.CanRevoke = canRevoke(p, s.User, now)
 	page.Counter = h.counterView(s, p, awaiting, o)
 	for _, e := range p.Timeline() {

@@ -19,13 +19,18 @@ type reconsiderRow struct {
 
 func (reconsiderRow) TableName() string { return "reconsiderations" }
 
+func (r reconsiderRow) model() Reconsideration {
+	return Reconsideration{TenantID: r.TenantID, ProposalID: r.ProposalID, Attempts: r.Attempts, Next: fromMS(r.NextAttemptAt)}
+}
+
 // Reconsideration is a waiting proposal whose approvals a change of group
 // membership made meet what its tier requires: it is to be confirmed once
 // the business state is checked (see Reconsider).
 type Reconsideration struct {
 	TenantID   string
 	ProposalID string
-	Attempts   int // how many times it was put off before
+	Attempts   int       // how many times it was put off before
+	Next       time.Time // when the next attempt is due
 }
 
 // GroupChange is what a change of group membership did to the proposals
@@ -85,7 +90,7 @@ func (s *Store) regroup(tx *gorm.DB, tenantID, group, userID, change string, add
 			return GroupChange{}, err
 		}
 		if queued {
-			out.Queued = append(out.Queued, Reconsideration{TenantID: tenantID, ProposalID: id})
+			out.Queued = append(out.Queued, Reconsideration{TenantID: tenantID, ProposalID: id, Next: now})
 		}
 	}
 	return out, nil
@@ -117,9 +122,20 @@ func (s *Store) DueReconsiderations(ctx context.Context, now time.Time, limit in
 	}
 	out := make([]Reconsideration, len(rows))
 	for i, r := range rows {
-		out[i] = Reconsideration{TenantID: r.TenantID, ProposalID: r.ProposalID, Attempts: r.Attempts}
+		out[i] = r.model()
 	}
 	return out, nil
+}
+
+// QueuedReconsideration returns the proposal's place in the queue, and
+// false when it is not queued.
+func (s *Store) QueuedReconsideration(ctx context.Context, tenantID, proposalID string) (Reconsideration, bool, error) {
+	var rows []reconsiderRow
+	err := s.read.WithContext(ctx).Where("tenant_id = ? AND proposal_id = ?", tenantID, proposalID).Limit(1).Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return Reconsideration{}, false, dbErr(err)
+	}
+	return rows[0].model(), true, nil
 }
 
 // PutOffReconsideration counts a failed attempt at a queued proposal (the

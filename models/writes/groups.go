@@ -77,6 +77,15 @@ func (s *Service) SetGroupMember(ctx context.Context, admin models.User, group, 
 	return out, nil
 }
 
+// QueuedConfirmation tells whether the proposal waits in the queue of
+// proposals a change of group membership completed, and when it is next
+// taken up (a server's background pass, or the retry after the business
+// system could not be asked).
+func (s *Service) QueuedConfirmation(ctx context.Context, tenantID, id string) (time.Time, bool, error) {
+	r, ok, err := s.store.QueuedReconsideration(ctx, tenantID, id)
+	return r.Next, ok, err
+}
+
 // reconsiderBatch bounds the queued proposals one background pass takes up.
 const reconsiderBatch = 50
 
