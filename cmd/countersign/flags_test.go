@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -46,6 +48,24 @@ func TestServeChecksWebAuthnFlags(t *testing.T) {
 	r = invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--rp-id", "example.com", "--origin", "https://evil.example")
 	if r.err == nil || !strings.Contains(r.err.Error(), "not within the relying party id") {
 		t.Errorf("an origin outside the RP ID: %v", r.err)
+	}
+}
+
+// A metadata BLOB that cannot be read, or that is not a BLOB signed under
+// the FIDO root, stops serve before it serves.
+func TestServeChecksTheFIDOMetadata(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "fido-mds.jwt")
+	r := invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--fido-mds", missing)
+	if r.err == nil || !strings.Contains(r.err.Error(), "FIDO metadata") || !strings.Contains(r.err.Error(), missing) {
+		t.Errorf("a missing BLOB: %v", r.err)
+	}
+	if err := os.WriteFile(missing, []byte("eyJhbGciOiJub25lIn0.e30."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--fido-mds", missing)
+	if r.err == nil || !strings.Contains(r.err.Error(), "does not verify") {
+		t.Errorf("an unsigned BLOB: %v", r.err)
 	}
 }
 

@@ -71,6 +71,8 @@ type serveConfig struct {
 	RPID    string
 	RPName  string
 	Origins listFlag
+	// FIDO Metadata Service BLOB and its root (app.Config).
+	FIDOMetadata, FIDOMetadataRoot string
 
 	// Default per-agent limits.
 	Limits models.Limits
@@ -171,6 +173,8 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.Var(&cfg.TrustedProxies, "trusted-proxies", "`CIDR` prefixes or addresses of reverse proxies whose X-Forwarded-For header names\nthe client (for the sign-in limits); repeat or separate with commas. Without it\nthe connection's peer is the client and X-Forwarded-For is ignored")
 	fs.StringVar(&cfg.RPID, "rp-id", "", "WebAuthn relying party `ID` security keys are bound to: the console's host name\nor a parent domain; the host of --base-url when empty (localhost for an IP address)")
 	fs.StringVar(&cfg.RPName, "rp-name", "countersign", "relying party `NAME` browsers show when asking for a security key")
+	fs.StringVar(&cfg.FIDOMetadata, "fido-mds", "", "FIDO Metadata Service BLOB `FILE` (MDS3): register only security keys whose attestation\nproves a model it certifies; keep the file current (it is published monthly)")
+	fs.StringVar(&cfg.FIDOMetadataRoot, "fido-mds-root", "", "PEM root certificate `FILE` the --fido-mds BLOB is signed under; the FIDO\nAlliance's root when empty")
 	limitsFlags(fs, &cfg.Limits)
 	fs.Var(&cfg.Origins, "origin", "`ORIGIN` (scheme://host[:port]) security-key responses may come from; repeat\nthe flag or separate with commas; the origin of --base-url when empty")
 	fs.StringVar(&cfg.SMTPAddr, "smtp-addr", "", "mail server `HOST:PORT`: e-mail reviewers when a proposal awaits them\n(see countersign user notify); off when empty")
@@ -324,6 +328,9 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		RPID:            cfg.RPID,
 		RPName:          cfg.RPName,
 		Origins:         cfg.Origins.values,
+
+		FIDOMetadata:     cfg.FIDOMetadata,
+		FIDOMetadataRoot: cfg.FIDOMetadataRoot,
 
 		PasswordHashConcurrency: cfg.HashConcurrency,
 		Limits:                  cfg.Limits,

@@ -112,6 +112,12 @@ type Config struct {
 	// RPName is the name browsers show during security-key ceremonies;
 	// "countersign" when empty.
 	RPName string
+	// FIDOMetadata is an MDS3 BLOB file (the FIDO Metadata Service's list
+	// of certified authenticators): when set, security keys are registered
+	// only when their attestation proves a model it certifies
+	// (stepup.LoadMetadata). FIDOMetadataRoot is the PEM root its signature
+	// chains to; the FIDO Alliance's production root when empty.
+	FIDOMetadata, FIDOMetadataRoot string
 	// Origins are the origins security-key responses may come from.
 	// Default: BaseURL's origin, or the same at localhost when BaseURL's
 	// host is an IP address (see WebAuthnDefaults).
@@ -260,9 +266,21 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var md *stepup.Metadata
+	if a.cfg.FIDOMetadata != "" {
+		if md, err = stepup.LoadMetadata(a.cfg.FIDOMetadata, a.cfg.FIDOMetadataRoot); err != nil {
+			return err
+		}
+		log := a.cfg.Logger.With("models", md.Entries, "blob", md.Number, "next_update", md.NextUpdate.Format(time.DateOnly))
+		if md.Stale(a.cfg.Clock.Now()) {
+			log.Warn("FIDO metadata is past its next update: download the current BLOB")
+		} else {
+			log.Info("security keys must prove a model the FIDO metadata certifies")
+		}
+	}
 	// The one WebAuthn relying party of the process.
 	a.StepUp, err = stepup.New(stepup.Config{RPID: rpID, RPName: a.cfg.RPName, Origins: origins,
-		Store: a.Store, Protocol: a.Protocol, Clock: a.cfg.Clock})
+		Store: a.Store, Protocol: a.Protocol, Clock: a.cfg.Clock, Metadata: md})
 	if err != nil {
 		return err
 	}

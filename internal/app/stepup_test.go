@@ -105,6 +105,8 @@ type key struct {
 	rp   virtualwebauthn.RelyingParty
 	auth virtualwebauthn.Authenticator
 	cred virtualwebauthn.Credential
+	// attest, when set, changes the registration answer before it is sent.
+	attest func(body map[string]any)
 }
 
 func newKey(t *testing.T, b *browser) *key {
@@ -118,6 +120,17 @@ func newKey(t *testing.T, b *browser) *key {
 // one of the reviewer's registered keys, which must prove possession first
 // when there is one.
 func (k *key) register(name string, confirm ...*key) {
+	k.t.Helper()
+	status, out := k.tryRegister(name, confirm...)
+	if status != http.StatusOK || !strings.Contains(string(out), `"redirect":"/settings/keys?notice=added"`) {
+		k.t.Fatalf("register finish: %d %s", status, out)
+	}
+	k.auth.AddCredential(k.cred)
+}
+
+// tryRegister is register up to the server's answer to the key's
+// attestation, which it returns.
+func (k *key) tryRegister(name string, confirm ...*key) (int, []byte) {
 	k.t.Helper()
 	status, opts := k.b.postJSON("/settings/keys/register/begin", "{}")
 	if status != http.StatusOK {
@@ -149,12 +162,11 @@ func (k *key) register(name string, confirm ...*key) {
 		k.t.Fatal(err)
 	}
 	body["name"] = name
-	raw, _ := json.Marshal(body)
-	status, out := k.b.postJSON("/settings/keys/register/finish", string(raw))
-	if status != http.StatusOK || !strings.Contains(string(out), `"redirect":"/settings/keys?notice=added"`) {
-		k.t.Fatalf("register finish: %d %s", status, out)
+	if k.attest != nil {
+		k.attest(body)
 	}
-	k.auth.AddCredential(k.cred)
+	raw, _ := json.Marshal(body)
+	return k.b.postJSON("/settings/keys/register/finish", string(raw))
 }
 
 // begin starts a ceremony at path and returns its request options.

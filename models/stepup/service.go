@@ -80,6 +80,12 @@ type Config struct {
 	// recorded in the audit log up to PasskeySignIns times per window.
 	PasskeySignIns int
 	PasskeyWindow  time.Duration
+
+	// Metadata, when set, is the attestation policy (LoadMetadata): keys
+	// are asked for their attestation and registered only when it proves a
+	// model the FIDO Metadata Service certifies. Nil accepts any
+	// authenticator that verifies its user.
+	Metadata *Metadata
 }
 
 // Service runs the security-key ceremonies. It keeps no state of its own
@@ -97,6 +103,7 @@ type Service struct {
 	// passkeys per passkeyWindow: see Config.PasskeySignIns.
 	passkeys      int
 	passkeyWindow time.Duration
+	mds           *Metadata // nil: no attestation policy
 }
 
 // New checks the configuration and makes the one WebAuthn relying party the
@@ -119,7 +126,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{rpID: cfg.RPID, origins: slices.Clone(cfg.Origins), store: cfg.Store, proto: cfg.Protocol,
 		clock: cfg.Clock, approval: cfg.ApprovalTTL, register: cfg.RegistrationTTL,
-		passkeys: cfg.PasskeySignIns, passkeyWindow: cfg.PasskeyWindow}
+		passkeys: cfg.PasskeySignIns, passkeyWindow: cfg.PasskeyWindow, mds: cfg.Metadata}
 	if s.passkeys <= 0 {
 		s.passkeys = DefaultPasskeySignIns
 	}
@@ -141,7 +148,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	// Ceremony expiry is the store's (with the server clock), not the
 	// library's: the timeouts here only tell browsers how long to wait.
-	wa, err := webauthn.New(&webauthn.Config{
+	wc := &webauthn.Config{
 		RPID:                  cfg.RPID,
 		RPDisplayName:         name,
 		RPOrigins:             s.origins,
@@ -154,7 +161,11 @@ func New(cfg Config) (*Service, error) {
 			Login:        webauthn.TimeoutConfig{Timeout: s.approval, TimeoutUVD: s.approval},
 			Registration: webauthn.TimeoutConfig{Timeout: s.register, TimeoutUVD: s.register},
 		},
-	})
+	}
+	if s.mds != nil {
+		wc.AttestationPreference, wc.MDS = protocol.PreferDirectAttestation, s.mds.Provider
+	}
+	wa, err := webauthn.New(wc)
 	if err != nil {
 		return nil, fmt.Errorf("stepup: %w", err)
 	}
@@ -400,7 +411,17 @@ func (s *Service) FinishRegistration(ctx context.Context, u models.User, name st
 	if err != nil {
 		return models.SecurityKey{}, err
 	}
+	if s.mds != nil && parsed.Response.AttestationObject.Format == string(protocol.AttestationFormatNone) {
+		// The library checks no metadata for an attestation that proves
+		// nothing; under a policy that is a refusal.
+		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+			"Your organization registers only security keys that prove a model certified by the FIDO Metadata Service, and this key (or the browser) sent no attestation; some passkeys never do. Use a certified security key. %s", nothing)
+	}
 	cred, err := s.wa.CreateCredential(wu, sd, parsed)
+	if s.mds != nil && metadataRefusal(err) {
+		return models.SecurityKey{}, models.Wrap(models.EStepUpFailed, err,
+			"Your organization registers only security keys certified by the FIDO Metadata Service, and this one is not accepted ("+libraryReason(err)+"). Use a certified security key. "+nothing)
+	}
 	if err != nil {
 		return models.SecurityKey{}, models.Wrap(models.EStepUpFailed, err,
 			"Your security key's registration did not verify ("+libraryReason(err)+"). "+nothing)
@@ -429,6 +450,22 @@ func (s *Service) FinishRegistration(ctx context.Context, u models.User, name st
 	// user while a stolen session had begun a proof-less registration)
 	// makes this one start again, with proof.
 	return s.store.CreateSecurityKeyIfNoneSince(ctx, k, c.CreatedAt)
+}
+
+// metadataRefusal reports whether err is (or wraps) the library's refusal
+// of a key by the FIDO metadata.
+func metadataRefusal(err error) bool {
+	for err != nil {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) {
+			return false
+		}
+		if pe.Type == protocol.ErrMetadata.Type {
+			return true
+		}
+		err = pe.Unwrap()
+	}
+	return false
 }
 
 // defaultName names a key the reviewer did not name.

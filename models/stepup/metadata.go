@@ -1,0 +1,84 @@
+package stepup
+
+import (
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-webauthn/webauthn/metadata"
+	"github.com/go-webauthn/webauthn/metadata/providers/memory"
+)
+
+// Metadata is an attestation policy: the FIDO Metadata Service's list of
+// certified authenticator models (an MDS3 BLOB, read from a file the
+// operator keeps current), with which a security key must prove its model
+// when it is registered.
+type Metadata struct {
+	Provider metadata.Provider
+	// Number and NextUpdate are the BLOB's serial number and the date by
+	// which the service publishes the next one; Entries is how many models
+	// it lists.
+	Number     int
+	NextUpdate time.Time
+	Entries    int
+}
+
+// Stale reports whether a newer BLOB should have been published by now.
+func (m *Metadata) Stale(now time.Time) bool { return now.After(m.NextUpdate.Add(24 * time.Hour)) }
+
+// LoadMetadata reads an MDS3 BLOB from path and checks its signature chain
+// against the root certificate in rootPath (PEM), or against the FIDO
+// Alliance's production root when rootPath is "". Every entry must parse.
+// The policy it returns accepts a key only when its model (AAGUID) has an
+// entry, its attestation is of a type the entry lists and chains to the
+// entry's attestation roots, and no status report marks the model
+// revoked or compromised.
+func LoadMetadata(path, rootPath string) (*Metadata, error) {
+	blob, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("FIDO metadata: %w", err)
+	}
+	var opts []metadata.DecoderOption
+	if rootPath != "" {
+		root, err := rootCertificate(rootPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, metadata.WithRootCertificate(root))
+	}
+	dec, err := metadata.NewDecoder(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("FIDO metadata: %w", err)
+	}
+	payload, err := dec.DecodeBytes([]byte(strings.TrimSpace(string(blob))))
+	if err != nil {
+		return nil, fmt.Errorf("FIDO metadata %s: the BLOB does not verify against the metadata root: %w", path, err)
+	}
+	md, err := dec.Parse(payload)
+	if err != nil {
+		return nil, fmt.Errorf("FIDO metadata %s: %w", path, err)
+	}
+	p, err := memory.New(memory.WithMetadata(md.ToMap()), memory.WithValidateEntry(true),
+		memory.WithValidateTrustAnchor(true), memory.WithValidateStatus(true), memory.WithValidateAttestationTypes(true))
+	if err != nil {
+		return nil, fmt.Errorf("FIDO metadata: %w", err)
+	}
+	return &Metadata{Provider: p, Number: md.Parsed.Number, NextUpdate: md.Parsed.NextUpdate, Entries: len(md.Parsed.Entries)}, nil
+}
+
+// rootCertificate reads a PEM certificate and returns its DER in base64,
+// as the metadata decoder takes its root.
+func rootCertificate(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("FIDO metadata root: %w", err)
+	}
+	b, _ := pem.Decode(raw)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return "", fmt.Errorf("FIDO metadata root %s: not a PEM certificate", path)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes), nil
+}
