@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,9 +19,9 @@ type PasskeyVerifier interface {
 	// BeginPasskeyLogin returns request options for a discoverable
 	// credential of the organization, counting the sign-in against the
 	// source address until it succeeds.
-	BeginPasskeyLogin(ctx context.Context, tenantName, clientIP string) (json.RawMessage, error)
+	BeginPasskeyLogin(ctx context.Context, tenantName, clientIP, deviceID string) (json.RawMessage, error)
 	// FinishPasskeyLogin verifies the answer and returns whom it signs in.
-	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP string) (models.Tenant, models.User, error)
+	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, error)
 }
 
 // PasskeySessions starts the session of a verified passkey sign-in
@@ -65,7 +66,7 @@ func (h *Passkeys) Begin(c echo.Context) error {
 			Fields: []models.FieldProblem{{Pointer: "/org", Message: "required"}}}
 	}
 	// c.RealIP() as for password sign-ins (see Login).
-	opts, err := h.verify.BeginPasskeyLogin(c.Request().Context(), in.Org, c.RealIP())
+	opts, err := h.verify.BeginPasskeyLogin(c.Request().Context(), in.Org, c.RealIP(), h.knownDevice(c, in.Org))
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (h *Passkeys) Finish(c echo.Context) error {
 		return models.Wrap(models.EInvalidRequest, err, "the request is not a JSON object")
 	}
 	ctx := c.Request().Context()
-	t, u, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body, c.RealIP())
+	t, u, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body, c.RealIP(), h.knownDevice(c, in.Org))
 	if err != nil {
 		return err
 	}
@@ -109,4 +110,16 @@ func (h *Passkeys) Finish(c echo.Context) error {
 		return err
 	}
 	return redirectJSON(c, session.SafeNext(in.Next))
+}
+
+// knownDevice is the browser's remembered-device id when it signed in to
+// the organization org before, else "".
+func (h *Passkeys) knownDevice(c echo.Context, org string) string {
+	d := h.cookies.Device(c)
+	for _, a := range d.Accounts {
+		if a.Tenant == strings.TrimSpace(org) {
+			return d.ID
+		}
+	}
+	return ""
 }

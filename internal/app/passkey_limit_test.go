@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"testing"
 
 	"github.com/descope/virtualwebauthn"
@@ -18,7 +19,8 @@ import (
 // Passkey sign-ins are bounded per source address: each one begun counts
 // until it succeeds, so an address can leave only so many unfinished (each
 // stores a ceremony) before it is told when to come back, while other
-// addresses and a later window are not affected. A refused sign-in that
+// addresses, a browser that signed in before and a later window are not
+// affected. A refused sign-in that
 // names an account of the organization is recorded in its audit log, with
 // why, at most as many times per account and window, however many
 // addresses the refusals come from; a refusal that names nobody is not.
@@ -34,6 +36,7 @@ func TestPasskeySignInsAreBoundedAndRecorded(t *testing.T) {
 	k.auth.Options.UserHandle = []byte(alice.ID)
 	k.register("Phone passkey")
 
+	var signedIn *browser // the last browser a passkey signed in
 	begin := func(org, from string) (*browser, int, []byte) {
 		t.Helper()
 		b := c.browser()
@@ -52,7 +55,11 @@ func TestPasskeySignInsAreBoundedAndRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b.postJSON("/login/passkey/finish", finishBody(t, org, k.signAny(o)))
+		status, out = b.postJSON("/login/passkey/finish", finishBody(t, org, k.signAny(o)))
+		if status == http.StatusOK {
+			signedIn = b
+		}
+		return status, out
 	}
 
 	// The address bound: 19 unfinished, one that succeeds gives its count
@@ -75,6 +82,26 @@ func TestPasskeySignInsAreBoundedAndRecorded(t *testing.T) {
 	wantRefusal(t, "an unknown organization, from the same address", status, out, http.StatusTooManyRequests, models.ERateLimited)
 	if _, status, out := begin("demo", "203.0.113.8"); status != http.StatusOK {
 		t.Fatalf("another address: %d %s", status, out)
+	}
+	// A browser that signed in before counts against itself, not the
+	// address: the flood does not keep it out.
+	// (A browser of its own with only the device cookie: its session ended.)
+	known := c.browser()
+	u, _ := url.Parse(c.srv.URL + "/login")
+	device := ""
+	for _, ck := range signedIn.jar.Cookies(u) {
+		if ck.Name == "countersign_device" {
+			device = ck.Value
+		}
+	}
+	if device == "" {
+		t.Fatal("the passkey sign-in left no remembered-device cookie")
+	}
+	known.jar.SetCookies(u, []*http.Cookie{{Name: "countersign_device", Value: device, Path: "/login"}})
+	known.csrf = inputValue(t, known.get("/login").doc, "csrf_token")
+	known.from = addr
+	if status, out := known.postJSON("/login/passkey/begin", `{"org":"demo"}`); status != http.StatusOK {
+		t.Fatalf("a browser that signed in before, from the flooded address: %d %s", status, out)
 	}
 	c.clock.Advance(stepup.DefaultPasskeyWindow)
 	if _, status, out := begin("demo", addr); status != http.StatusOK {

@@ -755,11 +755,15 @@ func badPasskey(err error) error {
 // (PasskeySignIns per PasskeyWindow, apart from password sign-ins) until
 // it succeeds: beyond that it is ERateLimited, saying when to come back,
 // so that nobody can store ceremonies, or refusals in the audit log,
-// without bound. EUnavailable on database errors.
-func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName, clientIP string) (json.RawMessage, error) {
+// without bound. A browser that signed in to the organization before
+// (deviceID, its remembered-device id; "" for any other) counts against
+// itself instead of the address, so that a flood from a shared address
+// never keeps it from signing in.
+// EUnavailable on database errors.
+func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName, clientIP, deviceID string) (json.RawMessage, error) {
 	now := s.clock.Now()
 	retryAt, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.passkeyWindow,
-		[]models.LoginLimit{{Key: passkeyAddressKey(clientIP), Max: s.passkeys}})
+		[]models.LoginLimit{{Key: passkeyLimitKey(clientIP, deviceID), Max: s.passkeys}})
 	if err != nil {
 		return nil, err
 	}
@@ -787,16 +791,22 @@ func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName, clientIP st
 	return marshalOptions(assertion)
 }
 
-// passkeyAddressKey is the rate-limit key of passkey sign-ins from one
-// source address ("" when the address is not known: one count for all).
-func passkeyAddressKey(clientIP string) string { return "passkey-ip:" + clientIP }
+// passkeyLimitKey is the rate-limit key of a passkey sign-in: the
+// remembered device's when there is one, else the source address's (""
+// when the address is not known: one count for all).
+func passkeyLimitKey(clientIP, deviceID string) string {
+	if deviceID != "" {
+		return "passkey-device:" + deviceID
+	}
+	return "passkey-ip:" + clientIP
+}
 
 // FinishPasskeyLogin verifies the answer to BeginPasskeyLogin and returns
 // the tenant and the user the passkey belongs to, who may then be signed
 // in: the ceremony is consumed once; origin, RP ID, user presence and
 // verification and the signature are checked; the key's counter must move
 // forward (else it is flagged); the user must be enabled. A success gives
-// back the count its beginning took from clientIP. A refusal once the
+// back the count its beginning took (from clientIP or deviceID, as there). A refusal once the
 // answer names an account of the organization (disabled, a key that is
 // not theirs or is flagged, an assertion that does not verify) is recorded
 // in the organization's audit log (session.sign_in_failed), at most
@@ -806,7 +816,7 @@ func passkeyAddressKey(clientIP string) string { return "passkey-ip:" + clientIP
 // Errors: EInvalidRequest, EStepUpFailed, EAlreadyConsumed,
 // ECeremonyExpired, EUnauthenticated (unknown organization or key,
 // disabled user), EUnavailable.
-func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP string) (models.Tenant, models.User, error) {
+func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, error) {
 	const nothing = "Nobody was signed in."
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
 	if err != nil {
@@ -861,7 +871,7 @@ func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, res
 	if _, reason, err := s.verifyPasskey(ctx, u, sd, parsed, nothing); err != nil {
 		return refuse(reason, err)
 	}
-	if err := s.store.ReleaseLoginAttempt(ctx, passkeyAddressKey(clientIP)); err != nil {
+	if err := s.store.ReleaseLoginAttempt(ctx, passkeyLimitKey(clientIP, deviceID)); err != nil {
 		return models.Tenant{}, models.User{}, err
 	}
 	return t, u, nil
