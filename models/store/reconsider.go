@@ -115,7 +115,7 @@ func approvalsMet(tx *gorm.DB, tenantID, id string) (bool, error) {
 // attempt is due, oldest first.
 func (s *Store) DueReconsiderations(ctx context.Context, now time.Time, limit int) ([]Reconsideration, error) {
 	var rows []reconsiderRow
-	err := s.db.WithContext(ctx).Where("next_attempt_at <= ?", ms(now)).
+	err := s.read.WithContext(ctx).Where("next_attempt_at <= ?", ms(now)).
 		Order("next_attempt_at, proposal_id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
