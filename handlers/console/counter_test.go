@@ -87,20 +87,7 @@ func TestEditRefusedKeepsTheForm(t *testing.T) {
 // approved and who.
 func TestProposalPageShowsGroupProgress(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("../../models/registry/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := "      - tier: low\n        confirmation: click\n"
-	if !strings.Contains(string(src), old) {
-		t.Fatal("demo registry changed; update the test")
-	}
-	reg, err := registry.Parse([]byte(strings.Replace(string(src), old,
-		old+"        require: [{group: finance, count: 1}, {group: security, count: 1}]\n", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvRegistry(t, reg)
+	e := newEnvRegistry(t, lowRequires(t, "[{group: finance, count: 1}, {group: security, count: 1}]"))
 	cli := store.GroupActor{TenantID: e.alice.TenantID}
 	for g, member := range map[string]string{"finance": "alice", "security": "bob"} {
 		if _, err := e.store.CreateGroup(e.ctx, cli, g, e.clock.Now()); err != nil {
@@ -143,16 +130,7 @@ func TestProposalPageShowsGroupProgress(t *testing.T) {
 // it confirmed.
 func TestProposalPageSaysAQueuedConfirmationWaits(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("../../models/registry/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := "      - tier: low\n        confirmation: click\n"
-	reg, err := registry.Parse([]byte(strings.Replace(string(src), old, old+"        require: [{group: finance, count: 1}]\n", 1)))
-	if err != nil || !strings.Contains(string(src), old) {
-		t.Fatalf("registry: %v", err)
-	}
-	e := newEnvRegistry(t, reg)
+	e := newEnvRegistry(t, lowRequires(t, "[{group: finance, count: 1}]"))
 	cli := store.GroupActor{TenantID: e.alice.TenantID}
 	if _, err := e.store.CreateGroup(e.ctx, cli, "finance", e.clock.Now()); err != nil {
 		t.Fatal(err)
@@ -176,4 +154,23 @@ func TestProposalPageSaysAQueuedConfirmationWaits(t *testing.T) {
 	if strings.Contains(text(one(t, r.doc, "decided-note")), "change of group membership") {
 		t.Errorf("a confirmed proposal still says it waits")
 	}
+}
+
+// lowRequires is the demo registry with refund_order's low tier requiring
+// the approver groups of require (a YAML list of factors).
+func lowRequires(t *testing.T, require string) *registry.Registry {
+	t.Helper()
+	src, err := os.ReadFile("../../models/registry/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := "      - tier: low\n        confirmation: click\n"
+	if !strings.Contains(string(src), old) {
+		t.Fatal("demo registry changed; update the test")
+	}
+	reg, err := registry.Parse([]byte(strings.Replace(string(src), old, old+"        require: "+require+"\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
