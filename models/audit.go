@@ -69,7 +69,8 @@ const (
 	AuditSigningKeyAdded = "signing_key.added"
 	// AuditRegistryLoaded: a server started with another tool registry
 	// than the chain last recorded (digest, previous_digest, each tool's
-	// policy_version), or the chain recorded none yet.
+	// policy_version and declaration digest, the tools added, removed and
+	// changed since the last record), or the chain recorded none yet.
 	AuditRegistryLoaded = "registry.loaded"
 )
 

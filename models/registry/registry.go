@@ -40,12 +40,26 @@ type Registry struct {
 	tools  map[string]*Tool
 	sorted []*Tool
 	digest string
+	// toolDigests maps each tool's name to the digest of its declaration.
+	toolDigests map[string]string
 }
 
 // Digest is "sha256:" and the hex SHA-256 of the registry file's bytes: it
 // changes with every edit of the file, so the audit log can say which
 // registry a server ran with.
 func (r *Registry) Digest() string { return r.digest }
+
+// ToolDigests maps each tool's name to the digest of its declaration
+// (models.DigestValue of the YAML as data): it changes with whatever the
+// declaration says, and not with comments, layout or the other tools, so
+// the audit log can say which tools a new registry changed.
+func (r *Registry) ToolDigests() map[string]string {
+	out := make(map[string]string, len(r.toolDigests))
+	for k, v := range r.toolDigests {
+		out[k] = v
+	}
+	return out
+}
 
 // PolicyVersions maps each tool's name to its policy version.
 func (r *Registry) PolicyVersions() map[string]string {
@@ -406,7 +420,32 @@ func Parse(data []byte) (*Registry, error) {
 		r.sorted = append(r.sorted, t)
 	}
 	slices.SortFunc(r.sorted, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	var err error
+	if r.toolDigests, err = toolDigests(data); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
 	return r, nil
+}
+
+// toolDigests digests each tool's declaration of a file that parsed, as
+// data: the YAML decoded generically, hashed as canonical JSON.
+func toolDigests(data []byte) (map[string]string, error) {
+	var doc struct {
+		Tools []map[string]any `yaml:"tools"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(doc.Tools))
+	for _, t := range doc.Tools {
+		name, _ := t["name"].(string)
+		d, err := models.DigestValue(t)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", name, err)
+		}
+		out[name] = d
+	}
+	return out, nil
 }
 
 // LoadFile reads and parses the registry file at path (see Parse).

@@ -731,3 +731,44 @@ func TestReadmeTierRequireSnippet(t *testing.T) {
 		t.Fatalf("tier %+v", tier)
 	}
 }
+
+// A tool's digest follows what its declaration says: not comments, layout
+// or the other tools.
+func TestToolDigestsFollowTheDeclaration(t *testing.T) {
+	base := DemoYAML()
+	r, err := Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.ToolDigests()
+	if len(d) != len(r.Tools()) {
+		t.Fatalf("digests %v", d)
+	}
+	for name, v := range d {
+		if !strings.HasPrefix(v, "sha256:") {
+			t.Fatalf("%s: %q", name, v)
+		}
+	}
+	// A comment and a blank line change the file's digest, no tool's.
+	r2, err := Parse(append([]byte("# reviewed 2026-12-03\n\n"), base...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Digest() == r.Digest() || fmt.Sprint(r2.ToolDigests()) != fmt.Sprint(d) {
+		t.Fatalf("a comment: file %s → %s, tools %v → %v", r.Digest(), r2.Digest(), d, r2.ToolDigests())
+	}
+	// A changed tier changes that tool's digest only.
+	old := "        when: amount_minor > 20000\n"
+	if !strings.Contains(string(base), old) {
+		t.Fatal("demo registry changed; update the test")
+	}
+	r3, err := Parse([]byte(strings.Replace(string(base), old, "        when: amount_minor > 30000\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range r3.ToolDigests() {
+		if (v != d[name]) != (name == "refund_order") {
+			t.Errorf("%s: %s → %s", name, d[name], v)
+		}
+	}
+}

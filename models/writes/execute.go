@@ -572,7 +572,7 @@ func (s *Service) RunBackground(ctx context.Context, interval time.Duration) {
 			s.log.Warn("reconsider", "err", err)
 		}
 		// Record the registry in the chains of organizations created since.
-		if _, err := s.store.RecordRegistry(ctx, s.reg.Digest(), s.reg.PolicyVersions(), true); err != nil {
+		if _, err := s.store.RecordRegistry(ctx, s.registryRecord(), true); err != nil {
 			s.log.Warn("registry record", "err", err)
 		}
 		// Pick up signing keys rotated by another process (or the CLI).

@@ -198,7 +198,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	// And the registry this server runs with, where it is another than the
 	// one last recorded.
-	if _, err := s.store.RecordRegistry(ctx, s.reg.Digest(), s.reg.PolicyVersions(), false); err != nil {
+	if _, err := s.store.RecordRegistry(ctx, s.registryRecord(), false); err != nil {
 		return nil, err
 	}
 	// Tokens are signed inside the confirming transaction, which must not
@@ -741,4 +741,9 @@ func adapterErr(err error) error {
 		return err
 	}
 	return models.Wrap(models.EUnavailable, err, "the business system cannot be reached")
+}
+
+// registryRecord is the registry as the audit chain records it.
+func (s *Service) registryRecord() store.RegistryRecord {
+	return store.RegistryRecord{Digest: s.reg.Digest(), Versions: s.reg.PolicyVersions(), Tools: s.reg.ToolDigests()}
 }
