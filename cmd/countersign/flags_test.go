@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/internal/webauthntest"
 )
 
 func TestListFlag(t *testing.T) {
@@ -66,6 +68,18 @@ func TestServeChecksTheFIDOMetadata(t *testing.T) {
 	r = invoke(t, nil, "", "serve", "--db", tempDB(t), "--addr", "127.0.0.1:0", "--fido-mds", missing)
 	if r.err == nil || !strings.Contains(r.err.Error(), "does not verify") {
 		t.Errorf("an unsigned BLOB: %v", r.err)
+	}
+}
+
+// With a BLOB signed under the given root, serve starts and its banner
+// says that only certified models are registered.
+func TestServeBannerNamesTheAttestationPolicy(t *testing.T) {
+	t.Parallel()
+	m := webauthntest.NewMDS(t)
+	blob := m.Blob("fido-mds.jwt", nil, map[[16]byte]string{{1}: "FIDO_CERTIFIED_L1", {2}: "FIDO_CERTIFIED"})
+	_, out, _ := startServerStdout(t, nil, "--db", tempDB(t), "--addr", "127.0.0.1:0", "--fido-mds", blob, "--fido-mds-root", m.RootFile)
+	if !strings.Contains(out(), "only models certified in the FIDO metadata (2 models, BLOB 7, next update 2099-01-01)") {
+		t.Errorf("banner:\n%s", out())
 	}
 }
 

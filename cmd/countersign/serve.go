@@ -403,6 +403,10 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 	}
 	fmt.Fprintf(w, "  Tools:    %s\n", strings.Join(names, ", "))
 	fmt.Fprintf(w, "  Keys:     security keys work at %s (relying party %s)\n", strings.Join(a.StepUp.Origins(), ", "), a.StepUp.RPID())
+	if md := a.StepUp.Metadata(); md != nil {
+		fmt.Fprintf(w, "            only models certified in the FIDO metadata (%d models, BLOB %d, next update %s)\n",
+			md.Entries, md.Number, md.NextUpdate.Format(time.DateOnly))
+	}
 	if creds == nil {
 		fmt.Fprintln(w, "No demo data (--demo is off). Create a tenant, reviewers and agents with")
 		fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")

@@ -173,6 +173,9 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// Metadata returns the attestation policy, nil when there is none.
+func (s *Service) Metadata() *Metadata { return s.mds }
+
 // RPID returns the relying party id.
 func (s *Service) RPID() string { return s.rpID }
 

@@ -1,0 +1,110 @@
+package webauthntest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// MDS is a FIDO Metadata Service of a test's own: a root, a BLOB signing
+// certificate under it, and BLOBs listing authenticator models.
+type MDS struct {
+	t       testing.TB
+	root    *x509.Certificate
+	rootKey *ecdsa.PrivateKey
+	leaf    *x509.Certificate
+	leafKey *ecdsa.PrivateKey
+	dir     string
+	// RootFile is the root certificate (PEM), for --fido-mds-root.
+	RootFile string
+}
+
+// NewMDS makes the service's keys and certificates under a test directory.
+func NewMDS(t testing.TB) *MDS {
+	t.Helper()
+	m := &MDS{t: t, dir: t.TempDir()}
+	m.rootKey, m.root = m.cert("Test MDS root", nil, nil, true)
+	m.leafKey, m.leaf = m.cert("Test MDS BLOB signer", m.root, m.rootKey, false)
+	m.RootFile = filepath.Join(m.dir, "root.pem")
+	if err := os.WriteFile(m.RootFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: m.root.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (m *MDS) cert(cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, ca bool) (*ecdsa.PrivateKey, *x509.Certificate) {
+	m.t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: ca}
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		signer, signerKey = parent, parentKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return key, c
+}
+
+// Blob writes a BLOB listing one model per AAGUID with its status (a
+// FIDO status such as FIDO_CERTIFIED_L1 or REVOKED; each model's
+// attestation type is basic_surrogate, a software key's), signed with
+// signer (the service's BLOB signer when nil), and returns its path.
+func (m *MDS) Blob(name string, signer *ecdsa.PrivateKey, models map[[16]byte]string) string {
+	m.t.Helper()
+	if signer == nil {
+		signer = m.leafKey
+	}
+	var entries []map[string]any
+	for aaguid, status := range models {
+		id := uuid.UUID(aaguid).String()
+		entries = append(entries, map[string]any{
+			"aaguid": id,
+			"metadataStatement": map[string]any{"description": "Test key " + status, "aaguid": id, "protocolFamily": "fido2",
+				"schema": 3, "authenticatorVersion": 1, "attestationTypes": []string{"basic_surrogate"}},
+			"statusReports":          []map[string]any{{"status": status, "effectiveDate": "2026-01-01"}},
+			"timeOfLastStatusChange": "2026-01-01",
+		})
+	}
+	enc := base64.RawURLEncoding
+	header, _ := json.Marshal(map[string]any{"alg": "ES256", "typ": "JWT",
+		"x5c": []string{base64.StdEncoding.EncodeToString(m.leaf.Raw), base64.StdEncoding.EncodeToString(m.root.Raw)}})
+	payload, _ := json.Marshal(map[string]any{"legalHeader": "test", "no": 7, "nextUpdate": "2099-01-01", "entries": entries})
+	signing := enc.EncodeToString(header) + "." + enc.EncodeToString(payload)
+	h := sha256.Sum256([]byte(signing))
+	r, s, err := ecdsa.Sign(rand.Reader, signer, h[:])
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	path := filepath.Join(m.dir, name)
+	if err := os.WriteFile(path, []byte(signing+"."+enc.EncodeToString(sig)), 0o600); err != nil {
+		m.t.Fatal(err)
+	}
+	return path
+}
