@@ -34,6 +34,9 @@ type StepUp interface {
 	Origins() []string
 	// Keys returns the user's keys, flagged ones included.
 	Keys(ctx context.Context, u models.User) ([]models.SecurityKey, error)
+	// Uncertified says why a key does not meet the attestation policy,
+	// "" when it does or there is none.
+	Uncertified(ctx context.Context, k models.SecurityKey) string
 	// HasUsableKey reports whether the user has a key that may approve.
 	HasUsableKey(ctx context.Context, u models.User) (bool, error)
 	// BeginRegistration answers creation options, or {"confirm": …} when
@@ -112,7 +115,9 @@ func (h *Keys) render(c echo.Context, s *session.Session, status int, form keys.
 		WrongSite:      h.wrongSite(c),
 	}
 	for _, k := range ks {
-		page.Keys = append(page.Keys, h.keyRow(k))
+		row := h.keyRow(k)
+		row.Uncertified = h.s.Uncertified(c.Request().Context(), k)
+		page.Keys = append(page.Keys, row)
 	}
 	noStore(c)
 	return render(c, status, keys.View(page))

@@ -5,12 +5,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
+	"golang.org/x/net/html"
 
 	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/webauthntest"
@@ -20,7 +22,9 @@ import (
 // With the FIDO metadata configured, a security key is registered only
 // when its attestation proves a model the metadata lists and no status
 // report revokes; a key that sends no attestation, an unlisted model and
-// a revoked one are refused with a reason, and nothing is stored. A BLOB
+// a revoked one are refused with a reason, and nothing is stored. A key
+// registered before the policy keeps working, and the keys page says it
+// is not a certified model. A BLOB
 // whose signature does not chain to the configured root stops the server
 // before it serves.
 func TestAttestationPolicyFromFIDOMetadata(t *testing.T) {
@@ -28,14 +32,16 @@ func TestAttestationPolicyFromFIDOMetadata(t *testing.T) {
 	m := webauthntest.NewMDS(t)
 	certified, revoked := [16]byte{0xc1, 1}, [16]byte{0xde, 2}
 	blob := m.Blob("blob.jwt", nil, map[[16]byte]string{certified: "FIDO_CERTIFIED_L1", revoked: "REVOKED"})
-	c := openConsole(t, func(cfg *app.Config) {
-		cfg.RPID, cfg.Origins = testRPID, []string{testOrigin}
-		cfg.FIDOMetadata, cfg.FIDOMetadataRoot = blob, m.RootFile
-	})
+	c := openConsole(t, func(cfg *app.Config) { cfg.RPID, cfg.Origins = testRPID, []string{testOrigin} })
 	alice := c.alice()
+	// A key from before the policy.
+	old := newKey(t, alice)
+	old.register("Old key")
+	c.cfg.FIDOMetadata, c.cfg.FIDOMetadataRoot = blob, m.RootFile
+	c.restart()
 	refused := func(what string, k *key, words ...string) {
 		t.Helper()
-		status, out := k.tryRegister(what)
+		status, out := k.tryRegister(what, old)
 		wantRefusal(t, what, status, out, http.StatusForbidden, models.EStepUpFailed, words...)
 	}
 
@@ -64,22 +70,36 @@ func TestAttestationPolicyFromFIDOMetadata(t *testing.T) {
 		resp["attestationObject"] = base64.RawURLEncoding.EncodeToString(out)
 	}
 	refused("no attestation", none, "sent no attestation")
-	if keys, _ := c.app.StepUp.Keys(t.Context(), mustUser(t, c, "alice")); len(keys) != 0 {
+	if keys, _ := c.app.StepUp.Keys(t.Context(), mustUser(t, c, "alice")); len(keys) != 1 {
 		t.Fatalf("refused keys were stored: %v", keys)
 	}
 
 	good := newKey(t, alice)
 	good.auth.Aaguid = certified
-	good.register("Certified key")
+	good.register("Certified key", old)
 	keys, err := c.app.StepUp.Keys(t.Context(), mustUser(t, c, "alice"))
-	if err != nil || len(keys) != 1 || keys[0].AttestationType != "basic_surrogate" {
+	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys %+v, %v", keys, err)
 	}
-	// The registered key approves as any other.
-	p := c.propose("ord_2001", 50000)
-	good.approve(p)
-	if got := c.reloadProposal(p.ID); got.Status != models.StatusConfirmed {
-		t.Fatalf("approval with the certified key: %s", got.Status)
+	// The keys page tells the old key from the certified one; the old one
+	// still works.
+	page := alice.get("/settings/keys")
+	var warned []string
+	for _, row := range findAll(page.doc, func(n *html.Node) bool { return attr(n, "data-testid") == "key-row" }) {
+		if n := find(row, func(n *html.Node) bool { return attr(n, "data-testid") == "key-uncertified" }); n != nil {
+			warned = append(warned, textOf(row))
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "Old key") || !strings.Contains(warned[0], "its model is not in the FIDO metadata") {
+		t.Fatalf("uncertified keys shown: %q", warned)
+	}
+	// The registered key approves as any other, and so does the old one.
+	for i, k := range []*key{good, old} {
+		p := c.propose(fmt.Sprintf("ord_200%d", i+1), 50000)
+		k.approve(p)
+		if got := c.reloadProposal(p.ID); got.Status != models.StatusConfirmed {
+			t.Fatalf("approval with key %d: %s", i, got.Status)
+		}
 	}
 
 	// A BLOB signed by another key than the one the root certifies.

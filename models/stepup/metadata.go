@@ -1,6 +1,7 @@
 package stepup
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/go-webauthn/webauthn/metadata"
 	"github.com/go-webauthn/webauthn/metadata/providers/memory"
+	"github.com/google/uuid"
+
+	"github.com/countersign/countersign/models"
 )
 
 // Metadata is an attestation policy: the FIDO Metadata Service's list of
@@ -81,4 +85,27 @@ func rootCertificate(path string) (string, error) {
 		return "", fmt.Errorf("FIDO metadata root %s: not a PEM certificate", path)
 	}
 	return base64.StdEncoding.EncodeToString(b.Bytes), nil
+}
+
+// Uncertified says why a registered key does not meet the policy as the
+// metadata stands now ("" when it does): registered without attestation
+// (before the policy, or by an authenticator that sends none), a model the
+// metadata does not list, or one a status report has since revoked. Such a
+// key keeps working; it is for its owner to replace.
+func (m *Metadata) Uncertified(ctx context.Context, k models.SecurityKey) string {
+	if k.AttestationFormat == "" || k.AttestationFormat == "none" {
+		return "registered without attestation, so its model is unknown"
+	}
+	id, err := uuid.FromBytes(k.AAGUID)
+	if err != nil {
+		return "its model is unknown"
+	}
+	entry, err := m.Provider.GetEntry(ctx, id)
+	if err != nil || entry == nil {
+		return "its model is not in the FIDO metadata"
+	}
+	if err := m.Provider.ValidateStatusReports(ctx, entry.StatusReports); err != nil {
+		return "the FIDO metadata no longer certifies its model (" + err.Error() + ")"
+	}
+	return ""
 }

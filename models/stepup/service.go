@@ -93,6 +93,7 @@ type Config struct {
 // for concurrent use and across instances.
 type Service struct {
 	wa       *webauthn.WebAuthn
+	enroll   *webauthn.WebAuthn // registrations: wa, or wa with the attestation policy
 	rpID     string
 	origins  []string
 	store    *store.Store
@@ -162,19 +163,36 @@ func New(cfg Config) (*Service, error) {
 			Registration: webauthn.TimeoutConfig{Timeout: s.register, TimeoutUVD: s.register},
 		},
 	}
-	if s.mds != nil {
-		wc.AttestationPreference, wc.MDS = protocol.PreferDirectAttestation, s.mds.Provider
-	}
 	wa, err := webauthn.New(wc)
 	if err != nil {
 		return nil, fmt.Errorf("stepup: %w", err)
 	}
-	s.wa = wa
+	s.wa, s.enroll = wa, wa
+	if s.mds != nil {
+		// Registrations ask for attestation and check it against the
+		// metadata; assertions do not consult it, so that keys registered
+		// before the policy keep working (the keys page tells their owners).
+		rc := *wc
+		rc.AttestationPreference, rc.MDS = protocol.PreferDirectAttestation, s.mds.Provider
+		if s.enroll, err = webauthn.New(&rc); err != nil {
+			return nil, fmt.Errorf("stepup: %w", err)
+		}
+	}
 	return s, nil
 }
 
 // Metadata returns the attestation policy, nil when there is none.
 func (s *Service) Metadata() *Metadata { return s.mds }
+
+// Uncertified says why the key does not meet the attestation policy as it
+// stands now, "" when it does or when there is no policy (see
+// Metadata.Uncertified).
+func (s *Service) Uncertified(ctx context.Context, k models.SecurityKey) string {
+	if s.mds == nil {
+		return ""
+	}
+	return s.mds.Uncertified(ctx, k)
+}
 
 // RPID returns the relying party id.
 func (s *Service) RPID() string { return s.rpID }
@@ -327,7 +345,7 @@ func (s *Service) BeginRegistration(ctx context.Context, u models.User, proof []
 	if err != nil {
 		return nil, err
 	}
-	creation, sd, err := s.wa.BeginRegistration(wu,
+	creation, sd, err := s.enroll.BeginRegistration(wu,
 		webauthn.WithExclusions(webauthn.Credentials(wu.creds).CredentialDescriptors()),
 		webauthn.WithExtensions(webauthn.WithExtensionCredProps()))
 	if err != nil {
@@ -420,7 +438,7 @@ func (s *Service) FinishRegistration(ctx context.Context, u models.User, name st
 		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
 			"Your organization registers only security keys that prove a model certified by the FIDO Metadata Service, and this key (or the browser) sent no attestation; some passkeys never do. Use a certified security key. %s", nothing)
 	}
-	cred, err := s.wa.CreateCredential(wu, sd, parsed)
+	cred, err := s.enroll.CreateCredential(wu, sd, parsed)
 	if s.mds != nil && metadataRefusal(err) {
 		return models.SecurityKey{}, models.Wrap(models.EStepUpFailed, err,
 			"Your organization registers only security keys certified by the FIDO Metadata Service, and this one is not accepted ("+libraryReason(err)+"). Use a certified security key. "+nothing)
