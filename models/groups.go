@@ -129,6 +129,30 @@ func ApprovalsMet(p *Proposal, groups map[string][]string) (met bool, progress [
 	return met, progress
 }
 
+// StillNeeded says how many more approvals p needs, as ApprovalsMet left
+// its progress (p.Progress): the larger of the quorum's shortfall and the
+// factors' own (an approver counts toward one factor only), and the
+// factors not met, each with how many it lacks. Zero means the approvals
+// are complete.
+func (p *Proposal) StillNeeded() (int, []FactorShortfall) {
+	var short int
+	var lacking []FactorShortfall
+	for _, f := range p.Progress {
+		if n := f.Count - len(f.Approvers); n > 0 {
+			short += n
+			lacking = append(lacking, FactorShortfall{Group: f.Group, Missing: n})
+		}
+	}
+	return max(p.Tier.Approvers()-len(p.Approvals()), short), lacking
+}
+
+// FactorShortfall is a factor that is not met and how many approvers of
+// its group it lacks.
+type FactorShortfall struct {
+	Group   string
+	Missing int
+}
+
 // CheckFactors validates a tier's factors: known-looking group names, each
 // group named once, counts of at least one.
 func CheckFactors(fs []Factor) error {

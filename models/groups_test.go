@@ -25,31 +25,43 @@ func TestApprovalsMet(t *testing.T) {
 		users []string
 		met   bool
 		have  string // approvers per factor
+		more  int    // approvals still needed (StillNeeded)
 	}{
-		{two, nil, false, "[[] []]"},
-		{two, []string{"f1"}, false, "[[f1] []]"},
-		{two, []string{"f1", "f2"}, false, "[[f1] []]"},
-		{two, []string{"f1", "s1"}, true, "[[f1] [s1]]"},
+		{two, nil, false, "[[] []]", 2},
+		{two, []string{"f1"}, false, "[[f1] []]", 1},
+		{two, []string{"f1", "f2"}, false, "[[f1] []]", 1},
+		{two, []string{"f1", "s1"}, true, "[[f1] [s1]]", 0},
 		// One person in both groups never completes both factors alone.
-		{two, []string{"both"}, false, "[[both] []]"},
-		{two, []string{"both", "both"}, false, "[[both] []]"},
+		{two, []string{"both"}, false, "[[both] []]", 1},
+		{two, []string{"both", "both"}, false, "[[both] []]", 1},
 		// …but with a finance approver, "both" moves to security.
-		{two, []string{"both", "f1"}, true, "[[f1] [both]]"},
-		{two, []string{"none", "f1"}, false, "[[f1] []]"},
+		{two, []string{"both", "f1"}, true, "[[f1] [both]]", 0},
+		{two, []string{"none", "f1"}, false, "[[f1] []]", 1},
 		// The quorum still counts on top of the factors.
-		{Tier{Quorum: 3, Require: []Factor{fin, sec}}, []string{"f1", "s1"}, false, "[[f1] [s1]]"},
-		{Tier{Quorum: 3, Require: []Factor{fin, sec}}, []string{"f1", "s1", "none"}, true, "[[f1] [s1]]"},
-		{Tier{Quorum: 1, Require: []Factor{{Group: "finance", Count: 2}}}, []string{"f1", "both"}, true, "[[f1 both]]"},
-		{Tier{Quorum: 2}, []string{"none", "f1"}, true, "[]"},
+		{Tier{Quorum: 3, Require: []Factor{fin, sec}}, []string{"f1", "s1"}, false, "[[f1] [s1]]", 1},
+		{Tier{Quorum: 3, Require: []Factor{fin, sec}}, []string{"f1", "s1", "none"}, true, "[[f1] [s1]]", 0},
+		{Tier{Quorum: 1, Require: []Factor{{Group: "finance", Count: 2}}}, []string{"f1", "both"}, true, "[[f1 both]]", 0},
+		{Tier{Quorum: 2}, []string{"none", "f1"}, true, "[]", 0},
 	}
 	for i, c := range cases {
-		met, progress := ApprovalsMet(approvedBy(c.tier, c.users...), groups)
+		p := approvedBy(c.tier, c.users...)
+		met, progress := ApprovalsMet(p, groups)
 		var have [][]string
 		for _, fp := range progress {
 			have = append(have, fp.Approvers)
 		}
 		if met != c.met || fmt.Sprint(have) != c.have {
 			t.Errorf("case %d %v: met=%v %v, want %v %s", i, c.users, met, have, c.met, c.have)
+		}
+		p.Progress = progress
+		unmet := 0
+		for _, fp := range progress {
+			if !fp.Met() {
+				unmet++
+			}
+		}
+		if more, short := p.StillNeeded(); more != c.more || (more == 0) != met || len(short) != unmet {
+			t.Errorf("case %d %v: still needed %d %v, want %d", i, c.users, more, short, c.more)
 		}
 	}
 	// A voided approval does not count toward any factor.

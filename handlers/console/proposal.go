@@ -323,7 +323,11 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		page.Quorum.Text += plural(need, " with a security key", ", each with the reviewer's own security key")
 	}
-	more, lacking := stillNeeded(p, have, need)
+	more, short := p.StillNeeded()
+	var lacking []string
+	for _, f := range short {
+		lacking = append(lacking, fmt.Sprintf("%d from group %s", f.Missing, f.Group))
+	}
 	switch {
 	case more == 0:
 		page.Quorum.Text += " — complete"
@@ -515,19 +519,4 @@ func mandateText(p *models.Proposal) string {
 		return "A standing mandate covers this agent and tool but could not confirm this write: " + p.MandateNote + "."
 	}
 	return ""
-}
-
-// stillNeeded says how many more approvals p needs (have of need counted,
-// and each factor's own shortfall, as models.ApprovalsMet assigned the
-// approvers) and, for each factor not met, what it lacks ("1 from group
-// finance").
-func stillNeeded(p *models.Proposal, have, need int) (int, []string) {
-	short, lacking := 0, []string(nil)
-	for _, f := range p.Progress {
-		if n := f.Count - len(f.Approvers); n > 0 {
-			short += n
-			lacking = append(lacking, fmt.Sprintf("%d from group %s", n, f.Group))
-		}
-	}
-	return max(need-have, short), lacking
 }
