@@ -115,11 +115,8 @@ func (h *Passkeys) Finish(c echo.Context) error {
 // knownDevice is the browser's remembered-device id when it signed in to
 // the organization org before, else "".
 func (h *Passkeys) knownDevice(c echo.Context, org string) string {
-	d := h.cookies.Device(c)
-	for _, a := range d.Accounts {
-		if a.Tenant == strings.TrimSpace(org) {
-			return d.ID
-		}
+	if d := h.cookies.Device(c); d.KnowsOrganization(strings.TrimSpace(org)) {
+		return d.ID
 	}
 	return ""
 }

@@ -106,6 +106,20 @@ func (d Device) Knows(tenantName, username string) bool {
 	return d.account(tenantName, username) != nil
 }
 
+// KnowsOrganization reports whether any account of the organization
+// signed in from the device before.
+func (d Device) KnowsOrganization(tenantName string) bool {
+	if d.ID == "" {
+		return false
+	}
+	for _, a := range d.Accounts {
+		if a.Tenant == tenantName {
+			return true
+		}
+	}
+	return false
+}
+
 func (d Device) account(tenantName, username string) *DeviceAccount {
 	if d.ID == "" {
 		return nil

@@ -273,6 +273,9 @@ func testAttackerCannotLockOutARememberedDevice(t *testing.T, e *env) {
 	if other.Knows("acme", "alice") {
 		t.Error("a device knows an account that never signed in from it")
 	}
+	if !other.KnowsOrganization("acme") || other.KnowsOrganization("globex") || (auth.Device{}).KnowsOrganization("") {
+		t.Error("KnowsOrganization: want acme only")
+	}
 }
 
 // Twenty failures on random names from one address (a shared proxy)
