@@ -168,7 +168,7 @@ func (s *Service) reconsiderOne(ctx context.Context, r store.Reconsideration) (r
 // putOff sets the next attempt at a queued proposal after a failed one:
 // 1 s, doubling, at most 5 minutes.
 func (s *Service) putOff(ctx context.Context, log *slog.Logger, r store.Reconsideration, cause error) reconsidered {
-	next := s.clock.Now().Add(min(time.Second<<min(r.Attempts, 9), 5*time.Minute))
+	next := s.clock.Now().Add(models.BackoffDelay(r.Attempts, 0, time.Second, 5*time.Minute))
 	log.Warn("group change: cannot confirm yet", "err", cause, "next", next)
 	if err := s.store.PutOffReconsideration(ctx, r, next); err != nil {
 		log.Warn("group change: put off", "err", err)
