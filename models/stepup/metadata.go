@@ -105,7 +105,14 @@ func (m *Metadata) Uncertified(ctx context.Context, k models.SecurityKey) string
 		return "its model is not in the FIDO metadata"
 	}
 	if err := m.Provider.ValidateStatusReports(ctx, entry.StatusReports); err != nil {
-		return "the FIDO metadata no longer certifies its model (" + err.Error() + ")"
+		var status []string
+		for _, r := range metadata.EffectiveStatusReports(entry.StatusReports, time.Now()) {
+			status = append(status, string(r.Status))
+		}
+		if len(status) == 0 {
+			return "the FIDO metadata no longer certifies its model (no status report in effect)"
+		}
+		return "the FIDO metadata no longer certifies its model (status " + strings.Join(status, ", ") + ")"
 	}
 	return ""
 }
