@@ -57,9 +57,9 @@ func TestBrowserGroupChangeConfirmsLive(t *testing.T) {
 
 	// Alice's page was left open: it learns of the confirmation itself.
 	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(strings.ToLower(text(`[data-testid=status]`)), "confirmed") {
+	for !strings.Contains(strings.ToLower(j.liveText(`[data-testid=status]`)), "confirmed") {
 		if time.Now().After(deadline) {
-			t.Fatalf("alice's page still says %q", text(`[data-testid=status]`))
+			t.Fatalf("alice's page still says %q", j.liveText(`[data-testid=status]`))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

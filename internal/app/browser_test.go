@@ -45,7 +45,7 @@ func TestBrowserReviewerJourney(t *testing.T) {
 	// The live list may be redrawn while it is read: look until it settles.
 	var summary string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if summary = text(`[data-row-id="` + refund.ID + `"] [data-testid=summary]`); strings.Contains(summary, "¥199.00") {
+		if summary = j.liveText(`[data-row-id="` + refund.ID + `"] [data-testid=summary]`); strings.Contains(summary, "¥199.00") {
 			break
 		}
 	}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,21 @@ func (j *journey) text(sel string) string {
 	sctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
 	defer cancel()
 	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		j.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// liveText is the text of the first element sel matches ("" when none),
+// read in one evaluation in the page: on a page that updates itself, the
+// element chromedp.Text found can be swapped out before its text is read.
+func (j *journey) liveText(sel string) string {
+	j.t.Helper()
+	sctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
+	defer cancel()
+	q, _ := json.Marshal(sel)
+	s, err := chromedp.Run(sctx, chromedp.Evaluate[string](`document.querySelector(`+string(q)+`)?.textContent ?? ""`))
 	if err != nil {
 		j.t.Fatalf("text of %s: %v", sel, err)
 	}
