@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -772,9 +773,9 @@ func badPasskey(err error) error {
 // from the source address clientIP, and returns the request options as
 // JSON ({"publicKey": {...}}). An unknown organization gets options too,
 // which no answer can complete, so that the answer does not tell which
-// organizations exist. Every sign-in begun counts against the address
-// (PasskeySignIns per PasskeyWindow, apart from password sign-ins) until
-// it succeeds: beyond that it is ERateLimited, saying when to come back,
+// organizations exist. Every sign-in begun counts against the address,
+// for the organization name as typed (PasskeySignIns per PasskeyWindow,
+// apart from password sign-ins), until it succeeds: beyond that it is ERateLimited, saying when to come back,
 // so that nobody can store ceremonies, or refusals in the audit log,
 // without bound. A browser that signed in to the organization before
 // (deviceID, its remembered-device id; "" for any other) counts against
@@ -784,7 +785,7 @@ func badPasskey(err error) error {
 func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName, clientIP, deviceID string) (json.RawMessage, error) {
 	now := s.clock.Now()
 	retryAt, ok, err := s.store.ReserveLoginAttempt(ctx, now, s.passkeyWindow,
-		[]models.LoginLimit{{Key: passkeyLimitKey(clientIP, deviceID), Max: s.passkeys}})
+		[]models.LoginLimit{{Key: passkeyLimitKey(tenantName, clientIP, deviceID), Max: s.passkeys}})
 	if err != nil {
 		return nil, err
 	}
@@ -812,14 +813,19 @@ func (s *Service) BeginPasskeyLogin(ctx context.Context, tenantName, clientIP, d
 	return marshalOptions(assertion)
 }
 
-// passkeyLimitKey is the rate-limit key of a passkey sign-in: the
-// remembered device's when there is one, else the source address's (""
-// when the address is not known: one count for all).
-func passkeyLimitKey(clientIP, deviceID string) string {
+// passkeyLimitKey is the rate-limit key of a passkey sign-in to the
+// organization typed as tenantName: the remembered device's when there is
+// one, else the source address's for that name ("" when the address is
+// not known: one count for all). Keyed by the name as typed, whether or
+// not an organization has it, so that sign-ins begun with made-up names
+// do not use up a real organization's count at a shared address, and
+// the limit does not tell which names exist.
+func passkeyLimitKey(tenantName, clientIP, deviceID string) string {
 	if deviceID != "" {
 		return "passkey-device:" + deviceID
 	}
-	return "passkey-ip:" + clientIP
+	name := sha256.Sum256([]byte(strings.TrimSpace(tenantName)))
+	return "passkey-ip:" + clientIP + ":" + hex.EncodeToString(name[:8])
 }
 
 // FinishPasskeyLogin verifies the answer to BeginPasskeyLogin and returns
@@ -892,7 +898,7 @@ func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, res
 	if _, reason, err := s.verifyPasskey(ctx, u, sd, parsed, nothing); err != nil {
 		return refuse(reason, err)
 	}
-	if err := s.store.ReleaseLoginAttempt(ctx, passkeyLimitKey(clientIP, deviceID)); err != nil {
+	if err := s.store.ReleaseLoginAttempt(ctx, passkeyLimitKey(tenantName, clientIP, deviceID)); err != nil {
 		return models.Tenant{}, models.User{}, err
 	}
 	return t, u, nil
