@@ -21,7 +21,8 @@ import (
 
 // With the FIDO metadata configured, a security key is registered only
 // when its attestation proves a model the metadata lists and no status
-// report revokes; a key that sends no attestation, an unlisted model and
+// report revokes; a key that sends no attestation, one whose attestation
+// is signed by itself (claiming a certified model), an unlisted model and
 // a revoked one are refused with a reason, and nothing is stored. A key
 // registered before the policy keeps working, and the keys page says it
 // is not a certified model. A BLOB
@@ -74,8 +75,26 @@ func TestAttestationPolicyFromFIDOMetadata(t *testing.T) {
 		t.Fatalf("refused keys were stored: %v", keys)
 	}
 
+	// A software key's own attestation (self attestation, which the
+	// model's entry lists) claims the certified model but proves none.
+	self := newKey(t, alice)
+	self.auth.Aaguid = certified
+	refused("self attestation", self, "signed by the key itself", "proves no model")
+	// The same claim, attested under the vendor's root.
 	good := newKey(t, alice)
 	good.auth.Aaguid = certified
+	good.attest = func(body map[string]any) {
+		resp := body["response"].(map[string]any)
+		obj, err := base64.RawURLEncoding.DecodeString(resp["attestationObject"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cd, err := base64.RawURLEncoding.DecodeString(resp["clientDataJSON"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp["attestationObject"] = base64.RawURLEncoding.EncodeToString(m.Attest(obj, cd))
+	}
 	good.register("Certified key", old)
 	keys, err := c.app.StepUp.Keys(t.Context(), mustUser(t, c, "alice"))
 	if err != nil || len(keys) != 2 {
@@ -90,7 +109,7 @@ func TestAttestationPolicyFromFIDOMetadata(t *testing.T) {
 			warned = append(warned, textOf(row))
 		}
 	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "Old key") || !strings.Contains(warned[0], "its model is not in the FIDO metadata") {
+	if len(warned) != 1 || !strings.Contains(warned[0], "Old key") || !strings.Contains(warned[0], "its attestation is signed by the key itself, so its model is unproven") {
 		t.Fatalf("uncertified keys shown: %q", warned)
 	}
 	// The registered key approves as any other, and so does the old one.

@@ -38,8 +38,9 @@ func (m *Metadata) Stale(now time.Time) bool { return now.After(m.NextUpdate.Add
 // Alliance's production root when rootPath is "". Every entry must parse.
 // The policy it returns accepts a key only when its model (AAGUID) has an
 // entry, its attestation is of a type the entry lists and chains to the
-// entry's attestation roots, and no status report marks the model
-// revoked or compromised.
+// entry's attestation roots (never self attestation, which chains to
+// nothing: FinishRegistration refuses it), and no status report marks the
+// model revoked or compromised.
 func LoadMetadata(path, rootPath string) (*Metadata, error) {
 	blob, err := os.ReadFile(path)
 	if err != nil {
@@ -89,12 +90,16 @@ func rootCertificate(path string) (string, error) {
 
 // Uncertified says why a registered key does not meet the policy as the
 // metadata stands now ("" when it does): registered without attestation
-// (before the policy, or by an authenticator that sends none), a model the
+// (before the policy, or by an authenticator that sends none), self
+// attestation (signed by the key itself, proving no model), a model the
 // metadata does not list, or one a status report has since revoked. Such a
 // key keeps working; it is for its owner to replace.
 func (m *Metadata) Uncertified(ctx context.Context, k models.SecurityKey) string {
 	if k.AttestationFormat == "" || k.AttestationFormat == "none" {
 		return "registered without attestation, so its model is unknown"
+	}
+	if selfAttested(k.AttestationType) {
+		return "its attestation is signed by the key itself, so its model is unproven"
 	}
 	id, err := uuid.FromBytes(k.AAGUID)
 	if err != nil {
@@ -115,4 +120,11 @@ func (m *Metadata) Uncertified(ctx context.Context, k models.SecurityKey) string
 		return "the FIDO metadata no longer certifies its model (status " + strings.Join(status, ", ") + ")"
 	}
 	return ""
+}
+
+// selfAttested reports whether an attestation type (as the library names
+// it) is self attestation: signed by the credential's own key, with no
+// certificate that a vendor's root vouches for.
+func selfAttested(attestationType string) bool {
+	return attestationType == string(metadata.BasicSurrogate) || attestationType == "self"
 }

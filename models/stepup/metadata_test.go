@@ -18,14 +18,17 @@ func TestUncertified(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := func(format string, aaguid []byte) models.SecurityKey {
-		return models.SecurityKey{AttestationFormat: format, AAGUID: aaguid}
+		return models.SecurityKey{AttestationFormat: format, AttestationType: "basic_full", AAGUID: aaguid}
 	}
+	self := key("packed", certified[:])
+	self.AttestationType = "basic_surrogate"
 	for _, c := range []struct {
 		what string
 		key  models.SecurityKey
 		want string
 	}{
 		{"certified", key("packed", certified[:]), ""},
+		{"self attestation", self, "its attestation is signed by the key itself, so its model is unproven"},
 		{"revoked", key("packed", revoked[:]), "the FIDO metadata no longer certifies its model (status REVOKED)"},
 		{"unlisted", key("packed", unlisted[:]), "its model is not in the FIDO metadata"},
 		{"no attestation", key("none", certified[:]), "registered without attestation, so its model is unknown"},

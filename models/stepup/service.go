@@ -448,6 +448,13 @@ func (s *Service) FinishRegistration(ctx context.Context, u models.User, name st
 		return models.SecurityKey{}, models.Wrap(models.EStepUpFailed, err,
 			"Your security key's registration did not verify ("+libraryReason(err)+"). "+nothing)
 	}
+	if s.mds != nil && selfAttested(cred.AttestationType) {
+		// Self attestation is signed by the new credential's own key: it
+		// proves possession, not a model, whatever AAGUID it claims, even
+		// where the metadata lists it for the model.
+		return models.SecurityKey{}, models.Errorf(models.EStepUpFailed,
+			"Your organization registers only security keys that prove a model certified by the FIDO Metadata Service, and this key's attestation is signed by the key itself, which proves no model. Use a certified security key. %s", nothing)
+	}
 	if name == "" {
 		name = defaultName(cred, len(keys)+1)
 	}
