@@ -170,17 +170,19 @@ func (s *Store) Reconsider(ctx context.Context, r Reconsideration, now time.Time
 		confirmed bool
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Where("tenant_id = ? AND proposal_id = ?", r.TenantID, r.ProposalID).Delete(&reconsiderRow{}).Error; err != nil {
-			return err
-		}
 		// A no-op update: the row lock on PostgreSQL (the writer holds all on
-		// SQLite), taken only while the proposal waits.
+		// SQLite), taken only while the proposal waits, and before the queue
+		// row, in the order regroup takes them (proposal, then queue row),
+		// so that a membership change and this never deadlock.
 		res := tx.Model(&proposalRow{}).
 			Where("tenant_id = ? AND id = ? AND status = ? AND expires_at > ?",
 				r.TenantID, r.ProposalID, string(models.StatusAwaitingConfirmation), ms(now)).
 			Update("status", string(models.StatusAwaitingConfirmation))
 		if res.Error != nil {
 			return res.Error
+		}
+		if err := tx.Where("tenant_id = ? AND proposal_id = ?", r.TenantID, r.ProposalID).Delete(&reconsiderRow{}).Error; err != nil {
+			return err
 		}
 		p, err := loadProposal(tx, r.TenantID, r.ProposalID)
 		if err != nil {
