@@ -146,6 +146,20 @@ func (p *Proposal) StillNeeded() (int, []FactorShortfall) {
 	return max(p.Tier.Approvers()-len(p.Approvals()), short), lacking
 }
 
+// ApprovalCount is how many counted approvals p has and how many it needs
+// in all, as one meter: the tier's approvers, or more while a factor still
+// lacks approvers of its group (StillNeeded), since an approval outside the
+// group counts toward the quorum only. A write a mandate confirmed needed
+// no approval at all.
+func (p *Proposal) ApprovalCount() (have, need int) {
+	have = len(p.Approvals())
+	if p.MandateID != "" {
+		return have, have
+	}
+	more, _ := p.StillNeeded()
+	return have, have + more
+}
+
 // FactorShortfall is a factor that is not met and how many approvers of
 // its group it lacks.
 type FactorShortfall struct {

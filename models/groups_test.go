@@ -63,6 +63,16 @@ func TestApprovalsMet(t *testing.T) {
 		if more, short := p.StillNeeded(); more != c.more || (more == 0) != met || len(short) != unmet {
 			t.Errorf("case %d %v: still needed %d %v, want %d", i, c.users, more, short, c.more)
 		}
+		// The meter never reads complete while a factor is short.
+		if have, need := p.ApprovalCount(); have != len(p.Approvals()) || need-have != c.more || need < c.tier.Approvers() {
+			t.Errorf("case %d %v: approval count %d of %d, want %d more", i, c.users, have, need, c.more)
+		}
+	}
+	// A write a mandate confirmed needed no approval.
+	auto := approvedBy(two)
+	auto.MandateID = "mdt_1"
+	if have, need := auto.ApprovalCount(); have != 0 || need != 0 {
+		t.Errorf("a mandate's write counts %d of %d approvals, want 0 of 0", have, need)
 	}
 	// A voided approval does not count toward any factor.
 	p := approvedBy(two, "f1", "s1")

@@ -68,7 +68,7 @@ func (c *cli) evidenceVerify(ctx context.Context, args []string) error {
 func verifyEvidence(ctx context.Context, w io.Writer, st *store.Store, p *models.Proposal) (failed, total int, err error) {
 	fmt.Fprintf(w, "proposal %s  %s  %s\n", p.ID, p.Tool, p.Status)
 	fmt.Fprintf(w, "  digest %s\n", p.ArgsDigest)
-	fmt.Fprintf(w, "  tier %s: %s, %d %s\n", p.Tier.Name, p.Tier.Confirmation, p.Tier.Quorum, plural(p.Tier.Quorum, "approver", "approvers"))
+	fmt.Fprintf(w, "  tier %s: %s, %d %s\n", p.Tier.Name, p.Tier.Confirmation, p.Tier.Approvers(), plural(p.Tier.Approvers(), "approver", "approvers"))
 	verdicts := stepup.VerifyApprovals(p)
 	if len(verdicts) == 0 {
 		fmt.Fprintln(w, "  no approvals")
@@ -108,15 +108,21 @@ func verifyEvidence(ctx context.Context, w io.Writer, st *store.Store, p *models
 				p.ID, p.ArgsDigest, ev.Nonce, ev.SignCount, ev.Origin, ev.RPID)
 		}
 	}
-	if p.Token != nil {
+	// A tier's factors can need more people than its quorum.
+	required := p.Tier.Approvers()
+	switch {
+	case p.Token == nil:
+	case p.MandateID != "":
 		total++
-		if verified < p.Tier.Quorum {
-			failed++
-			fmt.Fprintf(w, "✗ quorum: FAILED: a token was issued with %d verified %s of the %d required\n",
-				verified, plural(verified, "approval", "approvals"), p.Tier.Quorum)
-		} else {
-			fmt.Fprintf(w, "✓ quorum: %d verified %s, %d required\n", verified, plural(verified, "approval", "approvals"), p.Tier.Quorum)
-		}
+		fmt.Fprintf(w, "✓ quorum: none required; confirmed under mandate %s\n", p.MandateID)
+	case verified < required:
+		total++
+		failed++
+		fmt.Fprintf(w, "✗ quorum: FAILED: a token was issued with %d verified %s of the %d required\n",
+			verified, plural(verified, "approval", "approvals"), required)
+	default:
+		total++
+		fmt.Fprintf(w, "✓ quorum: %d verified %s, %d required\n", verified, plural(verified, "approval", "approvals"), required)
 	}
 	return failed, total, nil
 }

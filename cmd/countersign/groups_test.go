@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/registry"
 )
 
 func TestGroupCommands(t *testing.T) {
@@ -31,5 +33,22 @@ func TestGroupCommands(t *testing.T) {
 	got := mustExec(t, nil, "", "group", "list", "--tenant", "acme", "--db", db).stdout
 	if want := "finance\talice bob\nsecurity\t\n"; got != want {
 		t.Fatalf("list:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// review show counts what a proposal still needs, not the tier's quorum
+// alone: an approval from outside a required group leaves it short.
+func TestReviewShowsWhatAGroupStillNeeds(t *testing.T) {
+	tier := models.Tier{Name: "high", Confirmation: models.ConfirmClick, Quorum: 1,
+		Require: []models.Factor{{Group: "finance", Count: 1}}}
+	p := &models.Proposal{ID: "prop_1", Tool: "refund_order", Status: models.StatusAwaitingConfirmation, Tier: tier,
+		Decisions: []models.Decision{{UserID: "usr_x", UserName: "xi", Kind: models.DecisionApprove}},
+		Progress:  []models.FactorProgress{{Factor: tier.Require[0]}}}
+	var out strings.Builder
+	(&cli{}).printProposal(&out, &app.App{Registry: registry.Demo()}, p)
+	for _, want := range []string{"(1 of 2 approvals so far)", "still needs:   1 from group finance"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("review show lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -243,8 +243,8 @@ step_up_required: those can only be approved in the browser console.`, &cfg, c.s
 	if err != nil {
 		return err
 	}
-	have := len(out.Approvals())
-	fmt.Fprintf(c.stderr, "approved by %s (%d of %d approvals)\n", clean(u.Name), have, out.Tier.Quorum)
+	have, need := out.ApprovalCount()
+	fmt.Fprintf(c.stderr, "approved by %s (%d of %d approvals)\n", clean(u.Name), have, need)
 	if out.Status == models.StatusConfirmed && out.Token != nil {
 		fmt.Fprintf(c.stderr, "the agent may redeem its confirmation until %s\n", out.Token.ExpiresAt.UTC().Format(time.RFC3339))
 	}
@@ -367,8 +367,16 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 		fmt.Fprintf(w, "  WARNING:       %s\n", visible.Warning(hidden))
 	}
 	fmt.Fprintf(w, "  digest:        %s\n", clean(p.ArgsDigest))
+	have, need := p.ApprovalCount()
 	fmt.Fprintf(w, "  risk tier:     %s — needs %s (%d of %d approvals so far)\n",
-		clean(p.Tier.Name), confirmation(p.Tier), len(p.Approvals()), p.Tier.Quorum)
+		clean(p.Tier.Name), confirmation(p.Tier), have, need)
+	if _, short := p.StillNeeded(); len(short) > 0 {
+		var lacking []string
+		for _, f := range short {
+			lacking = append(lacking, fmt.Sprintf("%d from group %s", f.Missing, clean(f.Group)))
+		}
+		fmt.Fprintf(w, "  still needs:   %s\n", strings.Join(lacking, " and "))
+	}
 	fmt.Fprintf(w, "  expires at:    %s (%s)\n", p.ExpiresAt.UTC().Format(time.RFC3339), remainingText(p.ExpiresAt, now))
 	for _, d := range p.Decisions {
 		line := fmt.Sprintf("  decision:      %s %sd at %s", clean(d.UserName), d.Kind, d.CreatedAt.UTC().Format(time.RFC3339))
@@ -393,8 +401,8 @@ func confirmation(t models.Tier) string {
 	if t.Confirmation == models.ConfirmWebAuthn {
 		kind = "a security key"
 	}
-	if t.Quorum > 1 {
-		return fmt.Sprintf("%s from %d approvers", kind, t.Quorum)
+	if t.Approvers() > 1 {
+		return fmt.Sprintf("%s from %d approvers", kind, t.Approvers())
 	}
 	return kind
 }

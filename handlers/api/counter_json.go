@@ -50,6 +50,13 @@ type factorJSON struct {
 	Approvers []principalJSON `json:"approvers"`
 }
 
+// newApprovalsJSON is p's approval meter (models.Proposal.ApprovalCount)
+// with its factors.
+func newApprovalsJSON(p *models.Proposal) approvalsJSON {
+	have, need := p.ApprovalCount()
+	return approvalsJSON{Have: have, Need: need, Factors: newFactorsJSON(p)}
+}
+
 func newFactorsJSON(p *models.Proposal) []factorJSON {
 	if len(p.Progress) == 0 {
 		return nil

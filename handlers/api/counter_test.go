@@ -78,3 +78,34 @@ func TestProposalJSONShowsGroupProgress(t *testing.T) {
 		t.Fatalf("approvals\n got %s\nwant %s", m.Approvals, want)
 	}
 }
+
+// The approval meter never reads complete while a group is still short,
+// and a write a mandate confirmed needed no approval.
+func TestProposalJSONCountsWhatIsStillNeeded(t *testing.T) {
+	f := newFake()
+	short := sampleProposal("prop_1")
+	short.Tier.Require = []models.Factor{{Group: "finance", Count: 1}}
+	// An approver outside finance counts toward the quorum only.
+	short.Decisions = []models.Decision{{ID: "dec_1", ProposalID: "prop_1", UserID: "usr_x", UserName: "xi", Kind: models.DecisionApprove, CreatedAt: testNow}}
+	short.Progress = []models.FactorProgress{{Factor: short.Tier.Require[0]}}
+	f.add(short)
+	auto := sampleProposal("prop_2")
+	auto.Status, auto.MandateID = models.StatusConfirmed, "mdt_1"
+	f.add(auto)
+	srv := newServer(t, f)
+	for id, want := range map[string]string{
+		"prop_1": `{"have":1,"need":2,"factors":[{"group":"finance","count":1,"have":0,"met":false,"approvers":[]}]}`,
+		"prop_2": `{"have":0,"need":0}`,
+	} {
+		r := do(t, srv, request{method: "GET", path: "/api/v1/proposals/" + id, key: keyA})
+		var m struct {
+			Approvals json.RawMessage `json:"approvals"`
+		}
+		if err := json.Unmarshal(r.body, &m); err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Approvals) != want {
+			t.Errorf("%s approvals\n got %s\nwant %s", id, m.Approvals, want)
+		}
+	}
+}

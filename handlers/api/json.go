@@ -171,7 +171,7 @@ func newProposalJSON(p *models.Proposal, agent models.Agent, now time.Time) prop
 		ExpiresAt:     optionalTimestamp(p.ExpiresAt),
 		UpdatedAt:     timestamp(p.UpdatedAt),
 		Decisions:     make([]decisionJSON, 0, len(p.Decisions)),
-		Approvals:     approvalsJSON{Have: len(p.Approvals()), Need: p.Tier.Approvers(), Factors: newFactorsJSON(p)},
+		Approvals:     newApprovalsJSON(p),
 		Kind:          "write",
 		MandateID:     p.MandateID,
 		MandateNote:   p.MandateNote,

@@ -26,6 +26,8 @@ func (h *Handlers) ListProposals(c echo.Context) error {
 		Tool:    c.QueryParam("tool"),
 		Tier:    c.QueryParam("tier"),
 		Cursor:  c.QueryParam("cursor"),
+		// An item's approvals are counted as GET shows them.
+		WithDecisions: true,
 	}
 	if q.Statuses, err = statusesParam(c.QueryParam("status")); err != nil {
 		return err

@@ -233,17 +233,17 @@ var historyStatuses = models.HistoryStatuses
 func tierBadge(t models.Tier) ui.Badge {
 	parts := []string{t.Name}
 	sym, tone := "●", "info"
-	if t.Quorum > 1 {
-		parts = append(parts, fmt.Sprintf("%d approvers", t.Quorum))
+	if t.Approvers() > 1 {
+		parts = append(parts, fmt.Sprintf("%d approvers", t.Approvers()))
 		sym, tone = "●●", "strong"
 	}
 	if t.Confirmation == models.ConfirmWebAuthn {
 		parts = append(parts, "security key")
 		sym, tone = "▲", "warn"
-		if t.Quorum > 1 {
+		if t.Approvers() > 1 {
 			sym, tone = "▲▲", "strong"
 		}
-	} else if t.Quorum <= 1 {
+	} else if t.Approvers() <= 1 {
 		parts = append(parts, "click")
 	}
 	return ui.Badge{Text: strings.Join(parts, " · "), Symbol: sym, Tone: tone}
@@ -254,8 +254,8 @@ func tierBadge(t models.Tier) ui.Badge {
 func confirmationText(t models.Tier) string {
 	var b strings.Builder
 	switch {
-	case t.Quorum > 1:
-		fmt.Fprintf(&b, "approvals from %d distinct reviewers", t.Quorum)
+	case t.Approvers() > 1:
+		fmt.Fprintf(&b, "approvals from %d distinct reviewers", t.Approvers())
 		if t.Confirmation == models.ConfirmWebAuthn {
 			b.WriteString(", each confirmed with a security key (WebAuthn, user verification)")
 		}
@@ -264,7 +264,7 @@ func confirmationText(t models.Tier) string {
 	default:
 		b.WriteString("one reviewer's approval (a click)")
 	}
-	if !t.AllowSelfApproval || t.Quorum > 1 {
+	if !t.AllowSelfApproval || t.Approvers() > 1 {
 		b.WriteString("; the requester may not approve its own proposal")
 	}
 	return b.String()

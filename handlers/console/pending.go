@@ -125,7 +125,7 @@ func (h *Pages) pendingRows(c echo.Context, s *session.Session, q pendingQuery) 
 const reasonExcerpt = 90
 
 func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pending.Row {
-	need := max(p.Tier.Quorum, 1)
+	have, need := p.ApprovalCount()
 	row := pending.Row{
 		ID:         p.ID,
 		URL:        proposalURL(p.ID),
@@ -133,7 +133,7 @@ func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pen
 		Tool:       p.Tool,
 		TargetID:   visible.Reveal(targetID(p), visible.Strict).Shown,
 		Tier:       tierBadge(p.Tier),
-		Quorum:     fmt.Sprintf("%d of %d", len(p.Approvals()), need),
+		Quorum:     fmt.Sprintf("%d of %d", have, need),
 		Requester:  p.AgentName,
 		Owner:      p.AgentOwnerName,
 		Created:    h.formatTime(p.CreatedAt),

@@ -317,9 +317,11 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Problems = append(page.Problems, pr.Message)
 	}
 
+	// The meter shows what is still missing (ApprovalCount); the text
+	// names the tier's count and, apart, the groups still short.
 	need := p.Tier.Approvers()
-	have := len(p.Approvals())
-	page.Quorum = proposals.Quorum{Have: have, Need: need, Text: fmt.Sprintf("%d of %d %s", have, need, plural(need, "approval", "approvals"))}
+	have, meter := p.ApprovalCount()
+	page.Quorum = proposals.Quorum{Have: have, Need: meter, Text: fmt.Sprintf("%d of %d %s", have, need, plural(need, "approval", "approvals"))}
 	if p.Tier.Confirmation == models.ConfirmWebAuthn {
 		page.Quorum.Text += plural(need, " with a security key", ", each with the reviewer's own security key")
 	}
@@ -333,8 +335,6 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Quorum.Text += " — complete"
 	case have >= need:
 		page.Quorum.Text += " — still needs " + strings.Join(lacking, " and ")
-		// The meter shows what is still missing, not a full count.
-		page.Quorum.Need = have + more
 	}
 	factors(p, &page)
 

@@ -95,6 +95,11 @@ type Approvals struct {
 	Need int `json:"need"`
 }
 
+func approvals(p *models.Proposal) Approvals {
+	have, need := p.ApprovalCount()
+	return Approvals{Have: have, Need: need}
+}
+
 // ExecutionInfo is the outcome of execute_confirmed.
 type ExecutionInfo struct {
 	ExecutionID string          `json:"execution_id"`
@@ -107,7 +112,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 	out := ProposalResult{
 		ProposalID: p.ID, Tool: p.Tool, Status: p.Status, RiskTier: p.Tier.Name,
 		Confirmation: string(p.Tier.Confirmation),
-		Approvals:    Approvals{Have: len(p.Approvals()), Need: p.Tier.Approvers()},
+		Approvals:    approvals(p),
 		ConsoleURL:   h.ConsoleURL(p.ID), Revision: p.Revision,
 		Preview: Preview{Machine: p.Arguments, Display: make([]DisplayField, 0, len(p.Preview))},
 		Kind:    p.Kind, MandateID: p.MandateID, MandateNote: p.MandateNote,

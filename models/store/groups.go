@@ -257,6 +257,43 @@ func insertFactors(tx *gorm.DB, p *models.Proposal) error {
 	return nil
 }
 
+// loadFactorsOf is loadFactors for a page of proposals of one tenant, in
+// two queries (three when a tier names groups), whatever the page's size.
+func loadFactorsOf(tx *gorm.DB, ps []*models.Proposal) error {
+	ids := make([]string, len(ps))
+	byID := make(map[string]*models.Proposal, len(ps))
+	for i, p := range ps {
+		ids[i], byID[p.ID] = p.ID, p
+	}
+	var rows []factorRow
+	if err := tx.Where("proposal_id IN ?", ids).Order("proposal_id, position").Find(&rows).Error; err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	var approvers []string
+	for _, r := range rows {
+		p := byID[r.ProposalID]
+		if len(p.Tier.Require) == 0 {
+			for _, d := range p.Approvals() {
+				approvers = append(approvers, d.UserID)
+			}
+		}
+		p.Tier.Require = append(p.Tier.Require, models.Factor{Group: r.GroupName, Count: r.Count})
+	}
+	groups, err := groupsOf(tx, ps[0].TenantID, approvers)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if len(p.Tier.Require) > 0 {
+			_, p.Progress = models.ApprovalsMet(p, groups)
+		}
+	}
+	return nil
+}
+
 // loadFactors sets p.Tier.Require from the stored factors and p.Progress
 // from the approvals and memberships as they stand in tx (p.Decisions must
 // be loaded).

@@ -379,7 +379,8 @@ type ListFilter struct {
 	Order  ListOrder
 	Cursor string
 	Limit  int
-	// WithDecisions loads each proposal's decisions (one more query).
+	// WithDecisions loads each proposal's decisions and, where its tier
+	// names approver groups, their progress (two or three more queries).
 	WithDecisions bool
 }
 
@@ -454,6 +455,9 @@ func (s *Store) ListProposals(ctx context.Context, f ListFilter) ([]*models.Prop
 	}
 	if f.WithDecisions && len(out) > 0 {
 		if err := loadDecisionsOf(s.read.WithContext(ctx), out); err != nil {
+			return nil, "", dbErr(err)
+		}
+		if err := loadFactorsOf(s.read.WithContext(ctx), out); err != nil {
 			return nil, "", dbErr(err)
 		}
 	}

@@ -30,7 +30,8 @@ type ListQuery struct {
 	Before                  time.Time // only what was created before (zero: no bound)
 	// ByTimeLeft sorts by expiry, soonest first, instead of newest first.
 	ByTimeLeft bool
-	// WithDecisions loads the decisions of each listed proposal.
+	// WithDecisions loads the decisions of each listed proposal and, for a
+	// tier with approver groups, their progress.
 	WithDecisions bool
 	Cursor        string // opaque; from the previous page's next cursor, same order
 	Limit         int    // 1..100; default 50

@@ -161,9 +161,9 @@ func (s *Service) approvable(ctx context.Context, reviewer models.User, id, dige
 	}
 	if models.SelfApprovalForbidden(p.Tier) {
 		if agent.OwnerUserID != "" && agent.OwnerUserID == reviewer.ID {
-			if p.Tier.Quorum > 1 {
+			if p.Tier.Approvers() > 1 {
 				return nil, models.Errorf(models.ESelfApproval,
-					"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", agent.Name, p.Tier.Quorum)
+					"you requested this write through agent %s, and the requester never counts toward a quorum of %d approvers", agent.Name, p.Tier.Approvers())
 			}
 			return nil, models.Errorf(models.ESelfApproval, "you requested this write through agent %s and may not approve it yourself", agent.Name)
 		}

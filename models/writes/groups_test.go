@@ -92,6 +92,19 @@ func TestGroupFactorsDecide(t *testing.T) {
 			if fmt.Sprint(progress[0].Approvers, progress[1].Approvers) != fmt.Sprint([]string{u["erin"].ID}, []string(nil)) {
 				t.Fatalf("progress %+v", progress)
 			}
+			// A list counts the same: two approvals, one more needed from
+			// security.
+			page, err := e.svc.List(e.ctx, e.tenant, writes.ListQuery{
+				Statuses: []models.Status{models.StatusAwaitingConfirmation}, WithDecisions: true})
+			if err != nil || len(page.Items) != 1 {
+				t.Fatalf("list: %v %d", err, len(page.Items))
+			}
+			if have, need := page.Items[0].ApprovalCount(); have != 2 || need != 3 {
+				t.Fatalf("listed as %d of %d approvals, want 2 of 3", have, need)
+			}
+			if fmt.Sprint(page.Items[0].Progress) != fmt.Sprint(progress) {
+				t.Fatalf("listed progress %+v, want %+v", page.Items[0].Progress, progress)
+			}
 			out, err := e.stepUpConfirm(u["carol"], p)
 			if err != nil {
 				t.Fatal(err)
