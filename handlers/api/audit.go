@@ -18,6 +18,9 @@ type AuditProtocol interface {
 	AuthenticateAuditReader(ctx context.Context, key string) (models.AuditReader, error)
 	// Receipt returns a settled execution's signed receipt and its claims.
 	Receipt(ctx context.Context, tenantID, executionID string) (string, models.SignedReceipt, error)
+	// AgentReceipt is Receipt for an agent, which reads only the receipts
+	// of the writes it may read (models.Agent.MayRead).
+	AgentReceipt(ctx context.Context, agent models.Agent, executionID string) (string, models.SignedReceipt, error)
 	// AuditEntries returns the tenant's audit entries after a position and
 	// the newest checkpoint.
 	AuditEntries(ctx context.Context, tenantID string, after int64, limit int) ([]models.AuditEntry, models.Checkpoint, bool, error)
@@ -60,6 +63,7 @@ func (h *Handlers) RequireReader(agents bool) echo.MiddlewareFunc {
 					return err
 				}
 				tenant = a.TenantID
+				c.Set(agentKey, a)
 			default:
 				return models.Errorf(models.EForbidden, "the audit log is read with an audit reader key (countersign audit key), not an agent key")
 			}
@@ -84,15 +88,24 @@ type receiptResponse struct {
 }
 
 // Receipt handles GET /api/v1/executions/:id/receipt: the signed receipt of
-// a settled execution of the caller's tenant (agents and audit readers).
-// 404 for unknown and other tenants' executions, 409 while it is not settled.
+// a settled execution of the caller's tenant, for audit readers, and for
+// agents the receipts of the writes they may read (their own, or all with
+// tenant-wide read). 404 for unknown and other tenants' executions and for
+// another agent's, 409 while it is not settled.
 func (h *Handlers) Receipt(c echo.Context) error {
 	tenant, err := tenantFrom(c)
 	if err != nil {
 		return err
 	}
 	id := c.Param("id")
-	compact, claims, err := h.audit.Receipt(c.Request().Context(), tenant, id)
+	ctx := c.Request().Context()
+	var compact string
+	var claims models.SignedReceipt
+	if agent, ok := c.Get(agentKey).(models.Agent); ok {
+		compact, claims, err = h.audit.AgentReceipt(ctx, agent, id)
+	} else {
+		compact, claims, err = h.audit.Receipt(ctx, tenant, id)
+	}
 	if err != nil {
 		return err
 	}

@@ -127,6 +127,25 @@ func TestReceiptsAndAuditThroughTheServer(t *testing.T) {
 	if status, _ := c.apiGet("/api/v1/executions/"+execID+"/receipt", otherKey); status != http.StatusNotFound {
 		t.Fatalf("foreign receipt: %d", status)
 	}
+	// Another agent of the tenant reads the receipt, which names the
+	// write's arguments, only with tenant-wide read: as it reads the
+	// proposal.
+	peerKey, peerHash, _ := secret.NewAPIKey()
+	peer, err := c.app.Store.CreateAgent(ctx, agent.TenantID, "peer", "", peerHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/proposals/" + p.ID, "/api/v1/executions/" + execID + "/receipt"} {
+		if status, body := c.apiGet(path, peerKey); status != http.StatusNotFound || body["receipt"] != nil || body["arguments"] != nil {
+			t.Fatalf("%s with another agent's key: %d %v", path, status, body)
+		}
+	}
+	if _, err := c.app.Store.SetAgentReadAll(ctx, agent.TenantID, peer.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if status, rc := c.apiGet("/api/v1/executions/"+execID+"/receipt", peerKey); status != http.StatusOK || rc["receipt"] != signed {
+		t.Fatalf("receipt with tenant-wide read: %d %v", status, rc)
+	}
 	if status, _ := c.apiGet("/api/v1/audit", c.creds.AgentKey); status != http.StatusForbidden {
 		t.Fatalf("audit with an agent key: %d", status)
 	}

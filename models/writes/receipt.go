@@ -88,18 +88,37 @@ func settledAs(e models.Execution, o store.Outcome, now time.Time) models.Execut
 // Errors: ENotFound (unknown or another tenant's execution), EInvalidState
 // (not settled yet), EUnavailable.
 func (s *Service) Receipt(ctx context.Context, tenantID, executionID string) (string, models.SignedReceipt, error) {
+	return s.receipt(ctx, tenantID, executionID, func(p *models.Proposal) bool { return true })
+}
+
+// AgentReceipt is Receipt for an agent: the receipt of its own write, or
+// of any write of its tenant with tenant-wide read (Agent.MayRead). A
+// receipt names the write's arguments, so another agent's is as unknown
+// to it as that agent's proposal (ENotFound).
+func (s *Service) AgentReceipt(ctx context.Context, agent models.Agent, executionID string) (string, models.SignedReceipt, error) {
+	return s.receipt(ctx, agent.TenantID, executionID, agent.MayRead)
+}
+
+// receipt is Receipt for a reader who may see the write of proposal p
+// when may(p) holds; p carries the tenant and the requesting agent at
+// least.
+func (s *Service) receipt(ctx context.Context, tenantID, executionID string, may func(p *models.Proposal) bool) (string, models.SignedReceipt, error) {
 	var claims models.SignedReceipt
+	unknown := models.Errorf(models.ENotFound, "no execution %q", executionID)
 	e, err := s.store.Execution(ctx, tenantID, executionID)
 	if err != nil {
 		return "", claims, err
-	}
-	if !e.Settled() {
-		return "", claims, models.Errorf(models.EInvalidState, "execution %s is %s: a receipt is signed once it settles", e.ID, e.Status)
 	}
 	if e.ReceiptJWS == "" {
 		p, err := s.store.GetProposal(ctx, tenantID, e.ProposalID)
 		if err != nil {
 			return "", claims, err
+		}
+		if !may(p) {
+			return "", claims, unknown
+		}
+		if !e.Settled() {
+			return "", claims, models.Errorf(models.EInvalidState, "execution %s is %s: a receipt is signed once it settles", e.ID, e.Status)
 		}
 		compact, err := s.signReceipt(ctx, p, e)
 		if err != nil {
@@ -118,6 +137,12 @@ func (s *Service) Receipt(ctx context.Context, tenantID, executionID string) (st
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil {
 		return "", claims, models.Wrap(models.EInternal, err, "the stored receipt does not decode")
+	}
+	if !may(&models.Proposal{ID: claims.ProposalID, TenantID: e.TenantID, AgentID: claims.Agent}) {
+		return "", models.SignedReceipt{}, unknown
+	}
+	if !e.Settled() {
+		return "", models.SignedReceipt{}, models.Errorf(models.EInvalidState, "execution %s is %s: a receipt is signed once it settles", e.ID, e.Status)
 	}
 	return e.ReceiptJWS, claims, nil
 }
