@@ -47,12 +47,13 @@ type Prepared struct {
 //   - EInvalidRequest when raw is not a single JSON object, or an object
 //     holds the same key twice;
 //   - EClarificationNeeded when a value is ambiguous (a field with a clarify
-//     rule is missing, null or empty; a date-time has no zone), with Fields
-//     listing every such field by JSON pointer;
+//     rule is missing, null or empty; a date-time has no zone) and nothing
+//     else is wrong, with Fields listing every such field by JSON pointer;
 //   - ESchemaViolation when the arguments break the schema, with Fields
 //     holding one FieldProblem per offending field, its JSON pointer relative
 //     to the arguments ("/amount_minor"; an extra property "foo" at "/foo", a
-//     missing required "currency" at "/currency"). Integers beyond ±(2^53−1),
+//     missing required "currency" at "/currency"), and the ambiguous
+//     fields too, each with its clarify message. Integers beyond ±(2^53−1),
 //     which the canonical form could not represent exactly, are violations.
 func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 	v, err := decodeStrict(raw)
@@ -71,12 +72,6 @@ func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 			ambiguous = append(ambiguous, models.FieldProblem{Pointer: "/" + escapePointer(c.field), Message: c.message})
 		}
 	}
-	if len(ambiguous) > 0 {
-		e := models.Errorf(models.EClarificationNeeded, "some arguments are ambiguous and were not guessed: %s", pointers(ambiguous))
-		e.Fields = mergeProblems(ambiguous)
-		return Prepared{}, e
-	}
-
 	problems := invalid
 	if err := t.schema.Validate(any(args)); err != nil {
 		var verr *jsonschema.ValidationError
@@ -87,9 +82,25 @@ func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 	}
 	problems = append(problems, numberProblems(args, "")...)
 	problems = append(problems, t.invisibleProblems(args)...)
+	// An ambiguous field is asked about alone only when nothing else is
+	// wrong (its own schema problem, a missing required value, is the same
+	// question); otherwise one answer names every field to fix, the
+	// ambiguous ones with what to say.
+	problems = slices.DeleteFunc(problems, func(p models.FieldProblem) bool {
+		return slices.ContainsFunc(ambiguous, func(a models.FieldProblem) bool { return a.Pointer == p.Pointer })
+	})
+	if len(ambiguous) > 0 && len(problems) == 0 {
+		e := models.Errorf(models.EClarificationNeeded, "some arguments are ambiguous and were not guessed: %s", pointers(ambiguous))
+		e.Fields = mergeProblems(ambiguous)
+		return Prepared{}, e
+	}
 	if len(problems) > 0 {
-		fields := mergeProblems(problems)
+		fields := mergeProblems(append(problems, ambiguous...))
 		e := models.Errorf(models.ESchemaViolation, "arguments do not match the %s schema: %s", t.Name, pointers(fields))
+		if len(ambiguous) > 0 {
+			e = models.Errorf(models.ESchemaViolation, "arguments do not match the %s schema: %s (ambiguous, to be asked rather than guessed: %s)",
+				t.Name, pointers(fields), pointers(mergeProblems(ambiguous)))
+		}
 		e.Fields = fields
 		return Prepared{}, e
 	}

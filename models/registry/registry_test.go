@@ -459,8 +459,6 @@ func TestPrepareClarificationNeeded(t *testing.T) {
 		{"missing currency", refund, `{"order_id":"ord_1001","amount_minor":19900,"reason":"r"}`, []string{"/currency"}},
 		{"null currency", refund, `{"order_id":"ord_1001","amount_minor":19900,"currency":null,"reason":"r"}`, []string{"/currency"}},
 		{"blank currency", refund, `{"order_id":"ord_1001","amount_minor":19900,"currency":"  ","reason":"r"}`, []string{"/currency"}},
-		// Ambiguity is reported before (and instead of) schema violations.
-		{"missing currency and extra field", refund, `{"order_id":"ord_1001","amount_minor":19900,"reason":"r","foo":1}`, []string{"/currency"}},
 		{"local time without zone", email, emailArgs(`"2026-09-01T14:20:00"`), []string{"/send_at"}},
 		{"local time with space", email, emailArgs(`"2026-09-01 14:20"`), []string{"/send_at"}},
 		{"date only", email, emailArgs(`"2026-09-01"`), []string{"/send_at"}},
@@ -474,6 +472,40 @@ func TestPrepareClarificationNeeded(t *testing.T) {
 			}
 			if want := c.want; !slices.Equal(got, want) {
 				t.Errorf("pointers = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// Ambiguity is asked about alone only when nothing else is wrong;
+// otherwise one schema_violation names every field to fix, the ambiguous
+// ones with their clarify message, so that an agent that sent {} learns
+// all of it at once.
+func TestPrepareAmbiguityAmongOtherProblems(t *testing.T) {
+	refund := demoTool(t, "refund_order")
+	cases := []struct {
+		name, args string
+		want       []string
+	}{
+		{"missing currency and extra field", `{"order_id":"ord_1001","amount_minor":19900,"reason":"r","foo":1}`, []string{"/currency", "/foo"}},
+		{"empty arguments", `{}`, []string{"/amount_minor", "/currency", "/order_id", "/reason"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := refund.Prepare([]byte(c.args))
+			code, got := fieldPointers(t, err)
+			if code != models.ESchemaViolation || !slices.Equal(got, c.want) {
+				t.Fatalf("%s %v, want %s %v (%v)", code, got, models.ESchemaViolation, c.want, err)
+			}
+			var e *models.Error
+			errors.As(err, &e)
+			for _, f := range e.Fields {
+				if f.Pointer == "/currency" && !strings.Contains(f.Message, "currency is ambiguous") {
+					t.Errorf("/currency says %q, not the clarify message", f.Message)
+				}
+			}
+			if !strings.Contains(e.Message, "to be asked rather than guessed: /currency") {
+				t.Errorf("message %q does not say what to ask", e.Message)
 			}
 		})
 	}
