@@ -615,8 +615,10 @@ func moveProposal(tx *gorm.DB, tenantID, id string, from []models.Status, to mod
 }
 
 // Cancel withdraws a proposal that still awaits confirmation, for the agent
-// that proposed it. ENotFound for unknown, foreign or other agents'
-// proposals; EProposalExpired or EInvalidState when it no longer waits.
+// that proposed it; cancelling it again is nil and records nothing.
+// ENotFound for unknown, foreign or other agents' proposals;
+// EProposalExpired or EInvalidState when it no longer waits for another
+// reason.
 //
 // When the connection fails during the commit, it reads the proposal back:
 // cancelled means the commit went through (nil); otherwise
@@ -633,6 +635,16 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 				return err
 			}
 			return appendAudit(tx, tenantID, now, proposalEvent(models.AuditProposalCancelled, agentID, id, nil))
+		}
+		// Cancelling again what this agent cancelled is done already (a
+		// retry after a lost answer): nothing more is recorded.
+		var row proposalRow
+		if err := tx.Select("status").Where("tenant_id = ? AND id = ? AND agent_id = ?", tenantID, id, agentID).
+			Limit(1).Find(&row).Error; err != nil {
+			return err
+		}
+		if row.Status == string(models.StatusCancelled) {
+			return nil
 		}
 		return explainNotAwaiting(tx, tenantID, id, agentID, now)
 	})

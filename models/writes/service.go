@@ -713,7 +713,8 @@ func (s *Service) CountAwaiting(ctx context.Context, tenantID string) (int, erro
 	return s.store.CountProposals(ctx, tenantID, models.StatusAwaitingConfirmation)
 }
 
-// Cancel withdraws an agent's own proposal while it awaits confirmation.
+// Cancel withdraws an agent's own proposal while it awaits confirmation; a
+// second cancel answers the cancelled proposal again (a retry is safe).
 // Errors: ENotFound, EProposalExpired, EInvalidState.
 func (s *Service) Cancel(ctx context.Context, agent models.Agent, id string) (*models.Proposal, error) {
 	if err := s.store.Cancel(ctx, agent.TenantID, agent.ID, id, s.clock.Now()); err != nil {
