@@ -80,12 +80,21 @@ func (h *Handlers) CreateWebhook(c echo.Context) error {
 	return c.JSON(http.StatusCreated, out)
 }
 
-// ListWebhooks handles GET /api/v1/webhooks: the agent's own endpoints,
-// without secrets.
+// ListWebhooks handles GET /api/v1/webhooks[?include=disabled]: the
+// agent's own endpoints, without secrets; deleted (disabled) ones only when
+// asked for.
 func (h *Handlers) ListWebhooks(c echo.Context) error {
 	agent, err := agentFrom(c)
 	if err != nil {
 		return err
+	}
+	var disabled bool
+	switch v := c.QueryParam("include"); v {
+	case "":
+	case "disabled":
+		disabled = true
+	default:
+		return models.Errorf(models.EInvalidRequest, "include=%q: the only value is disabled", v)
 	}
 	eps, err := h.events.Endpoints(c.Request().Context(), scopeOf(agent))
 	if err != nil {
@@ -95,7 +104,9 @@ func (h *Handlers) ListWebhooks(c echo.Context) error {
 		Items []endpointJSON `json:"items"`
 	}{Items: []endpointJSON{}}
 	for _, ep := range eps {
-		out.Items = append(out.Items, newEndpointJSON(ep))
+		if ep.DisabledAt == nil || disabled {
+			out.Items = append(out.Items, newEndpointJSON(ep))
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }

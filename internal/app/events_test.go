@@ -270,6 +270,17 @@ func TestAgentWebhooksAndEventStream(t *testing.T) {
 	if code, _ := agentCall(t, c, key, "DELETE", "/api/v1/webhooks/"+ep.ID, ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d", code)
 	}
+	// A deleted endpoint leaves the list; asked for, it shows when.
+	if code, body := agentCall(t, c, key, "GET", "/api/v1/webhooks", ""); code != http.StatusOK || strings.Contains(string(body), ep.ID) {
+		t.Errorf("list after delete: %d %s", code, body)
+	}
+	if code, body := agentCall(t, c, key, "GET", "/api/v1/webhooks?include=disabled", ""); code != http.StatusOK ||
+		!strings.Contains(string(body), ep.ID) || !strings.Contains(string(body), `"disabled_at":"`) {
+		t.Errorf("list with disabled endpoints: %d %s", code, body)
+	}
+	if code, body := agentCall(t, c, key, "GET", "/api/v1/webhooks?include=everything", ""); code != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request") {
+		t.Errorf("list with a bad include: %d %s", code, body)
+	}
 	c.propose("ord_1002", 100)
 	if n, _ := c.app.Events.DispatchOnce(ctx); n != 0 || r.count() != 5 {
 		t.Errorf("a deleted endpoint still gets events (%d, %d)", n, r.count())
