@@ -91,14 +91,39 @@ func (d Destinations) Check(addr netip.Addr) error {
 }
 
 // RefusedAddressError is a destination outside public unicast that the
-// operator has not allowed.
+// operator has not allowed, or a host written as an address in a form
+// that is refused whatever it means (Literal).
 type RefusedAddressError struct {
 	Addr netip.Addr
 	Kind string
+	// Literal is the host as written when it is refused for its form.
+	Literal string
 }
 
 func (e *RefusedAddressError) Error() string {
+	if e.Literal != "" {
+		return fmt.Sprintf("webhooks are not sent to %q, %s; write the address as a.b.c.d or use a name", e.Literal, e.Kind)
+	}
 	return fmt.Sprintf("webhooks are not sent to %s, %s; the operator can allow its range (countersign serve --webhook-allow)", e.Addr, e.Kind)
+}
+
+// numericHost reports whether a host (lower case, no trailing dot) ends in
+// a number, which the WHATWG URL standard reads as an IPv4 address in one
+// of its shorthand forms (decimal, octal or hexadecimal parts, fewer than
+// four of them); no domain name's last label is a number.
+func numericHost(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	if last == "" {
+		return false
+	}
+	digits := "0123456789"
+	if strings.HasPrefix(last, "0x") {
+		last, digits = last[2:], "0123456789abcdef"
+		if last == "" {
+			return true
+		}
+	}
+	return strings.Trim(last, digits) == ""
 }
 
 // CheckHost refuses, at registration, a URL host that is itself a refused
@@ -117,6 +142,12 @@ func (d Destinations) CheckHost(host string) error {
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {
+		if numericHost(h) {
+			// 2130706433, 0x7f000001, 127.1, 0177.0.0.1: what URL parsers,
+			// proxies and C resolvers read as an IPv4 address, and what
+			// the Go resolver would send to DNS as a name.
+			return &RefusedAddressError{Kind: "an IPv4 address written other than as four decimal numbers", Literal: host}
+		}
 		return nil // a name
 	}
 	if addr.Zone() != "" {

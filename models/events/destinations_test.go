@@ -67,6 +67,9 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 		"http://127.0.0.1:8080/hook", "http://[::1]/hook", "https://localhost/hook", "http://LOCALHOST.:9000/",
 		"http://admin.localhost/", "http://169.254.169.254/latest/meta-data/", "http://10.1.2.3/", "http://[::ffff:127.0.0.1]/",
 		"http://0.0.0.0:8080/", "http://[fe80::1%25eth0]/", "http://[fd12::1]:443/",
+		// IPv4 addresses in shorthand forms, refused before any name lookup.
+		"http://2130706433/", "http://0x7f000001/", "http://0X7F000001/", "http://0/", "http://127.1/",
+		"http://0177.0.0.1/", "http://127.000.000.001/", "http://1.1.1.0x1/", "http://8.8.8.010/", "http://134744072./",
 	} {
 		_, _, err := strict.RegisterEndpoint(e.ctx, scope, u, "")
 		var me *models.Error
@@ -74,7 +77,8 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 			t.Errorf("%s: %v, want invalid_request on /url", u, err)
 		}
 	}
-	for _, u := range []string{"https://hooks.example.com/countersign", "http://93.184.215.14/hook"} {
+	for _, u := range []string{"https://hooks.example.com/countersign", "http://93.184.215.14/hook",
+		"https://hooks.1example.com/", "https://a1.example/"} {
 		if _, _, err := strict.RegisterEndpoint(e.ctx, scope, u, ""); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
