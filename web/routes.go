@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/handlers/api"
+	"github.com/countersign/countersign/handlers/mcpserver"
 )
 
 // getHead is GET and HEAD: every route that answers GET answers HEAD the
@@ -46,12 +47,14 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 	v1.Match(getHead, "/openapi.json", a.OpenAPI)
 
 	// MCP (streamable HTTP): the same agent key, checked on every request
-	// by the handler itself, which binds each MCP session to its agent.
+	// as for the API (a refusal is the API's JSON error); the handler binds
+	// each MCP session to that agent.
 	if mcp != nil {
 		h := echo.WrapHandler(mcp)
-		e.POST("/mcp", h, api.NoStore)
-		e.Match(getHead, "/mcp", h, api.NoStore)
-		e.DELETE("/mcp", h, api.NoStore)
+		m := []echo.MiddlewareFunc{api.NoStore, a.RequireAgent, mcpAgent}
+		e.POST("/mcp", h, m...)
+		e.Match(getHead, "/mcp", h, m...)
+		e.DELETE("/mcp", h, m...)
 	}
 	if a.ServesAudit() {
 		// Receipts for the tenant's agents and audit readers; the audit
@@ -166,5 +169,19 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 func operatorRoutes(e *echo.Echo, metrics http.Handler) {
 	if metrics != nil {
 		e.Match(getHead, "/metrics", echo.WrapHandler(metrics))
+	}
+}
+
+// mcpAgent hands the agent RequireAgent authenticated to the MCP handler
+// in the request's context.
+func mcpAgent(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		agent, err := api.AgentFrom(c)
+		if err != nil {
+			return err
+		}
+		r := c.Request()
+		c.SetRequest(r.WithContext(mcpserver.WithAgent(r.Context(), agent)))
+		return next(c)
 	}
 }

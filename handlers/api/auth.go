@@ -54,6 +54,10 @@ func bearerKey(header string) (string, error) {
 	return key, nil
 }
 
+// AgentFrom returns the agent RequireAgent authenticated, for the layers
+// served behind it (MCP).
+func AgentFrom(c echo.Context) (models.Agent, error) { return agentFrom(c) }
+
 // agentFrom returns the agent RequireAgent authenticated. A route registered
 // without RequireAgent is a wiring bug, reported as an internal error rather
 // than served anonymously.

@@ -167,14 +167,33 @@ func extendDeadlines(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeHTTP serves /mcp.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.http.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	jw := &jsonErrors{ResponseWriter: w}
+	h.http.ServeHTTP(jw, r)
+	jw.finish()
+}
 
 // agentExtra is where verify leaves the agent in the token info.
 const agentExtra = "countersign.agent"
 
-// verify authenticates an agent key for the SDK's bearer middleware.
+// authenticatedAgent is where WithAgent leaves the agent.
+type authenticatedAgent struct{}
+
+// WithAgent returns ctx carrying the agent that the request's key was
+// authenticated as, in front of the handler (as the API authenticates it),
+// so that the key is not checked twice.
+func WithAgent(ctx context.Context, agent models.Agent) context.Context {
+	return context.WithValue(ctx, authenticatedAgent{}, agent)
+}
+
+// verify authenticates an agent key for the SDK's bearer middleware: the
+// agent WithAgent left, or the key looked up here.
 func (h *Handler) verify(ctx context.Context, key string, _ *http.Request) (*auth.TokenInfo, error) {
-	agent, err := h.p.AuthenticateAgent(ctx, key)
+	agent, ok := ctx.Value(authenticatedAgent{}).(models.Agent)
+	var err error
+	if !ok {
+		agent, err = h.p.AuthenticateAgent(ctx, key)
+	}
 	if err != nil {
 		if models.IsCode(err, models.EUnauthenticated) {
 			return nil, auth.ErrInvalidToken

@@ -623,7 +623,12 @@ func TestMCPSessionIsBoundToItsAgent(t *testing.T) {
 	for name, tc := range map[string]struct {
 		key  string
 		want int
-	}{"other agent": {other, http.StatusForbidden}, "no key": {"", http.StatusUnauthorized}, "unknown key": {"csk_nope", http.StatusUnauthorized}} {
+		code models.Code
+	}{
+		"other agent": {other, http.StatusForbidden, models.EForbidden},
+		"no key":      {"", http.StatusUnauthorized, models.EUnauthenticated},
+		"unknown key": {"csk_nope", http.StatusUnauthorized, models.EUnauthenticated},
+	} {
 		req, _ := http.NewRequest("POST", c.srv.URL+"/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -636,9 +641,18 @@ func TestMCPSessionIsBoundToItsAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Every refusal is the API's error body, with a stable code.
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		err = json.NewDecoder(res.Body).Decode(&e)
 		res.Body.Close()
-		if res.StatusCode != tc.want {
-			t.Errorf("%s: status %d, want %d", name, res.StatusCode, tc.want)
+		if res.StatusCode != tc.want || err != nil || res.Header.Get("Content-Type") != "application/json" ||
+			models.Code(e.Error.Code) != tc.code || e.Error.Message == "" {
+			t.Errorf("%s: status %d %q %+v (%v), want %d %s", name, res.StatusCode, res.Header.Get("Content-Type"), e, err, tc.want, tc.code)
+		}
+		if tc.want == http.StatusUnauthorized && !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), `Bearer realm="countersign"`) {
+			t.Errorf("%s: WWW-Authenticate %q", name, res.Header.Get("WWW-Authenticate"))
 		}
 	}
 	// The owner still uses it.

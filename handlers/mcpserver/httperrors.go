@@ -1,0 +1,86 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/countersign/countersign/models"
+)
+
+// jsonErrors rewrites the transport's plain-text HTTP refusals (a session
+// that is unknown or another agent's, a wrong Accept header, a malformed
+// body) as the API's error body, {"error": {"code", "message"}}, with the
+// same status, so that every refusal at /mcp carries a stable code. What
+// the transport streams (JSON-RPC, server-sent events) passes untouched.
+type jsonErrors struct {
+	http.ResponseWriter
+	status int // the refusal held back, 0 while passing through
+	text   bytes.Buffer
+	passed bool // a status went through: nothing is rewritten after it
+}
+
+func (w *jsonErrors) WriteHeader(status int) {
+	if !w.passed && w.status == 0 && status >= 400 &&
+		strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.status = status
+		return
+	}
+	w.passed = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *jsonErrors) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		return w.text.Write(b)
+	}
+	w.passed = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes through, for the event streams.
+func (w *jsonErrors) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.status == 0 {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (w *jsonErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes the refusal held back, if any.
+func (w *jsonErrors) finish() {
+	if w.status == 0 {
+		return
+	}
+	body := ToolErrorBody{Code: refusalCode(w.status), Message: strings.TrimSpace(w.text.String())}
+	if w.status >= 500 {
+		body.Message = "internal error" // as the API: never details
+	}
+	h := w.ResponseWriter.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	w.ResponseWriter.WriteHeader(w.status)
+	_ = json.NewEncoder(w.ResponseWriter).Encode(ToolError{Error: body})
+}
+
+// refusalCode is the domain code of a transport refusal's status.
+func refusalCode(status int) models.Code {
+	switch status {
+	case http.StatusUnauthorized:
+		return models.EUnauthenticated
+	case http.StatusForbidden:
+		return models.EForbidden
+	case http.StatusNotFound:
+		return models.ENotFound
+	case http.StatusMethodNotAllowed:
+		return models.EMethodNotAllowed
+	case http.StatusConflict:
+		return models.EInvalidState
+	}
+	if status >= 500 {
+		return models.EInternal
+	}
+	return models.EInvalidRequest
+}
