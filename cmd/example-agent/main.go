@@ -59,7 +59,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.SetOutput(stdout)
 	base := fs.String("url", "http://127.0.0.1:8080", "countersign server `URL`")
 	key := fs.String("key", "", "agent API `KEY`; default $COUNTERSIGN_AGENT_KEY")
-	order := fs.String("order", "ord_1001", "order to refund")
+	// Not the README walkthrough's ord_1001, which it refunds in full.
+	order := fs.String("order", "ord_1020", "order to refund")
 	amount := fs.Int64("amount", 1990, "amount in minor units (1990 = 19.90)")
 	currency := fs.String("currency", "CNY", "ISO 4217 currency")
 	reason := fs.String("reason", "parcel arrived damaged", "reason shown to the reviewer")
