@@ -115,3 +115,29 @@ func startServerStdout(t *testing.T, env map[string]string, args ...string) (ban
 	})
 	return banner{url: bannerURL.FindStringSubmatch(stdout.String())[1]}, stdout.String, stop
 }
+
+// A start without demo data says what the database holds: nothing yet
+// (and how to begin), or its organizations and where to sign in.
+func TestBannerNamesTheOrganizations(t *testing.T) {
+	db := tempDB(t)
+	for _, c := range []struct {
+		tenants []string
+		want    string
+	}{
+		{nil, "No organization yet (--demo is off). Create a tenant"},
+		{[]string{"acme"}, "1 organization (acme): sign in at http://"},
+		{[]string{"globex", "initech", "umbrella"}, "4 organizations (acme, globex, initech and 1 more): sign in at"},
+	} {
+		for _, name := range c.tenants {
+			mustExec(t, nil, "", "tenant", "create", name, "--db", db)
+		}
+		_, out, stop := startServerStdout(t, nil, "--addr", "127.0.0.1:0", "--db", db)
+		waitFor(t, 10*time.Second, "the organizations line", func() bool { return strings.Contains(out(), "--demo") })
+		if !strings.Contains(out(), c.want) {
+			t.Errorf("banner lacks %q:\n%s", c.want, out())
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

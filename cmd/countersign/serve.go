@@ -365,7 +365,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		defer stopMetrics()
 	}
 	cfg.metricsURL = metricsURL(cfg, base, metricsLn)
-	c.printBanner(c.stdout, cfg, base, a, creds)
+	c.printBanner(ctx, c.stdout, cfg, base, a, creds)
 	logger.Info("countersign started", "version", buildVersion(), "addr", ln.Addr().String(),
 		"base_url", base, "db", redactDB(cfg.DB), "tools", len(a.Registry.Tools()), "demo", cfg.Demo)
 
@@ -376,7 +376,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 
 // printBanner tells the person who started the server where it is and, for
 // the demo, how to use it.
-func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App, creds *app.DemoCredentials) {
+func (c *cli) printBanner(ctx context.Context, w io.Writer, cfg serveConfig, base string, a *app.App, creds *app.DemoCredentials) {
 	tools := a.Registry.Tools()
 	names := make([]string, len(tools))
 	for i, t := range tools {
@@ -408,8 +408,19 @@ func (c *cli) printBanner(w io.Writer, cfg serveConfig, base string, a *app.App,
 			md.Entries, md.Number, md.NextUpdate.Format(time.DateOnly))
 	}
 	if creds == nil {
-		fmt.Fprintln(w, "No demo data (--demo is off). Create a tenant, reviewers and agents with")
-		fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")
+		names, n, err := a.Store.TenantNames(ctx, 3)
+		switch {
+		case err != nil || n == 0:
+			fmt.Fprintln(w, "No organization yet (--demo is off). Create a tenant, reviewers and agents with")
+			fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")
+		default:
+			list := strings.Join(names, ", ")
+			if n > len(names) {
+				list += fmt.Sprintf(" and %d more", n-len(names))
+			}
+			fmt.Fprintf(w, "%d %s (%s): sign in at %s/login with their accounts.\n", n, plural(n, "organization", "organizations"), list, base)
+			fmt.Fprintln(w, "  No demo credentials were printed (--demo is off); --demo prints fresh ones.")
+		}
 		return
 	}
 	fmt.Fprintf(w, "demo sign-in at %s/login (organization %q):\n", base, creds.Tenant)

@@ -123,6 +123,20 @@ func (s *Store) TenantByName(ctx context.Context, name string) (models.Tenant, e
 	return models.Tenant{ID: row.ID, Name: row.Name, CreatedAt: fromMS(row.CreatedAt)}, nil
 }
 
+// TenantNames returns the names of up to limit tenants, by name, and how
+// many tenants there are.
+func (s *Store) TenantNames(ctx context.Context, limit int) ([]string, int, error) {
+	var n int64
+	if err := s.read.WithContext(ctx).Model(&tenantRow{}).Count(&n).Error; err != nil {
+		return nil, 0, dbErr(err)
+	}
+	var names []string
+	if err := s.read.WithContext(ctx).Model(&tenantRow{}).Order("name").Limit(limit).Pluck("name", &names).Error; err != nil {
+		return nil, 0, dbErr(err)
+	}
+	return names, int(n), nil
+}
+
 // TenantByID returns the tenant, or ENotFound.
 func (s *Store) TenantByID(ctx context.Context, id string) (models.Tenant, error) {
 	var row tenantRow
