@@ -56,8 +56,9 @@ func TestDemoParses(t *testing.T) {
 		if tool.PolicyVersion == "" || tool.Title == "" {
 			t.Errorf("%s: policy version or title empty", c.name)
 		}
-		if !strings.Contains(tool.Description, "only creates a proposal") {
-			t.Errorf("%s description does not say it only creates a proposal: %q", c.name, tool.Description)
+		// The agent reads once that a call only creates a request.
+		if n := strings.Count(tool.AgentDescription(), "only creates a"); n != 1 {
+			t.Errorf("%s description says %d times that it only creates a request: %q", c.name, n, tool.AgentDescription())
 		}
 		if len(tool.InputSchema()) == 0 {
 			t.Errorf("%s has no input schema", c.name)
