@@ -51,6 +51,11 @@ type apiProposal struct {
 	MandateID   string `json:"mandate_id"`
 	MandateNote string `json:"mandate_note"`
 	Token       string `json:"confirmation_token"`
+	CreatedAt   string `json:"created_at"`
+	ExpiresAt   string `json:"expires_at"`
+	Required    struct {
+		TTLSeconds int64 `json:"ttl_seconds"`
+	} `json:"required_confirmation"`
 }
 
 // An agent asks for a mandate over the API, a reviewer grants it on the
@@ -70,6 +75,12 @@ func TestMandateThroughAPIAndConsole(t *testing.T) {
 	}
 	if mp.Kind != "mandate" || mp.Status != "awaiting_confirmation" {
 		t.Fatalf("mandate proposal %+v", mp)
+	}
+	// The request waits until its terms end (within the day), and says so.
+	created, _ := time.Parse(time.RFC3339, mp.CreatedAt)
+	expires, _ := time.Parse(time.RFC3339, mp.ExpiresAt)
+	if d := expires.Sub(created); d != 2*time.Hour || mp.Required.TTLSeconds != int64(d/time.Second) {
+		t.Errorf("a mandate request open for %s says ttl_seconds %d", d, mp.Required.TTLSeconds)
 	}
 	bad := map[string]any{"terms": map[string]any{"tool": "refund_order", "surprise": 1}}
 	if st := mandateCall(t, c, "POST", "/api/v1/mandates", bad, nil); st != http.StatusBadRequest {

@@ -93,6 +93,10 @@ func (s *Service) RequestMandate(ctx context.Context, agent models.Agent, in Man
 	if terms.ExpiresAt.Before(expires) {
 		expires = terms.ExpiresAt
 	}
+	// The grant follows the strictest covered tier's rules, but it awaits
+	// its reviewers for the request's own window; no token is issued for
+	// it, so the tier's time-to-live is that window.
+	tier.TTL = expires.Sub(now)
 	p := &models.Proposal{
 		ID: id, TenantID: agent.TenantID, AgentID: agent.ID, AgentName: agent.Name, Kind: models.KindMandate,
 		Tool: tool.Name, Arguments: args, ArgsDigest: digest, Preview: preview,
