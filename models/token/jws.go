@@ -133,7 +133,7 @@ func (s *Service) VerifyDocument(ctx context.Context, typ, compact string) (payl
 	if err != nil {
 		return nil, "", err
 	}
-	pub, err := s.publicKey(ctx, kid)
+	pub, err := s.publicKey(ctx, typ, kid)
 	if err != nil {
 		return nil, "", err
 	}

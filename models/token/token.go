@@ -52,16 +52,38 @@ const (
 	maxKeyIDLen = 128
 )
 
-// Caller-safe messages of the invalid_signature errors Verify returns. They
-// say what is wrong in general terms and nothing about keys or internals.
+// Caller-safe problems of the invalid_signature errors Verify and
+// VerifyDocument return, said of the document (see refusal). They say what
+// is wrong in general terms and nothing about keys or internals.
 const (
-	msgMalformed  = "confirmation token is not a well-formed compact JWS"
-	msgAlgorithm  = "confirmation token must be signed with EdDSA"
-	msgHeader     = "confirmation token has an unsupported header"
-	msgUnknownKey = "confirmation token is not signed by a known key"
-	msgSignature  = "confirmation token signature is not valid"
-	msgClaims     = "confirmation token claims are malformed"
+	msgMalformed  = "is not a well-formed compact JWS"
+	msgAlgorithm  = "must be signed with EdDSA"
+	msgHeader     = "has an unsupported header"
+	msgUnknownKey = "is not signed by a known key"
+	msgSignature  = "signature is not valid"
+	msgClaims     = "claims are malformed"
 )
+
+// documentName is what a JWS of type typ is called in messages.
+func documentName(typ string) string {
+	switch typ {
+	case TypeReceipt:
+		return "receipt"
+	case TypeCheckpoint:
+		return "audit checkpoint"
+	}
+	return "confirmation token"
+}
+
+// refusal is the EInvalidSignature error for problem of a JWS of type typ
+// ("receipt signature is not valid"), with cause for the logs when given.
+func refusal(typ, problem string, cause error) *models.Error {
+	msg := documentName(typ) + " " + problem
+	if cause != nil {
+		return models.Wrap(models.EInvalidSignature, cause, msg)
+	}
+	return models.Errorf(models.EInvalidSignature, "%s", msg)
+}
 
 // keyStore is what the service reads and writes of *store.Store. It is an
 // interface only so that this package's tests can fail and hold key reads
@@ -205,7 +227,7 @@ func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, er
 	if err != nil {
 		return models.Claims{}, err
 	}
-	pub, err := s.publicKey(ctx, j.kid)
+	pub, err := s.publicKey(ctx, tokenType, j.kid)
 	if err != nil {
 		return models.Claims{}, err
 	}
@@ -214,7 +236,7 @@ func (s *Service) Verify(ctx context.Context, compact string) (models.Claims, er
 	}
 	c, err := decodeClaims(j.payload)
 	if err != nil {
-		return models.Claims{}, models.Wrap(models.EInvalidSignature, err, msgClaims)
+		return models.Claims{}, refusal(tokenType, msgClaims, err)
 	}
 	return c, nil
 }
@@ -288,7 +310,7 @@ func newKey(now time.Time) (models.SigningKey, error) {
 
 // publicKey returns the verifying key for kid, re-reading the store once when
 // the kid is not cached.
-func (s *Service) publicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
+func (s *Service) publicKey(ctx context.Context, typ, kid string) (ed25519.PublicKey, error) {
 	s.mu.RLock()
 	k, ok := s.keys[kid]
 	s.mu.RUnlock()
@@ -302,7 +324,7 @@ func (s *Service) publicKey(ctx context.Context, kid string) (ed25519.PublicKey,
 	k, ok = s.keys[kid]
 	s.mu.RUnlock()
 	if !ok {
-		return nil, models.Errorf(models.EInvalidSignature, msgUnknownKey)
+		return nil, refusal(typ, msgUnknownKey, nil)
 	}
 	return k.Public, nil
 }
@@ -434,6 +456,7 @@ func parseTyped(compact, typ string) (kid string, payload []byte, err error) {
 // compactJWS is a compact JWS as splitTyped checked it: its header was
 // exactly {alg: EdDSA, kid, typ}, each segment strict base64url.
 type compactJWS struct {
+	typ     string
 	kid     string
 	payload []byte
 	// signed is the JWS signing input exactly as presented: the header
@@ -450,24 +473,24 @@ type compactJWS struct {
 // compactJWS.verify). EInvalidSignature for anything else.
 func splitTyped(compact, typ string) (compactJWS, error) {
 	if compact == "" {
-		return compactJWS{}, models.Errorf(models.EInvalidSignature, "confirmation token is missing")
+		return compactJWS{}, refusal(typ, "is missing", nil)
 	}
 	if len(compact) > maxTokenLen {
-		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+		return compactJWS{}, refusal(typ, msgMalformed, nil)
 	}
 	h, rest, ok := strings.Cut(compact, ".")
 	if !ok {
-		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+		return compactJWS{}, refusal(typ, msgMalformed, nil)
 	}
 	p, sig, ok := strings.Cut(rest, ".")
 	if !ok || strings.Contains(sig, ".") {
-		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgMalformed)
+		return compactJWS{}, refusal(typ, msgMalformed, nil)
 	}
 	var raw [3][]byte
 	for i, seg := range [3]string{h, p, sig} {
 		var err error
 		if raw[i], err = decodeSegment(seg); err != nil {
-			return compactJWS{}, models.Wrap(models.EInvalidSignature, err, msgMalformed)
+			return compactJWS{}, refusal(typ, msgMalformed, err)
 		}
 	}
 	kid, err := checkHeader(raw[0], typ)
@@ -475,9 +498,9 @@ func splitTyped(compact, typ string) (compactJWS, error) {
 		return compactJWS{}, err
 	}
 	if len(raw[2]) != ed25519.SignatureSize {
-		return compactJWS{}, models.Errorf(models.EInvalidSignature, msgSignature)
+		return compactJWS{}, refusal(typ, msgSignature, nil)
 	}
-	return compactJWS{kid: kid, payload: raw[1], signed: compact[:len(h)+1+len(p)], sig: raw[2]}, nil
+	return compactJWS{typ: typ, kid: kid, payload: raw[1], signed: compact[:len(h)+1+len(p)], sig: raw[2]}, nil
 }
 
 // verify checks the Ed25519 signature over the signing input as presented
@@ -486,10 +509,10 @@ func splitTyped(compact, typ string) (compactJWS, error) {
 // public key.
 func (j compactJWS) verify(pub ed25519.PublicKey) error {
 	if len(pub) != ed25519.PublicKeySize {
-		return models.Errorf(models.EInvalidSignature, msgSignature)
+		return refusal(j.typ, msgSignature, nil)
 	}
 	if !ed25519.Verify(pub, []byte(j.signed), j.sig) {
-		return models.Errorf(models.EInvalidSignature, msgSignature)
+		return refusal(j.typ, msgSignature, nil)
 	}
 	return nil
 }
@@ -531,7 +554,7 @@ func validKeyID(kid string) bool {
 func checkHeader(h []byte, wantTyp string) (string, error) {
 	fields, err := objectFields(h)
 	if err != nil {
-		return "", models.Wrap(models.EInvalidSignature, err, msgMalformed)
+		return "", refusal(wantTyp, msgMalformed, err)
 	}
 	var alg, kid, typ string
 	for name, v := range fields {
@@ -544,20 +567,25 @@ func checkHeader(h []byte, wantTyp string) (string, error) {
 		case "typ":
 			dst = &typ
 		default:
-			return "", models.Errorf(models.EInvalidSignature, msgHeader)
+			return "", refusal(wantTyp, msgHeader, nil)
 		}
 		if err := json.Unmarshal(v, dst); err != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return "", models.Errorf(models.EInvalidSignature, msgHeader)
+			return "", refusal(wantTyp, msgHeader, nil)
 		}
 	}
 	if alg != string(jose.EdDSA) {
-		return "", models.Errorf(models.EInvalidSignature, msgAlgorithm)
+		return "", refusal(wantTyp, msgAlgorithm, nil)
 	}
 	if typ != wantTyp {
-		return "", models.Errorf(models.EInvalidSignature, msgHeader)
+		// Each signed kind has its own typ: a receipt is never taken for
+		// a token, nor a token for a receipt.
+		if len(typ) > 64 {
+			return "", refusal(wantTyp, "is of another kind", nil)
+		}
+		return "", refusal(wantTyp, fmt.Sprintf("is of another kind (JWS typ %q)", typ), nil)
 	}
 	if !validKeyID(kid) {
-		return "", models.Errorf(models.EInvalidSignature, msgUnknownKey)
+		return "", refusal(wantTyp, msgUnknownKey, nil)
 	}
 	return kid, nil
 }

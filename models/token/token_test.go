@@ -1284,3 +1284,40 @@ func TestSignStruct(t *testing.T) {
 		t.Error("signed under an unknown type")
 	}
 }
+
+// A refusal names the kind of document that failed, so that a receipt
+// that does not verify is not reported as a confirmation token.
+func TestRefusalsNameTheDocument(t *testing.T) {
+	ctx := context.Background()
+	s, _ := setup(t)
+	receipt, _, err := s.SignDocument(ctx, token.TypeReceipt, []byte(`{"execution_id":"exe_1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := s.Sign(ctx, fullClaims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := receipt[:len(receipt)-2] + "AA"
+	if receipt[len(receipt)-2:] == "AA" {
+		tampered = receipt[:len(receipt)-2] + "BA"
+	}
+	cases := []struct {
+		name, typ, compact, want string
+	}{
+		{"tampered receipt", token.TypeReceipt, tampered, "receipt signature is not valid"},
+		{"garbled receipt", token.TypeReceipt, "not-a-jws", "receipt is not a well-formed compact JWS"},
+		{"token as a receipt", token.TypeReceipt, tok, `receipt is of another kind (JWS typ "countersign-confirmation+jwt")`},
+		{"receipt as a checkpoint", token.TypeCheckpoint, receipt, `audit checkpoint is of another kind (JWS typ "countersign-receipt+jwt")`},
+	}
+	for _, c := range cases {
+		_, _, err := s.VerifyDocument(ctx, c.typ, c.compact)
+		if !models.IsCode(err, models.EInvalidSignature) || models.ErrorMessage(err) != c.want {
+			t.Errorf("%s: %v, want invalid_signature %q", c.name, err, c.want)
+		}
+	}
+	if _, err := s.Verify(ctx, receipt); !models.IsCode(err, models.EInvalidSignature) ||
+		models.ErrorMessage(err) != `confirmation token is of another kind (JWS typ "countersign-receipt+jwt")` {
+		t.Errorf("a receipt redeemed as a token: %v", err)
+	}
+}
