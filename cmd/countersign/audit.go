@@ -229,7 +229,7 @@ func (c *cli) verify(_ context.Context, args []string) error {
 	}
 	if first != nil {
 		if len(receipts) > 1 {
-			return models.Errorf(models.EInvalidSignature, "%d of %d receipts failed; the first: %s", failed, len(receipts), models.ErrorMessage(first))
+			return models.Errorf(models.ENotProven, "%d of %d receipts failed; the first: %s", failed, len(receipts), models.ErrorMessage(first))
 		}
 		return first
 	}

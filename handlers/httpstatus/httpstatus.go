@@ -33,7 +33,7 @@ func Of(code models.Code) int {
 	case models.ETokenExpired, models.EProposalExpired, models.ERevoked, models.ECeremonyExpired:
 		return http.StatusGone
 	case models.EUnknownTool, models.ESchemaViolation, models.EClarificationNeeded,
-		models.EBusinessRule:
+		models.EBusinessRule, models.ENotProven:
 		return http.StatusUnprocessableEntity
 	case models.ERateLimited:
 		return http.StatusTooManyRequests

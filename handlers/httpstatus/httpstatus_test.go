@@ -31,6 +31,7 @@ func TestOf(t *testing.T) {
 		{models.ERevoked, http.StatusGone},
 		{models.ECeremonyExpired, http.StatusGone},
 		{models.EBusinessRule, http.StatusUnprocessableEntity},
+		{models.ENotProven, http.StatusUnprocessableEntity},
 		{models.ERateLimited, http.StatusTooManyRequests},
 		{models.EUnavailable, http.StatusServiceUnavailable},
 		{models.EOutcomeUncertain, http.StatusServiceUnavailable},

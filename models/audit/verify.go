@@ -53,8 +53,9 @@ func (r *Report) Failed() []Check {
 	return out
 }
 
-// Err is nil when every check passed, else an EInvalidSignature error
-// naming the first broken element (and how many more there are).
+// Err is nil when every check passed, else an ENotProven error naming the
+// first broken element (and how many more there are): a signature, a
+// digest, a link of the chain, an assertion.
 func (r *Report) Err() error {
 	f := r.Failed()
 	if len(f) == 0 {
@@ -64,7 +65,7 @@ func (r *Report) Err() error {
 	if len(f) > 1 {
 		msg += fmt.Sprintf(" (and %d more broken elements)", len(f)-1)
 	}
-	return models.Errorf(models.EInvalidSignature, "verification failed: %s", msg)
+	return models.Errorf(models.ENotProven, "verification failed: %s", msg)
 }
 
 // decoded is a chain entry whose hash and links were checked.
