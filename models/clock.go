@@ -66,3 +66,11 @@ func NewID(prefix string) string {
 	idMu.Unlock()
 	return prefix + "_" + strings.ToLower(id.String())
 }
+
+// TimeFormat is how times are written for agents and integrators (the API,
+// MCP results, event details): RFC 3339 in UTC with millisecond
+// precision, the precision the store keeps, always three digits.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime writes t in TimeFormat.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }

@@ -265,11 +265,7 @@ func receipt(e *models.Execution) models.Receipt {
 	return r
 }
 
-// timeFormat is RFC 3339 in UTC with millisecond precision, the precision
-// the store keeps.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func timestamp(t time.Time) string { return t.UTC().Format(timeFormat) }
+func timestamp(t time.Time) string { return models.FormatTime(t) }
 
 // optionalTimestamp is null for the zero time.
 func optionalTimestamp(t time.Time) *string {

@@ -25,6 +25,9 @@ var resultSchema = json.RawMessage(`{
       "required": ["machine", "display"],
       "additionalProperties": false
     },
+    "args_digest": {"type": "string", "description": "The digest of the normalized arguments, which approvals and the receipt bind."},
+    "request_key": {"type": "string", "description": "The idempotency key of the request (yours, or the one the server derived)."},
+    "created_at": {"type": "string", "format": "date-time"},
     "risk_tier": {"type": "string"},
     "confirmation": {"type": "string", "enum": ["click", "webauthn"]},
     "approvals": {
@@ -70,8 +73,8 @@ var resultSchema = json.RawMessage(`{
     },
     "effect_digest": {"type": "string", "description": "The effect's digest, which approvals confirm."}
   },
-  "required": ["proposal_id", "tool", "status", "preview", "risk_tier", "confirmation", "approvals",
-    "expires_at", "console_url", "revision", "next"],
+  "required": ["proposal_id", "tool", "status", "args_digest", "request_key", "created_at", "preview", "risk_tier",
+    "confirmation", "approvals", "expires_at", "console_url", "revision", "next"],
   "additionalProperties": false,
   "$defs": {
     "edit": {

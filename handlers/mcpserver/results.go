@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,6 +19,9 @@ type ProposalResult struct {
 	ProposalID   string         `json:"proposal_id"`
 	Tool         string         `json:"tool"`
 	Status       models.Status  `json:"status"`
+	ArgsDigest   string         `json:"args_digest"`
+	RequestKey   string         `json:"request_key"`
+	CreatedAt    string         `json:"created_at"`
 	Preview      Preview        `json:"preview"`
 	RiskTier     string         `json:"risk_tier"`
 	Confirmation string         `json:"confirmation"`
@@ -111,6 +113,7 @@ type ExecutionInfo struct {
 func (h *Handler) view(p *models.Proposal) ProposalResult {
 	out := ProposalResult{
 		ProposalID: p.ID, Tool: p.Tool, Status: p.Status, RiskTier: p.Tier.Name,
+		ArgsDigest: p.ArgsDigest, RequestKey: p.RequestKey, CreatedAt: models.FormatTime(p.CreatedAt),
 		Confirmation: string(p.Tier.Confirmation),
 		Approvals:    approvals(p),
 		ConsoleURL:   h.ConsoleURL(p.ID), Revision: p.Revision,
@@ -122,7 +125,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 		out.Preview.Machine = json.RawMessage("{}")
 	}
 	if !p.ExpiresAt.IsZero() {
-		out.ExpiresAt = p.ExpiresAt.UTC().Format(time.RFC3339)
+		out.ExpiresAt = models.FormatTime(p.ExpiresAt)
 	}
 	for _, f := range p.Preview {
 		out.Preview.Display = append(out.Preview.Display, DisplayField{Name: f.Name, Label: f.Label, Display: f.Display})

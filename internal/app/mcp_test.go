@@ -544,6 +544,14 @@ func TestMCPDeclinedExpiredCancelled(t *testing.T) {
 	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
 
 	p := a.refund("ord_1004", 100)
+	// The result carries what the API's proposal does to correlate it:
+	// the digest, the request key, and times to the millisecond.
+	stored := c.reloadProposal(p.ProposalID)
+	if p.ArgsDigest != stored.ArgsDigest || p.RequestKey != stored.RequestKey || p.RequestKey == "" ||
+		p.CreatedAt != stored.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") ||
+		p.ExpiresAt != stored.ExpiresAt.UTC().Format("2006-01-02T15:04:05.000Z") {
+		t.Errorf("result %+v does not match the stored proposal %+v", p, stored)
+	}
 	c.decline(p.ProposalID, "refunded by phone already")
 	got := a.get(p.ProposalID, 0)
 	if got.Status != models.StatusDeclined || got.Reason != "refunded by phone already" || !strings.Contains(got.Next, "refunded by phone already") {

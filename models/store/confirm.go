@@ -287,7 +287,7 @@ func (s *Store) confirmIn(tx *gorm.DB, p *models.Proposal, now time.Time, issue 
 		return models.Errorf(models.EInvalidState, "the proposal changed while it was being confirmed")
 	}
 	if err := s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
-		map[string]any{"token_expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339Nano)}); err != nil {
+		map[string]any{"token_expires_at": models.FormatTime(tok.ExpiresAt)}); err != nil {
 		return err
 	}
 	if err := tx.Create(&tokenRow{JTI: tok.JTI, TenantID: p.TenantID, ProposalID: p.ID, AgentID: tok.AgentID,

@@ -96,7 +96,7 @@ func (s *Store) SupersedeProposal(ctx context.Context, originalID, digestSeen st
 			return err
 		}
 		data := map[string]any{"tool": revised.Tool, "risk_tier": revised.Tier.Name, "supersedes": originalID,
-			"expires_at": revised.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+			"expires_at": models.FormatTime(revised.ExpiresAt)}
 		if err := s.recordEvent(tx, tenantID, revised.ID, models.EventCreated, now, data); err != nil {
 			return err
 		}

@@ -202,7 +202,7 @@ func (s *Store) ConfirmByMandate(ctx context.Context, tenantID, proposalID, mand
 			return err
 		}
 		if err := s.recordEvent(tx, tenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
-			map[string]any{"token_expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339Nano), "mandate_id": mandateID}); err != nil {
+			map[string]any{"token_expires_at": models.FormatTime(tok.ExpiresAt), "mandate_id": mandateID}); err != nil {
 			return err
 		}
 		if err := tx.Create(&tokenRow{JTI: tok.JTI, TenantID: tenantID, ProposalID: p.ID, AgentID: tok.AgentID,

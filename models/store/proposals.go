@@ -222,7 +222,7 @@ func (s *Store) CreateProposalSeeingMandates(ctx context.Context, p *models.Prop
 		if err := insertFactors(tx, p); err != nil {
 			return err
 		}
-		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": p.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		data := map[string]any{"tool": p.Tool, "risk_tier": p.Tier.Name, "expires_at": models.FormatTime(p.ExpiresAt)}
 		if err := s.recordEvents(tx, p.TenantID, p.ID, p.CreatedAt,
 			outboxEvent{typ: models.EventCreated, data: data}, outboxEvent{typ: models.StatusEvent(p.Status), data: data}); err != nil {
 			return err
