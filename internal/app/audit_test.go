@@ -162,6 +162,12 @@ func TestReceiptsAndAuditThroughTheServer(t *testing.T) {
 	if status != http.StatusOK || len(list) != 5 || log["next_after"] != float64(5) {
 		t.Fatalf("audit page: %d %v", status, log)
 	}
+	// An audit reader key on an agent route is told what it is.
+	status, body := c.apiGet("/api/v1/proposals/"+p.ID, readerKey)
+	e, _ := body["error"].(map[string]any)
+	if msg, _ := e["message"].(string); status != http.StatusUnauthorized || e["code"] != "unauthenticated" || !strings.Contains(msg, "audit reader key") {
+		t.Fatalf("audit key on the agent API: %d %v", status, body)
+	}
 	_, log = c.apiGet("/api/v1/audit?after=5", readerKey)
 	rest, _ := log["entries"].([]any)
 	first, _ := rest[0].(map[string]any)
