@@ -420,17 +420,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// MandateNames are the names a mandate's preview shows beside the ids it
+// stores: the tool's title and the covered agents' names by id. Either may
+// be empty; the ids are shown alone then.
+type MandateNames struct {
+	ToolTitle string
+	Agents    map[string]string
+}
+
 // Preview returns the terms as a reviewer reads them: each term with its
 // machine value as stored and a display value; money shows amounts in minor
-// units with their currency (registry.FormatMoney).
-func (t *MandateTerms) Preview(money func(minor int64, currency string) (string, error)) ([]PreviewField, error) {
+// units with their currency (registry.FormatMoney), the tool and agents
+// their names (names) beside their ids.
+func (t *MandateTerms) Preview(money func(minor int64, currency string) (string, error), names MandateNames) ([]PreviewField, error) {
 	var out []PreviewField
 	add := func(name, label string, v any, display string) {
 		b, _ := json.Marshal(v)
 		out = append(out, PreviewField{Name: name, Label: label, Value: b, Display: display})
 	}
-	add("tool", "Tool", t.Tool, t.Tool+" (rules "+t.PolicyVersion+")")
-	add("agents", "Agents", t.Agents, strings.Join(t.Agents, ", "))
+	tool := t.Tool + " (rules " + t.PolicyVersion + ")"
+	if names.ToolTitle != "" {
+		tool = names.ToolTitle + " — " + tool
+	}
+	add("tool", "Tool", t.Tool, tool)
+	agents := make([]string, len(t.Agents))
+	for i, id := range t.Agents {
+		agents[i] = id
+		if n := names.Agents[id]; n != "" {
+			agents[i] = n + " (" + id + ")"
+		}
+	}
+	add("agents", "Agents", t.Agents, strings.Join(agents, ", "))
 	add("tiers", "Risk tiers covered", t.Tiers, strings.Join(t.Tiers, ", "))
 	if t.ResourcePattern != "" {
 		add("resource_pattern", "Resources matching", t.ResourcePattern, t.ResourcePattern)

@@ -138,3 +138,32 @@ func TestMandateState(t *testing.T) {
 		}
 	}
 }
+
+// A reviewer reads the tool's title and the agents' names beside the ids
+// the terms store; the machine values stay the ids.
+func TestMandatePreviewNamesToolAndAgents(t *testing.T) {
+	m := terms()
+	if err := m.Check(refundTool, t0); err != nil {
+		t.Fatal(err)
+	}
+	money := func(minor int64, currency string) (string, error) {
+		return currency + " " + string(rune('0'+minor%10)), nil
+	}
+	shown := map[string]models.PreviewField{}
+	fields, err := m.Preview(money, models.MandateNames{ToolTitle: "Issue a refund", Agents: map[string]string{"agt_a": "refund-bot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		shown[f.Name] = f
+	}
+	if got, want := shown["tool"].Display, "Issue a refund — refund_order (rules refund-1)"; got != want {
+		t.Errorf("tool shown as %q, want %q", got, want)
+	}
+	if got, want := shown["agents"].Display, "refund-bot (agt_a), agt_b"; got != want {
+		t.Errorf("agents shown as %q, want %q", got, want)
+	}
+	if got := string(shown["agents"].Value); got != `["agt_a","agt_b"]` {
+		t.Errorf("agents stored as %s", got)
+	}
+}

@@ -79,7 +79,7 @@ func (h *Mandates) row(m models.Mandate, names map[string]string, now time.Time,
 	r := mandates.Row{ID: m.ID, ProposalID: m.ProposalID, Tool: t.Tool, Agents: strings.Join(agents, ", "),
 		Live: m.Live(now), Grantors: strings.Join(m.GrantorNames, ", "), Granted: h.when(m.GrantedAt),
 		Revocable: admin && m.Status == models.MandateActive}
-	if preview, err := t.Preview(registry.FormatMoney); err == nil {
+	if preview, err := t.Preview(registry.FormatMoney, models.MandateNames{Agents: names}); err == nil {
 		for _, f := range preview {
 			switch f.Name {
 			case "tool", "agents", "reason", "expires_at", "max_uses", "money.budget":

@@ -62,7 +62,8 @@ func (s *Service) RequestMandate(ctx context.Context, agent models.Agent, in Man
 	if err := terms.Check(tool.MandateTool(), now); err != nil {
 		return nil, false, err
 	}
-	preview, err := terms.Preview(registry.FormatMoney)
+	preview, err := terms.Preview(registry.FormatMoney,
+		models.MandateNames{ToolTitle: tool.Title, Agents: map[string]string{agent.ID: agent.Name}})
 	if err != nil {
 		// The formatter's own text names the package; the agent is told
 		// what to change.
