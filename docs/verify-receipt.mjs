@@ -468,10 +468,24 @@ for (let text of wanted) {
       if ((e.body.data.mandate_id || "") !== (m ? m.id : "")) fail(element, "the chain issued the token under another mandate than the receipt names");
       issued = seq;
     }
-    if (e.body.kind === "proposal.created" && e.body.data.args_digest === d) created = seq;
+    if (e.body.kind === "proposal.created" && e.body.data.args_digest === d) {
+      created = seq;
+      // The targets too: a receipt re-signed with a leaked key cannot name
+      // other targets (with a digest of its own) than were proposed.
+      const c = e.body.data;
+      if (c.request_key !== rc.request_key || c.tool !== rc.tool || c.policy_version !== rc.policy_version ||
+        (c.resource || "") !== (rc.resource || "") || (c.resource_set_digest || "") !== (rc.resource_set_digest || "")) {
+        fail(element, "the proposal's creation records another request key, tool, policy or targets than the receipt");
+      }
+    }
     if (e.body.kind === "execution.outcome" && e.body.data.execution_id === rc.execution_id && e.body.data.status === rc.status) {
       outcome = seq;
       if (e.body.data.result_digest !== rc.result_digest) fail(element, "the chain records another result");
+      // The chain records the hash of the receipt the server signed: a
+      // receipt signed again, whatever it says, is not that one.
+      if (e.body.data.receipt_digest && e.body.data.receipt_digest !== sha256(text)) {
+        fail(element, "the chain records another receipt for this execution");
+      }
     }
   }
   if (m) checkUse(rc, element);

@@ -58,6 +58,12 @@ type world struct {
 
 func newWorld(t *testing.T, kind string) *world {
 	t.Helper()
+	return newWorldWith(t, kind, registry.Demo())
+}
+
+// newWorldWith is newWorld under another registry of the demo's tools.
+func newWorldWith(t *testing.T, kind string, reg *registry.Registry) *world {
+	t.Helper()
 	w := &world{ctx: context.Background(), clock: models.NewFixedClock(time.Date(2026, 9, 1, 6, 0, 0, 0, time.UTC))}
 	url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
 	if kind == "postgres" {
@@ -83,7 +89,6 @@ func newWorld(t *testing.T, kind string) *world {
 	}
 	w.st, w.tenant, w.agent, w.reviewer = st, demo.Tenant, demo.Agent, demo.Reviewer
 	w.tokens = token.New(st, token.Config{Issuer: "countersign", Audience: "countersign:execute", Clock: w.clock})
-	reg := registry.Demo()
 	adapters := map[string]models.Adapter{}
 	for _, tool := range reg.Tools() {
 		adapters[tool.Name] = ledger

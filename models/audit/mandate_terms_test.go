@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/writes"
 )
 
@@ -138,30 +139,53 @@ func TestMandateReceiptTermsTampering(t *testing.T) {
 	forged.Arguments = json.RawMessage(strings.Replace(string(rc.Arguments), "25000", "24000", 1))
 	failsWith(t, export, w.resign(t, forged), "the receipt's arguments hash to", "do not hash to its requested digest")
 
-	// A receipt without the arguments (a digest-only tool's) cannot show
-	// the terms on arguments: both verifiers say so rather than pass them
-	// over in silence. (The chain still names the receipt it recorded, so
-	// countersign verify refuses this re-signed copy on that count.)
+	// A copy re-signed without the arguments is not the receipt the chain
+	// recorded.
 	forged = rc
 	forged.Arguments = nil
-	stripped := w.resign(t, forged)
-	found := false
-	for _, c := range verify(t, export, stripped).Checks {
-		found = found || (c.OK && c.Element == "terms of mandate "+m.ID &&
-			strings.Contains(c.Detail, "not checkable from the receipt: the terms on arguments"))
-	}
-	if !found {
-		t.Errorf("countersign verify does not say the terms on arguments went unchecked")
-	}
-	if out, _ := runNode(t, export, stripped); !strings.Contains(out, "not checkable from the receipt: the terms on arguments") {
-		t.Errorf("node does not say the terms on arguments went unchecked:\n%s", out)
-	}
+	failsWith(t, export, w.resign(t, forged), "the chain records another receipt", "the chain records another receipt")
 
 	// Unsigned edits fail on the signature, as before.
 	parts := strings.Split(compact, ".")
 	payload, _ := json.Marshal(forged)
 	unsigned := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
 	failsWith(t, export, unsigned, "signature", "signature")
+}
+
+// A digest-only tool's receipt (receipt_arguments: digest) cannot show the
+// terms on arguments: both verifiers pass it and say so rather than pass
+// them over in silence.
+func TestMandateReceiptOfADigestOnlyTool(t *testing.T) {
+	src := string(registry.DemoYAML())
+	old := "  - name: refund_order\n"
+	if !strings.Contains(src, old) {
+		t.Fatal("demo registry changed; update the test")
+	}
+	reg, err := registry.Parse([]byte(strings.Replace(src, old, old+"    receipt_arguments: digest\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorldWith(t, "sqlite", reg)
+	compact, rc, m := mandateReceipt(t, w)
+	if len(rc.Arguments) != 0 {
+		t.Fatalf("a digest-only receipt carries arguments %s", rc.Arguments)
+	}
+	export := w.export(t)
+	r := verify(t, export, compact)
+	if err := r.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, r.Checks)
+	}
+	found := false
+	for _, c := range r.Checks {
+		found = found || (c.OK && c.Element == "terms of mandate "+m.ID &&
+			strings.Contains(c.Detail, "not checkable from the receipt: the terms on arguments"))
+	}
+	if !found {
+		t.Errorf("countersign verify does not say the terms on arguments went unchecked")
+	}
+	if out, err := runNode(t, export, compact); err != nil || !strings.Contains(out, "not checkable from the receipt: the terms on arguments") {
+		t.Errorf("node: %v; it does not say the terms on arguments went unchecked:\n%s", err, out)
+	}
 }
 
 // When the stored mandate is loosened behind the grantors' backs, the
@@ -299,4 +323,13 @@ func TestMandateReceiptChecksABatchsTargets(t *testing.T) {
 	forged := rc
 	forged.ResourceSet = []string{"log_0001", "log_0004"}
 	failsWith(t, export, w.resign(t, forged), "the batch's targets hash to", "do not hash to its resource set digest")
+
+	// …and under a digest of their own, still within the mandate: the
+	// chain recorded the proposed targets and the receipt it signed.
+	forged.ResourceSet = []string{"log_0001", "log_0004"}
+	if forged.ResourceSetDigest, err = models.DigestValue(forged.ResourceSet); err != nil {
+		t.Fatal(err)
+	}
+	failsWith(t, export, w.resign(t, forged), "records other arguments, request key, tool, policy or targets",
+		"records another request key, tool, policy or targets")
 }

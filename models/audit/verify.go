@@ -613,9 +613,13 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		switch d.body.Kind {
 		case models.AuditProposalCreated:
 			created = s
+			// The targets too: a receipt re-signed with a leaked key cannot
+			// name other targets (with a digest of its own) than were
+			// proposed.
 			if str(d, "args_digest") != rc.RequestedDigest || str(d, "request_key") != rc.RequestKey ||
-				str(d, "tool") != rc.Tool || str(d, "policy_version") != rc.PolicyVersion {
-				r.fail(name, "the proposal's creation records other arguments, request key, tool or policy than the receipt")
+				str(d, "tool") != rc.Tool || str(d, "policy_version") != rc.PolicyVersion ||
+				str(d, "resource") != rc.Resource || str(d, "resource_set_digest") != rc.ResourceSetDigest {
+				r.fail(name, "the proposal's creation records other arguments, request key, tool, policy or targets than the receipt")
 			}
 		case models.AuditDecisionApproved:
 			decisions[str(d, "decision_id")] = d
