@@ -201,6 +201,37 @@ function checkAssertion(ev, proposalID, argsDigest, element) {
 // checkApprovers checks each approval under a tier of the given
 // confirmation: a click where the tier allows one, else a security-key
 // assertion by a key registered to the approver.
+// A tier's approver groups, from the chain: the requirement the proposal
+// was created with against who counted toward each group when the token was
+// issued. Each factor keeps its group and count, has that many approvers,
+// all approvers of the receipt and none counted twice; the receipt has as
+// many approvers as the quorum and the groups need together.
+function checkGroups(rc, require, factors, element) {
+  if (!Array.isArray(factors) || factors.length !== require.length) {
+    fail(element, "the token was issued without the approver groups the proposal's tier required");
+  }
+  const approvers = new Set(rc.approvers.map((a) => a.user_id));
+  const seen = new Set();
+  let need = Math.max(rc.quorum, 1);
+  let sum = 0;
+  factors.forEach((f, i) => {
+    const want = require[i];
+    if (f.group !== want.group || f.count !== want.count) {
+      fail(element, `the token was issued under group ${f.group} ×${f.count}, the proposal was created requiring group ${want.group} ×${want.count}`);
+    }
+    if (!Array.isArray(f.approvers) || f.approvers.length < f.count) {
+      fail(element, `the token was issued with fewer approvers than group ${f.group} requires`);
+    }
+    for (const u of f.approvers) {
+      if (!approvers.has(u) || seen.has(u)) fail(element, `${u} counts toward group ${f.group} but is not a distinct approver of the receipt`);
+      seen.add(u);
+    }
+    sum += want.count;
+  });
+  need = Math.max(need, sum);
+  if (rc.approvers.length < need) fail(element, `${rc.approvers.length} approvers, the quorum and the groups need ${need}`);
+}
+
 function checkApprovers(approvers, proposalID, argsDigest, confirmation) {
   for (const a of approvers) {
     if (a.method !== "security_key") {
@@ -453,6 +484,8 @@ for (let text of wanted) {
   let outcome = 0;
   let issued = 0;
   let granted = 0;
+  let require = null;
+  let factors = null;
   const same = (a, b) => Array.isArray(a) && a.length === b.length && a.every((v, i) => v === b[i]);
   for (const [seq, e] of bySeq) {
     if (m && e.body.kind === "mandate.granted" && e.body.data.mandate_id === m.id) {
@@ -467,9 +500,11 @@ for (let text of wanted) {
     if (e.body.kind === "token.issued" && e.body.data.jti === rc.jti) {
       if ((e.body.data.mandate_id || "") !== (m ? m.id : "")) fail(element, "the chain issued the token under another mandate than the receipt names");
       issued = seq;
+      factors = e.body.data.factors || null;
     }
     if (e.body.kind === "proposal.created" && e.body.data.args_digest === d) {
       created = seq;
+      require = e.body.data.require || null;
       // The targets too: a receipt re-signed with a leaked key cannot name
       // other targets (with a digest of its own) than were proposed.
       const c = e.body.data;
@@ -493,6 +528,7 @@ for (let text of wanted) {
   if (!issued) fail(element, "the token's issue is not in the chain");
   if (m && !granted) fail(element, `the grant of mandate ${m.id} is not in the chain`);
   if (!outcome) fail(element, "the execution's outcome is not in the chain");
+  if (!m && require && require.length) checkGroups(rc, require, factors, element);
   if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
   const who = (list) => list.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ");
   const how = m

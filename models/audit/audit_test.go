@@ -49,6 +49,7 @@ type world struct {
 	tenant    models.Tenant
 	agent     models.Agent
 	reviewer  models.User
+	admin     models.User
 	click     string // receipt of the click-approved refund, whose approver was shown its effect preview
 	stepup    string // receipt of the security-key-approved refund
 	stepupRC  models.SignedReceipt
@@ -87,7 +88,7 @@ func newWorldWith(t *testing.T, kind string, reg *registry.Registry) *world {
 	if err := ledger.Seed(w.ctx, demo.Tenant.ID); err != nil {
 		t.Fatal(err)
 	}
-	w.st, w.tenant, w.agent, w.reviewer = st, demo.Tenant, demo.Agent, demo.Reviewer
+	w.st, w.tenant, w.agent, w.reviewer, w.admin = st, demo.Tenant, demo.Agent, demo.Reviewer, demo.Admin
 	w.tokens = token.New(st, token.Config{Issuer: "countersign", Audience: "countersign:execute", Clock: w.clock})
 	adapters := map[string]models.Adapter{}
 	for _, tool := range reg.Tools() {

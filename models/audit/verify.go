@@ -591,6 +591,7 @@ func (x *Export) checkApprovers(r *Report, approvers []models.ReceiptApprover, p
 // proposal's creation to this outcome, under a signed checkpoint.
 func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq map[int64]decoded, anchored int64) {
 	var created, outcome int64
+	var createdEntry, issuedEntry decoded
 	issued, consumed := false, false
 	decisions := map[string]decoded{}
 	seqs := make([]int64, 0, len(bySeq))
@@ -612,7 +613,7 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		name := fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line)
 		switch d.body.Kind {
 		case models.AuditProposalCreated:
-			created = s
+			created, createdEntry = s, d
 			// The targets too: a receipt re-signed with a leaked key cannot
 			// name other targets (with a digest of its own) than were
 			// proposed.
@@ -627,7 +628,7 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 			if str(d, "jti") != rc.TokenID {
 				continue
 			}
-			issued = true
+			issued, issuedEntry = true, d
 			want := ""
 			if rc.Mandate != nil {
 				want = rc.Mandate.ID
@@ -677,6 +678,9 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 	if len(decisions) != len(rc.Approvers) {
 		r.fail("proposal story", "the chain records %d approvals, the receipt %d", len(decisions), len(rc.Approvers))
 	}
+	if rc.Mandate == nil && created != 0 && issued {
+		groupsMet(r, rc, createdEntry, issuedEntry)
+	}
 	if outcome == 0 {
 		return
 	}
@@ -692,6 +696,82 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 			created, outcome, len(decisions), plural(len(decisions), "approval", "approvals"))
 	}
 	r.ok("anchor", "checkpoint %d covers the chain from creation to outcome", anchored)
+}
+
+// groupsMet checks a tier's approver groups from the chain: the
+// requirement the proposal was created with (proposal.created's require)
+// against who counted toward each group when the token was issued
+// (token.issued's factors). Each factor must keep the group and count
+// required, have that many approvers, all of them approvers of the receipt
+// and none counted twice; and the receipt must have as many approvers as
+// the quorum and the factors need together (models.Tier.Approvers). The
+// memberships themselves are the server's statement at confirmation,
+// recorded in the chain. A proposal created without groups, or before the
+// chain recorded them, has nothing to check.
+func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded) {
+	type factor struct {
+		Group     string   `json:"group"`
+		Count     int      `json:"count"`
+		Approvers []string `json:"approvers"`
+	}
+	read := func(d decoded, k string) ([]factor, bool) {
+		raw, ok := d.data[k]
+		if !ok {
+			return nil, false
+		}
+		b, _ := json.Marshal(raw)
+		var out []factor
+		if err := json.Unmarshal(b, &out); err != nil {
+			return nil, true
+		}
+		return out, true
+	}
+	require, ok := read(created, "require")
+	if !ok || len(require) == 0 {
+		return
+	}
+	name := fmt.Sprintf("audit entry %d (line %d)", issued.Seq, issued.Line)
+	counted, ok := read(issued, "factors")
+	if !ok || len(counted) != len(require) {
+		r.fail(name, "the token was issued without the approver groups the proposal's tier required")
+		return
+	}
+	approvers := map[string]bool{}
+	for _, a := range rc.Approvers {
+		approvers[a.UserID] = true
+	}
+	seen := map[string]bool{}
+	need := max(rc.Quorum, 1)
+	var said []string
+	for i, f := range counted {
+		want := require[i]
+		if f.Group != want.Group || f.Count != want.Count {
+			r.fail(name, "the token was issued under group %s ×%d, the proposal was created requiring group %s ×%d",
+				f.Group, f.Count, want.Group, want.Count)
+			return
+		}
+		if len(f.Approvers) < f.Count {
+			r.fail(name, "the token was issued with %d of the %d approvers group %s requires", len(f.Approvers), f.Count, f.Group)
+			return
+		}
+		for _, u := range f.Approvers {
+			if !approvers[u] || seen[u] {
+				r.fail(name, "%s counts toward group %s but is not a distinct approver of the receipt", u, f.Group)
+				return
+			}
+			seen[u] = true
+		}
+		said = append(said, fmt.Sprintf("%s %d of %d", f.Group, len(f.Approvers), f.Count))
+	}
+	sum := 0
+	for _, f := range require {
+		sum += f.Count
+	}
+	if need = max(need, sum); len(rc.Approvers) < need {
+		r.fail("approvals", "%d %s, the quorum and the groups need %d", len(rc.Approvers), plural(len(rc.Approvers), "approver", "approvers"), need)
+		return
+	}
+	r.ok("approver groups", "%s, each approver counted once", strings.Join(said, ", "))
 }
 
 // grantStory checks one chain entry about the proposal that asked for

@@ -26,6 +26,15 @@ func proposalCreatedEvent(p *models.Proposal) models.AuditEvent {
 	if len(p.Problems) > 0 {
 		data["problems"] = p.Problems
 	}
+	if len(p.Tier.Require) > 0 {
+		// What the tier requires of approver groups, as the proposal
+		// was created: the chain then shows a requirement weakened later.
+		require := make([]map[string]any, len(p.Tier.Require))
+		for i, f := range p.Tier.Require {
+			require[i] = map[string]any{"group": f.Group, "count": f.Count}
+		}
+		data["require"] = require
+	}
 	return models.AuditEvent{Kind: kind, Actor: p.AgentID, ProposalID: p.ID, Data: data}
 }
 
@@ -52,9 +61,22 @@ func tokenIssuedEvent(p *models.Proposal, tok models.Token) models.AuditEvent {
 	for _, d := range p.Approvals() {
 		approvers = append(approvers, d.UserID)
 	}
-	return models.AuditEvent{Kind: models.AuditTokenIssued, Actor: models.ActorSystem, ProposalID: p.ID,
-		Data: map[string]any{"jti": tok.JTI, "kid": tok.KeyID, "agent": tok.AgentID, "args_digest": p.ArgsDigest,
-			"approvers": approvers, "expires_at": ms(tok.ExpiresAt)}}
+	data := map[string]any{"jti": tok.JTI, "kid": tok.KeyID, "agent": tok.AgentID, "args_digest": p.ArgsDigest,
+		"approvers": approvers, "expires_at": ms(tok.ExpiresAt)}
+	if len(p.Tier.Require) > 0 {
+		// Who counted toward each group factor, as the confirming
+		// transaction read the memberships (models.ApprovalsMet).
+		factors := make([]map[string]any, len(p.Progress))
+		for i, f := range p.Progress {
+			counted := f.Approvers
+			if counted == nil {
+				counted = []string{}
+			}
+			factors[i] = map[string]any{"group": f.Group, "count": f.Count, "approvers": counted}
+		}
+		data["factors"] = factors
+	}
+	return models.AuditEvent{Kind: models.AuditTokenIssued, Actor: models.ActorSystem, ProposalID: p.ID, Data: data}
 }
 
 func proposalEvent(kind, actor, proposalID string, data map[string]any) models.AuditEvent {
