@@ -205,10 +205,25 @@ function checkAssertion(ev, proposalID, argsDigest, element) {
 // was created with against who counted toward each group when the token was
 // issued. Each factor keeps its group and count, has that many approvers,
 // all approvers of the receipt and none counted twice; the receipt has as
-// many approvers as the quorum and the groups need together.
-function checkGroups(rc, require, factors, element) {
+// many approvers as the quorum and the groups need together. When the
+// export holds the chain from entry 1, each counted approver must be a
+// member of the group by the chain's membership entries before the token
+// was issued.
+function checkGroups(rc, require, factors, issuedSeq, element) {
   if (!Array.isArray(factors) || factors.length !== require.length) {
     fail(element, "the token was issued without the approver groups the proposal's tier required");
+  }
+  const whole = bySeq.has(1);
+  const member = new Map();
+  if (whole) {
+    for (let seq = 1; seq < issuedSeq; seq++) {
+      const e = bySeq.get(seq);
+      if (!e || e.body.kind !== "admin.group_changed") continue;
+      const { group, user_id: user, change } = e.body.data;
+      if (!member.has(group)) member.set(group, new Set());
+      if (change === "member_added") member.get(group).add(user);
+      if (change === "member_removed") member.get(group).delete(user);
+    }
   }
   const approvers = new Set(rc.approvers.map((a) => a.user_id));
   const seen = new Set();
@@ -224,6 +239,9 @@ function checkGroups(rc, require, factors, element) {
     }
     for (const u of f.approvers) {
       if (!approvers.has(u) || seen.has(u)) fail(element, `${u} counts toward group ${f.group} but is not a distinct approver of the receipt`);
+      if (whole && !(member.get(f.group) || new Set()).has(u)) {
+        fail(element, `${u} counts toward group ${f.group}, which the chain shows them outside of when the token was issued`);
+      }
       seen.add(u);
     }
     sum += want.count;
@@ -528,7 +546,7 @@ for (let text of wanted) {
   if (!issued) fail(element, "the token's issue is not in the chain");
   if (m && !granted) fail(element, `the grant of mandate ${m.id} is not in the chain`);
   if (!outcome) fail(element, "the execution's outcome is not in the chain");
-  if (!m && require && require.length) checkGroups(rc, require, factors, element);
+  if (!m && require && require.length) checkGroups(rc, require, factors, issued, element);
   if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
   const who = (list) => list.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ");
   const how = m

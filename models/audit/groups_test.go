@@ -95,4 +95,14 @@ func TestReceiptsShowTheApproverGroups(t *testing.T) {
 	export = w.export(t)
 	failsWith(t, export, loosened, "without the approver groups the proposal's tier required",
 		"without the approver groups the proposal's tier required")
+
+	// The administrator is written into finance in the database, past
+	// the audited way: the server counts them, the chain does not.
+	if err := w.st.Gorm().Exec(`INSERT INTO reviewer_group_members (group_id, user_id, tenant_id, added_by, added_at)
+		SELECT id, ?, tenant_id, '', 0 FROM reviewer_groups WHERE tenant_id = ? AND name = 'finance'`, w.admin.ID, w.tenant.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	smuggled := approveAndExecute(t, w, "ord_1013", w.admin, nil)
+	export = w.export(t)
+	failsWith(t, export, smuggled, "which the chain shows them outside of", "which the chain shows them outside of")
 }

@@ -679,7 +679,7 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		r.fail("proposal story", "the chain records %d approvals, the receipt %d", len(decisions), len(rc.Approvers))
 	}
 	if rc.Mandate == nil && created != 0 && issued {
-		groupsMet(r, rc, createdEntry, issuedEntry)
+		groupsMet(r, rc, createdEntry, issuedEntry, bySeq)
 	}
 	if outcome == 0 {
 		return
@@ -704,11 +704,14 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 // (token.issued's factors). Each factor must keep the group and count
 // required, have that many approvers, all of them approvers of the receipt
 // and none counted twice; and the receipt must have as many approvers as
-// the quorum and the factors need together (models.Tier.Approvers). The
-// memberships themselves are the server's statement at confirmation,
-// recorded in the chain. A proposal created without groups, or before the
-// chain recorded them, has nothing to check.
-func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded) {
+// the quorum and the factors need together (models.Tier.Approvers). When
+// the export holds the chain from its first entry, each counted approver
+// must also be a member of the group by the chain's own membership entries
+// (admin.group_changed) before the token was issued; otherwise the
+// memberships are the server's statement at confirmation. A proposal
+// created without groups, or before the chain recorded them, has nothing
+// to check.
+func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded, bySeq map[int64]decoded) {
 	type factor struct {
 		Group     string   `json:"group"`
 		Count     int      `json:"count"`
@@ -740,6 +743,28 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded) {
 	for _, a := range rc.Approvers {
 		approvers[a.UserID] = true
 	}
+	// The memberships the chain records before the token was issued.
+	_, whole := bySeq[1]
+	member := map[string]map[string]bool{}
+	if whole {
+		for seq := int64(1); seq < issued.Seq; seq++ {
+			d, ok := bySeq[seq]
+			if !ok || d.body.Kind != models.AuditGroupChanged {
+				continue
+			}
+			g, _ := d.data["group"].(string)
+			u, _ := d.data["user_id"].(string)
+			if member[g] == nil {
+				member[g] = map[string]bool{}
+			}
+			switch d.data["change"] {
+			case "member_added":
+				member[g][u] = true
+			case "member_removed":
+				delete(member[g], u)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	need := max(rc.Quorum, 1)
 	var said []string
@@ -759,6 +784,10 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded) {
 				r.fail(name, "%s counts toward group %s but is not a distinct approver of the receipt", u, f.Group)
 				return
 			}
+			if whole && !member[f.Group][u] {
+				r.fail(name, "%s counts toward group %s, which the chain shows them outside of when the token was issued", u, f.Group)
+				return
+			}
 			seen[u] = true
 		}
 		said = append(said, fmt.Sprintf("%s %d of %d", f.Group, len(f.Approvers), f.Count))
@@ -771,7 +800,11 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded) {
 		r.fail("approvals", "%d %s, the quorum and the groups need %d", len(rc.Approvers), plural(len(rc.Approvers), "approver", "approvers"), need)
 		return
 	}
-	r.ok("approver groups", "%s, each approver counted once", strings.Join(said, ", "))
+	how := "memberships as the chain records them"
+	if !whole {
+		how = "memberships as the server stated them (the export does not start at entry 1)"
+	}
+	r.ok("approver groups", "%s, each approver counted once; %s", strings.Join(said, ", "), how)
 }
 
 // grantStory checks one chain entry about the proposal that asked for
