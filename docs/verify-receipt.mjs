@@ -203,15 +203,16 @@ function checkAssertion(ev, proposalID, argsDigest, element) {
 // assertion by a key registered to the approver.
 // A tier's approver groups, from the chain: the requirement the proposal
 // was created with against who counted toward each group when the token was
-// issued. Each factor keeps its group and count, has that many approvers,
+// issued (or the mandate granted: its grantors are then the approvers).
+// Each factor keeps its group and count, has that many approvers,
 // all approvers of the receipt and none counted twice; the receipt has as
 // many approvers as the quorum and the groups need together. When the
 // export holds the chain from entry 1, each counted approver must be a
 // member of the group by the chain's membership entries before the token
 // was issued.
-function checkGroups(rc, require, factors, issuedSeq, element) {
+function checkGroups(ids, quorum, require, factors, issuedSeq, what, element) {
   if (!Array.isArray(factors) || factors.length !== require.length) {
-    fail(element, "the token was issued without the approver groups the proposal's tier required");
+    fail(element, `${what} without the approver groups the proposal's tier required`);
   }
   const whole = bySeq.has(1);
   const member = new Map();
@@ -225,29 +226,29 @@ function checkGroups(rc, require, factors, issuedSeq, element) {
       if (change === "member_removed") member.get(group).delete(user);
     }
   }
-  const approvers = new Set(rc.approvers.map((a) => a.user_id));
+  const approvers = new Set(ids);
   const seen = new Set();
-  let need = Math.max(rc.quorum, 1);
+  let need = Math.max(quorum, 1);
   let sum = 0;
   factors.forEach((f, i) => {
     const want = require[i];
     if (f.group !== want.group || f.count !== want.count) {
-      fail(element, `the token was issued under group ${f.group} ×${f.count}, the proposal was created requiring group ${want.group} ×${want.count}`);
+      fail(element, `${what} under group ${f.group} ×${f.count}, the proposal was created requiring group ${want.group} ×${want.count}`);
     }
     if (!Array.isArray(f.approvers) || f.approvers.length < f.count) {
-      fail(element, `the token was issued with fewer approvers than group ${f.group} requires`);
+      fail(element, `${what} with fewer approvers than group ${f.group} requires`);
     }
     for (const u of f.approvers) {
       if (!approvers.has(u) || seen.has(u)) fail(element, `${u} counts toward group ${f.group} but is not a distinct approver of the receipt`);
       if (whole && !(member.get(f.group) || new Set()).has(u)) {
-        fail(element, `${u} counts toward group ${f.group}, which the chain shows them outside of when the token was issued`);
+        fail(element, `${u} counts toward group ${f.group}, which the chain shows them outside of when ${what}`);
       }
       seen.add(u);
     }
     sum += want.count;
   });
   need = Math.max(need, sum);
-  if (rc.approvers.length < need) fail(element, `${rc.approvers.length} approvers, the quorum and the groups need ${need}`);
+  if (ids.length < need) fail(element, `${ids.length} approvers, the quorum and the groups need ${need}`);
 }
 
 function checkApprovers(approvers, proposalID, argsDigest, confirmation) {
@@ -546,7 +547,17 @@ for (let text of wanted) {
   if (!issued) fail(element, "the token's issue is not in the chain");
   if (m && !granted) fail(element, `the grant of mandate ${m.id} is not in the chain`);
   if (!outcome) fail(element, "the execution's outcome is not in the chain");
-  if (!m && require && require.length) checkGroups(rc, require, factors, issued, element);
+  if (!m && require && require.length) {
+    checkGroups(rc.approvers.map((a) => a.user_id), rc.quorum, require, factors, issued, "the token was issued", element);
+  }
+  if (m && granted) {
+    const asked = [...bySeq.values()].find((e) => e.body.kind === "proposal.created" && e.body.proposal_id === m.proposal_id);
+    const grant = bySeq.get(granted);
+    if (asked && asked.body.data.require && asked.body.data.require.length) {
+      checkGroups(m.grantors.map((g) => g.user_id), m.quorum, asked.body.data.require, grant.body.data.factors || null, granted,
+        "the mandate was granted", `${element}: mandate ${m.id}`);
+    }
+  }
   if (anchored < outcome) fail(element, "no signed checkpoint covers the outcome");
   const who = (list) => list.map((a) => `${a.name || a.user_id} (${a.method})`).join(", ");
   const how = m

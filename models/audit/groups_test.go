@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
@@ -105,4 +106,66 @@ func TestReceiptsShowTheApproverGroups(t *testing.T) {
 	smuggled := approveAndExecute(t, w, "ord_1013", w.admin, nil)
 	export = w.export(t)
 	failsWith(t, export, smuggled, "which the chain shows them outside of", "which the chain shows them outside of")
+}
+
+// grantAndUse asks for a mandate covering the grouped tier, has grantor
+// grant it (before runs first), and executes a write it confirms.
+func grantAndUse(t *testing.T, w *world, order string, grantor models.User, before func(p *models.Proposal)) string {
+	t.Helper()
+	w.clock.Advance(time.Minute)
+	terms := models.MandateTerms{Tool: "refund_order", Tiers: []string{"grouped"}, Resources: []string{order},
+		Money:   &models.MandateMoney{Field: "amount_minor", Currency: "CNY", PerCallCap: 20000, Budget: 100000},
+		MaxUses: 3, ExpiresAt: w.clock.Now().Add(time.Hour), Reason: "refunds during the sale"}
+	mp, _, err := w.svc.RequestMandate(w.ctx, w.agent, writes.MandateInput{Terms: terms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(mp)
+	}
+	mp, err = w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: grantor, ProposalID: mp.ID, DigestSeen: mp.ArgsDigest,
+		EffectSeen: mp.EffectDigest, Evidence: auth.ApprovalEvidence(grantor, nil)})
+	if err != nil || mp.MandateID == "" {
+		t.Fatalf("grant: %v", err)
+	}
+	args, _ := json.Marshal(map[string]any{"order_id": order, "amount_minor": 16000, "currency": "CNY", "reason": "lost"})
+	p, _, err := w.svc.Propose(w.ctx, w.agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
+	if err != nil || p.MandateID != mp.MandateID || p.Token == nil {
+		t.Fatalf("the write was not confirmed by the mandate %s: %v (%s, %q)", mp.MandateID, err, p.Status, p.MandateID)
+	}
+	e, err := w.svc.Execute(w.ctx, w.agent, p.ID, p.Token.Compact)
+	if err != nil || e.ReceiptJWS == "" {
+		t.Fatalf("execute: %v", err)
+	}
+	return e.ReceiptJWS
+}
+
+// A mandate granted under a tier with approver groups is checked the same
+// way, its grantors in place of the approvers.
+func TestMandateReceiptsShowTheGrantorGroups(t *testing.T) {
+	w := groupWorld(t)
+	good := grantAndUse(t, w, "ord_1014", w.reviewer, nil)
+	export := w.export(t)
+	r := verify(t, export, good)
+	if err := r.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, r.Checks)
+	}
+	found := false
+	for _, c := range r.Checks {
+		found = found || (c.OK && strings.HasPrefix(c.Element, "grantor groups of mandate") && strings.Contains(c.Detail, "finance 1 of 1"))
+	}
+	if !found {
+		t.Errorf("the grantors' groups went unchecked: %+v", r.Checks)
+	}
+	if out, err := runNode(t, export, good); err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+
+	loosened := grantAndUse(t, w, "ord_1015", w.admin, func(p *models.Proposal) {
+		if err := w.st.Gorm().Exec("DELETE FROM proposal_factors WHERE proposal_id = ?", p.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+	})
+	export = w.export(t)
+	failsWith(t, export, loosened, "the mandate was granted without the approver groups", "the mandate was granted without the approver groups")
 }

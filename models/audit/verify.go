@@ -679,7 +679,11 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 		r.fail("proposal story", "the chain records %d approvals, the receipt %d", len(decisions), len(rc.Approvers))
 	}
 	if rc.Mandate == nil && created != 0 && issued {
-		groupsMet(r, rc, createdEntry, issuedEntry, bySeq)
+		ids := make([]string, len(rc.Approvers))
+		for i, a := range rc.Approvers {
+			ids[i] = a.UserID
+		}
+		groupsMet(r, "approver groups", createdEntry, issuedEntry, ids, rc.Quorum, bySeq)
 	}
 	if outcome == 0 {
 		return
@@ -711,7 +715,10 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 // memberships are the server's statement at confirmation. A proposal
 // created without groups, or before the chain recorded them, has nothing
 // to check.
-func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded, bySeq map[int64]decoded) {
+//
+// A mandate's grant is checked the same way, its grantors in place of the
+// approvers and its mandate.granted entry in place of token.issued.
+func groupsMet(r *Report, element string, created, issued decoded, approverIDs []string, quorum int, bySeq map[int64]decoded) {
 	type factor struct {
 		Group     string   `json:"group"`
 		Count     int      `json:"count"`
@@ -736,12 +743,12 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded, bySe
 	name := fmt.Sprintf("audit entry %d (line %d)", issued.Seq, issued.Line)
 	counted, ok := read(issued, "factors")
 	if !ok || len(counted) != len(require) {
-		r.fail(name, "the token was issued without the approver groups the proposal's tier required")
+		r.fail(name, "%s without the approver groups the proposal's tier required", issuedWhat(issued))
 		return
 	}
 	approvers := map[string]bool{}
-	for _, a := range rc.Approvers {
-		approvers[a.UserID] = true
+	for _, id := range approverIDs {
+		approvers[id] = true
 	}
 	// The memberships the chain records before the token was issued.
 	_, whole := bySeq[1]
@@ -766,17 +773,17 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded, bySe
 		}
 	}
 	seen := map[string]bool{}
-	need := max(rc.Quorum, 1)
+	need := max(quorum, 1)
 	var said []string
 	for i, f := range counted {
 		want := require[i]
 		if f.Group != want.Group || f.Count != want.Count {
-			r.fail(name, "the token was issued under group %s ×%d, the proposal was created requiring group %s ×%d",
-				f.Group, f.Count, want.Group, want.Count)
+			r.fail(name, "%s under group %s ×%d, the proposal was created requiring group %s ×%d",
+				issuedWhat(issued), f.Group, f.Count, want.Group, want.Count)
 			return
 		}
 		if len(f.Approvers) < f.Count {
-			r.fail(name, "the token was issued with %d of the %d approvers group %s requires", len(f.Approvers), f.Count, f.Group)
+			r.fail(name, "%s with %d of the %d approvers group %s requires", issuedWhat(issued), len(f.Approvers), f.Count, f.Group)
 			return
 		}
 		for _, u := range f.Approvers {
@@ -785,7 +792,7 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded, bySe
 				return
 			}
 			if whole && !member[f.Group][u] {
-				r.fail(name, "%s counts toward group %s, which the chain shows them outside of when the token was issued", u, f.Group)
+				r.fail(name, "%s counts toward group %s, which the chain shows them outside of when %s", u, f.Group, issuedWhat(issued))
 				return
 			}
 			seen[u] = true
@@ -796,15 +803,23 @@ func groupsMet(r *Report, rc models.SignedReceipt, created, issued decoded, bySe
 	for _, f := range require {
 		sum += f.Count
 	}
-	if need = max(need, sum); len(rc.Approvers) < need {
-		r.fail("approvals", "%d %s, the quorum and the groups need %d", len(rc.Approvers), plural(len(rc.Approvers), "approver", "approvers"), need)
+	if need = max(need, sum); len(approverIDs) < need {
+		r.fail(element, "%d %s, the quorum and the groups need %d", len(approverIDs), plural(len(approverIDs), "approver", "approvers"), need)
 		return
 	}
 	how := "memberships as the chain records them"
 	if !whole {
 		how = "memberships as the server stated them (the export does not start at entry 1)"
 	}
-	r.ok("approver groups", "%s, each approver counted once; %s", strings.Join(said, ", "), how)
+	r.ok(element, "%s, each approver counted once; %s", strings.Join(said, ", "), how)
+}
+
+// issuedWhat says what the entry holding a confirmation's factors records.
+func issuedWhat(d decoded) string {
+	if d.body.Kind == models.AuditMandateGranted {
+		return "the mandate was granted"
+	}
+	return "the token was issued"
 }
 
 // grantStory checks one chain entry about the proposal that asked for
@@ -854,6 +869,16 @@ func (x *Export) grantStory(r *Report, m *models.ReceiptMandate, d decoded, bySe
 			r.fail(fmt.Sprintf("audit entry %d (line %d)", e.Seq, e.Line),
 				"the recorded grant approval (user, digest shown, method, evidence) differs from the receipt's")
 			return true
+		}
+	}
+	for _, c := range bySeq {
+		if c.body.Kind == models.AuditProposalCreated && c.body.ProposalID == m.ProposalID {
+			ids := make([]string, len(m.Grantors))
+			for i, g := range m.Grantors {
+				ids[i] = g.UserID
+			}
+			groupsMet(r, "grantor groups of mandate "+m.ID, c, d, ids, m.Quorum, bySeq)
+			break
 		}
 	}
 	names := make([]string, 0, len(m.Grantors))

@@ -63,20 +63,26 @@ func tokenIssuedEvent(p *models.Proposal, tok models.Token) models.AuditEvent {
 	}
 	data := map[string]any{"jti": tok.JTI, "kid": tok.KeyID, "agent": tok.AgentID, "args_digest": p.ArgsDigest,
 		"approvers": approvers, "expires_at": ms(tok.ExpiresAt)}
-	if len(p.Tier.Require) > 0 {
-		// Who counted toward each group factor, as the confirming
-		// transaction read the memberships (models.ApprovalsMet).
-		factors := make([]map[string]any, len(p.Progress))
-		for i, f := range p.Progress {
-			counted := f.Approvers
-			if counted == nil {
-				counted = []string{}
-			}
-			factors[i] = map[string]any{"group": f.Group, "count": f.Count, "approvers": counted}
-		}
-		data["factors"] = factors
-	}
+	addFactors(data, p)
 	return models.AuditEvent{Kind: models.AuditTokenIssued, Actor: models.ActorSystem, ProposalID: p.ID, Data: data}
+}
+
+// addFactors records in data, for a tier with approver groups, who
+// counted toward each group as the confirming transaction read the
+// memberships (models.ApprovalsMet): the offline verifiers check it.
+func addFactors(data map[string]any, p *models.Proposal) {
+	if len(p.Tier.Require) == 0 {
+		return
+	}
+	factors := make([]map[string]any, len(p.Progress))
+	for i, f := range p.Progress {
+		counted := f.Approvers
+		if counted == nil {
+			counted = []string{}
+		}
+		factors[i] = map[string]any{"group": f.Group, "count": f.Count, "approvers": counted}
+	}
+	data["factors"] = factors
 }
 
 func proposalEvent(kind, actor, proposalID string, data map[string]any) models.AuditEvent {

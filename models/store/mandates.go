@@ -115,9 +115,10 @@ func (s *Store) grantMandate(tx *gorm.DB, p *models.Proposal, now time.Time) (mo
 		Update("mandate_id", row.ID).Error; err != nil {
 		return ev, err
 	}
-	ev = proposalEvent(models.AuditMandateGranted, models.ActorSystem, p.ID, map[string]any{
-		"mandate_id": row.ID, "terms_digest": row.TermsDigest, "tool": row.Tool, "grantors": grantors,
-		"decisions": decisions, "expires_at": row.ExpiresAt, "risk_tier": p.Tier.Name})
+	data := map[string]any{"mandate_id": row.ID, "terms_digest": row.TermsDigest, "tool": row.Tool, "grantors": grantors,
+		"decisions": decisions, "expires_at": row.ExpiresAt, "risk_tier": p.Tier.Name}
+	addFactors(data, p)
+	ev = proposalEvent(models.AuditMandateGranted, models.ActorSystem, p.ID, data)
 	return ev, s.recordEvent(tx, p.TenantID, p.ID, models.StatusEvent(models.StatusConfirmed), now,
 		map[string]any{"mandate_id": row.ID})
 }
