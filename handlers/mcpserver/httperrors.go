@@ -33,7 +33,11 @@ func (w *jsonErrors) WriteHeader(status int) {
 
 func (w *jsonErrors) Write(b []byte) (int, error) {
 	if w.status != 0 {
-		return w.text.Write(b)
+		// A refusal's text is a line; keep a bounded start of it.
+		if room := maxRefusalText - w.text.Len(); room > 0 {
+			w.text.Write(b[:min(len(b), room)])
+		}
+		return len(b), nil
 	}
 	w.passed = true
 	return w.ResponseWriter.Write(b)
@@ -48,6 +52,9 @@ func (w *jsonErrors) Flush() {
 
 // Unwrap lets http.ResponseController reach the connection (deadlines).
 func (w *jsonErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// maxRefusalText bounds the transport's text kept for a refusal's message.
+const maxRefusalText = 1 << 10
 
 // finish writes the refusal held back, if any.
 func (w *jsonErrors) finish() {
