@@ -63,6 +63,26 @@ func approveAndExecute(t *testing.T, w *world, order string, reviewer models.Use
 	return e.ReceiptJWS
 }
 
+// verifiesGroups checks that both verifiers pass receipt against export,
+// and that countersign verify reports the check of element's groups.
+func verifiesGroups(t *testing.T, export []byte, receipt, element string) {
+	t.Helper()
+	r := verify(t, export, receipt)
+	if err := r.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, r.Checks)
+	}
+	found := false
+	for _, c := range r.Checks {
+		found = found || (c.OK && strings.HasPrefix(c.Element, element) && strings.Contains(c.Detail, "finance 1 of 1"))
+	}
+	if !found {
+		t.Errorf("%s went unchecked: %+v", element, r.Checks)
+	}
+	if out, err := runNode(t, export, receipt); err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+}
+
 // Both verifiers check a tier's approver groups from the chain: a receipt
 // whose approver counted toward finance verifies, and one confirmed after
 // the requirement was deleted from the database behind the registry's back
@@ -71,20 +91,7 @@ func TestReceiptsShowTheApproverGroups(t *testing.T) {
 	w := groupWorld(t)
 	good := approveAndExecute(t, w, "ord_1011", w.reviewer, nil)
 	export := w.export(t)
-	r := verify(t, export, good)
-	if err := r.Err(); err != nil {
-		t.Fatalf("%v\n%+v", err, r.Checks)
-	}
-	found := false
-	for _, c := range r.Checks {
-		found = found || (c.OK && c.Element == "approver groups" && strings.Contains(c.Detail, "finance 1 of 1"))
-	}
-	if !found {
-		t.Errorf("the groups went unchecked: %+v", r.Checks)
-	}
-	if out, err := runNode(t, export, good); err != nil {
-		t.Fatalf("node: %v\n%s", err, out)
-	}
+	verifiesGroups(t, export, good, "approver groups")
 
 	// The requirement is deleted from the stored proposal, so the
 	// administrator, in no group, confirms it alone.
@@ -146,20 +153,7 @@ func TestMandateReceiptsShowTheGrantorGroups(t *testing.T) {
 	w := groupWorld(t)
 	good := grantAndUse(t, w, "ord_1014", w.reviewer, nil)
 	export := w.export(t)
-	r := verify(t, export, good)
-	if err := r.Err(); err != nil {
-		t.Fatalf("%v\n%+v", err, r.Checks)
-	}
-	found := false
-	for _, c := range r.Checks {
-		found = found || (c.OK && strings.HasPrefix(c.Element, "grantor groups of mandate") && strings.Contains(c.Detail, "finance 1 of 1"))
-	}
-	if !found {
-		t.Errorf("the grantors' groups went unchecked: %+v", r.Checks)
-	}
-	if out, err := runNode(t, export, good); err != nil {
-		t.Fatalf("node: %v\n%s", err, out)
-	}
+	verifiesGroups(t, export, good, "grantor groups of mandate")
 
 	loosened := grantAndUse(t, w, "ord_1015", w.admin, func(p *models.Proposal) {
 		if err := w.st.Gorm().Exec("DELETE FROM proposal_factors WHERE proposal_id = ?", p.ID).Error; err != nil {
