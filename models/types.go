@@ -433,6 +433,21 @@ type Receipt struct {
 	MandateGrantors []string `json:"mandate_grantors,omitempty"`
 }
 
+// MarshalJSON writes the receipt with CompletedAt in TimeFormat, as every
+// time agents read is written (the execution beside it says the same).
+func (r Receipt) MarshalJSON() ([]byte, error) {
+	type plain Receipt
+	out := struct {
+		plain
+		CompletedAt *string `json:"completed_at"`
+	}{plain: plain(r)}
+	if r.CompletedAt != nil {
+		at := FormatTime(*r.CompletedAt)
+		out.CompletedAt = &at
+	}
+	return json.Marshal(out)
+}
+
 // Receipt returns the execution's receipt.
 func (e *Execution) Receipt() Receipt {
 	return Receipt{

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,25 @@ func TestAgentMaySeeToken(t *testing.T) {
 	consumed.Token = &Token{Status: TokenConsumed, Compact: "x.y.z", ExpiresAt: exp}
 	if own.MaySeeToken(&consumed, exp.Add(-time.Minute)) {
 		t.Error("a consumed token is shown")
+	}
+}
+
+// A receipt writes its completion time as every time agents read is
+// written, three millisecond digits included, and reads back the same.
+func TestReceiptTimesAreWrittenOneWay(t *testing.T) {
+	at := time.Date(2026, 11, 30, 23, 1, 42, 510_000_000, time.FixedZone("CST", 8*3600))
+	b, err := json.Marshal(Receipt{ExecutionID: "exe_1", Status: StatusSucceeded, CompletedAt: &at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"completed_at":"2026-11-30T15:01:42.510Z"`) || strings.Count(string(b), "completed_at") != 1 {
+		t.Fatalf("receipt %s", b)
+	}
+	var back Receipt
+	if err := json.Unmarshal(b, &back); err != nil || back.CompletedAt == nil || !back.CompletedAt.Equal(at) || back.ExecutionID != "exe_1" {
+		t.Fatalf("read back %+v: %v", back, err)
+	}
+	if b, _ := json.Marshal(Receipt{}); !strings.Contains(string(b), `"completed_at":null`) {
+		t.Fatalf("an open receipt %s", b)
 	}
 }
