@@ -20,7 +20,9 @@ import (
 func TestBrowserGroupChangeConfirmsLive(t *testing.T) {
 	t.Parallel()
 	j := newJourney(t)
-	step, text := j.step, j.text
+	// Alice's page is live (it re-renders as the proposal changes), so its
+	// text is read in one evaluation, never from a node held across a swap.
+	step, text := j.step, j.liveText
 	base, creds := serveDemo(t, lowNeedsFinance(t))
 	agent := &agentClient{t: t, base: base, key: creds.AgentKey}
 
