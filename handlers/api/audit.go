@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // AuditProtocol is what the receipt and audit endpoints need from the
@@ -29,9 +30,6 @@ type AuditProtocol interface {
 // tenantKey is where RequireReader leaves the tenant of the caller.
 const tenantKey = "countersign.api.tenant"
 
-// auditKeyPrefix tells audit reader keys from agent keys.
-const auditKeyPrefix = "csa_"
-
 // RequireReader authenticates an audit reader ("Authorization: Bearer
 // csa_…") or, when agents are allowed, an agent of the tenant, and records
 // the caller's tenant. Agent keys never read the audit log: that route
@@ -49,7 +47,7 @@ func (h *Handlers) RequireReader(agents bool) echo.MiddlewareFunc {
 			switch {
 			case h.audit == nil:
 				return models.Errorf(models.ENotFound, "the audit log is not served here")
-			case strings.HasPrefix(key, auditKeyPrefix):
+			case strings.HasPrefix(key, writes.AuditKeyPrefix):
 				r, err := h.audit.AuthenticateAuditReader(ctx, key)
 				if err != nil {
 					c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="countersign", error="invalid_token"`)

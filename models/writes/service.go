@@ -233,13 +233,13 @@ func (s *Service) JWKS(ctx context.Context) ([]byte, error) { return s.tokens.JW
 // AuthenticateAgent returns the agent an API key belongs to, or
 // EUnauthenticated.
 func (s *Service) AuthenticateAgent(ctx context.Context, apiKey string) (models.Agent, error) {
-	if strings.HasPrefix(apiKey, "csa_") {
+	if strings.HasPrefix(apiKey, AuditKeyPrefix) {
 		// Said from the prefix alone: whether the key is valid is not
 		// told here.
 		return models.Agent{}, models.Errorf(models.EUnauthenticated,
 			"this is an audit reader key (csa_…), which reads receipts and the audit log only; this request needs an agent key (csk_…)")
 	}
-	if !strings.HasPrefix(apiKey, "csk_") || len(apiKey) > 200 {
+	if !strings.HasPrefix(apiKey, secret.APIKeyPrefix) || len(apiKey) > 200 {
 		return models.Agent{}, models.Errorf(models.EUnauthenticated, "unknown or revoked API key")
 	}
 	return s.store.AgentByKeyHash(ctx, secret.HashAPIKey(apiKey))
