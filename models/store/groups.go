@@ -257,8 +257,10 @@ func insertFactors(tx *gorm.DB, p *models.Proposal) error {
 	return nil
 }
 
-// loadFactorsOf is loadFactors for a page of proposals of one tenant, in
-// two queries (three when a tier names groups), whatever the page's size.
+// loadFactorsOf sets, for proposals of one tenant whose decisions are
+// loaded, each one's Tier.Require from the stored factors and Progress
+// from the approvals and memberships as they stand in tx: one query, and
+// one more when a tier names groups, whatever the number of proposals.
 func loadFactorsOf(tx *gorm.DB, ps []*models.Proposal) error {
 	ids := make([]string, len(ps))
 	byID := make(map[string]*models.Proposal, len(ps))
@@ -296,26 +298,7 @@ func loadFactorsOf(tx *gorm.DB, ps []*models.Proposal) error {
 
 // loadFactors sets p.Tier.Require from the stored factors and p.Progress
 // from the approvals and memberships as they stand in tx (p.Decisions must
-// be loaded).
+// be loaded): loadFactorsOf for one proposal.
 func loadFactors(tx *gorm.DB, p *models.Proposal) error {
-	var rows []factorRow
-	if err := tx.Where("proposal_id = ?", p.ID).Order("position").Find(&rows).Error; err != nil {
-		return err
-	}
-	for _, r := range rows {
-		p.Tier.Require = append(p.Tier.Require, models.Factor{Group: r.GroupName, Count: r.Count})
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	var ids []string
-	for _, d := range p.Approvals() {
-		ids = append(ids, d.UserID)
-	}
-	groups, err := groupsOf(tx, p.TenantID, ids)
-	if err != nil {
-		return err
-	}
-	_, p.Progress = models.ApprovalsMet(p, groups)
-	return nil
+	return loadFactorsOf(tx, []*models.Proposal{p})
 }
