@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -165,6 +166,17 @@ func (p *Proposal) ApprovalCount() (have, need int) {
 type FactorShortfall struct {
 	Group   string
 	Missing int
+}
+
+// Shortfalls says in words what the factors not met lack, as StillNeeded
+// returns them: "1 from group finance and 2 from group security"; "" when
+// none lacks anything.
+func Shortfalls(short []FactorShortfall) string {
+	parts := make([]string, len(short))
+	for i, f := range short {
+		parts[i] = fmt.Sprintf("%d from group %s", f.Missing, f.Group)
+	}
+	return strings.Join(parts, " and ")
 }
 
 // CheckFactors validates a tier's factors: known-looking group names, each

@@ -371,11 +371,7 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 	fmt.Fprintf(w, "  risk tier:     %s — needs %s (%d of %d approvals so far)\n",
 		clean(p.Tier.Name), confirmation(p.Tier), have, need)
 	if _, short := p.StillNeeded(); len(short) > 0 {
-		var lacking []string
-		for _, f := range short {
-			lacking = append(lacking, fmt.Sprintf("%d from group %s", f.Missing, clean(f.Group)))
-		}
-		fmt.Fprintf(w, "  still needs:   %s\n", strings.Join(lacking, " and "))
+		fmt.Fprintf(w, "  still needs:   %s\n", clean(models.Shortfalls(short)))
 	}
 	fmt.Fprintf(w, "  expires at:    %s (%s)\n", p.ExpiresAt.UTC().Format(time.RFC3339), remainingText(p.ExpiresAt, now))
 	for _, d := range p.Decisions {

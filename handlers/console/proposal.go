@@ -326,15 +326,12 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Quorum.Text += plural(need, " with a security key", ", each with the reviewer's own security key")
 	}
 	more, short := p.StillNeeded()
-	var lacking []string
-	for _, f := range short {
-		lacking = append(lacking, fmt.Sprintf("%d from group %s", f.Missing, f.Group))
-	}
+	lacking := models.Shortfalls(short)
 	switch {
 	case more == 0:
 		page.Quorum.Text += " — complete"
 	case have >= need:
-		page.Quorum.Text += " — still needs " + strings.Join(lacking, " and ")
+		page.Quorum.Text += " — still needs " + lacking
 	}
 	factors(p, &page)
 
@@ -377,9 +374,9 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	case awaiting && decided:
 		page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s from other reviewers.",
 			more, plural(more, "approval", "approvals"))
-		if len(lacking) > 0 {
+		if lacking != "" {
 			page.DecidedNote = fmt.Sprintf("You have decided this proposal. It waits for %d more %s: %s. An approval already given counts toward a group as soon as its reviewer joins it.",
-				more, plural(more, "approval", "approvals"), strings.Join(lacking, " and "))
+				more, plural(more, "approval", "approvals"), lacking)
 		}
 	case !awaiting:
 		page.DecidedNote = h.settledNote(p, expired)
