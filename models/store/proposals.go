@@ -636,17 +636,16 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 			}
 			return appendAudit(tx, tenantID, now, proposalEvent(models.AuditProposalCancelled, agentID, id, nil))
 		}
-		// Cancelling again what this agent cancelled is done already (a
-		// retry after a lost answer): nothing more is recorded.
-		var row proposalRow
-		if err := tx.Select("status").Where("tenant_id = ? AND id = ? AND agent_id = ?", tenantID, id, agentID).
-			Limit(1).Find(&row).Error; err != nil {
+		row, err := notAwaitingRow(tx, tenantID, id, agentID)
+		if err != nil {
 			return err
 		}
+		// Cancelling again what this agent cancelled is done already (a
+		// retry after a lost answer): nothing more is recorded.
 		if row.Status == string(models.StatusCancelled) {
 			return nil
 		}
-		return explainNotAwaiting(tx, tenantID, id, agentID, now)
+		return whyNotAwaiting(row, now)
 	})
 	if commitUncertain(err) {
 		var row proposalRow
@@ -663,14 +662,31 @@ func (s *Store) Cancel(ctx context.Context, tenantID, agentID, id string, now ti
 // explainNotAwaiting finds out why a conditional update on an awaiting
 // proposal matched nothing and returns the matching domain error.
 func explainNotAwaiting(tx *gorm.DB, tenantID, id, agentID string, now time.Time) error {
+	row, err := notAwaitingRow(tx, tenantID, id, agentID)
+	if err != nil {
+		return err
+	}
+	return whyNotAwaiting(row, now)
+}
+
+// notAwaitingRow reads the status and expiry of a proposal a conditional
+// update on an awaiting proposal did not match (of agentID's, unless "");
+// ENotFound when there is none.
+func notAwaitingRow(tx *gorm.DB, tenantID, id, agentID string) (proposalRow, error) {
 	var row proposalRow
 	q := tx.Select("status", "expires_at").Where("tenant_id = ? AND id = ?", tenantID, id)
 	if agentID != "" {
 		q = q.Where("agent_id = ?", agentID)
 	}
 	if err := q.Take(&row).Error; err != nil {
-		return notFound(err, "no proposal %q", id)
+		return row, notFound(err, "no proposal %q", id)
 	}
+	return row, nil
+}
+
+// whyNotAwaiting is the domain error for a proposal row that no longer
+// awaits confirmation: expired, or in another state.
+func whyNotAwaiting(row proposalRow, now time.Time) error {
 	st := models.Status(row.Status)
 	if st == models.StatusExpired || (st == models.StatusAwaitingConfirmation && row.ExpiresAt <= ms(now)) {
 		return models.Errorf(models.EProposalExpired, "the proposal expired at %s", fromMS(row.ExpiresAt).Format(time.RFC3339))
