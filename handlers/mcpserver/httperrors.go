@@ -61,15 +61,27 @@ func (w *jsonErrors) finish() {
 	if w.status == 0 {
 		return
 	}
-	body := ToolErrorBody{Code: refusalCode(w.status), Message: strings.TrimSpace(w.text.String())}
-	if w.status >= 500 {
-		body.Message = "internal error" // as the API: never details
-	}
+	body := ToolErrorBody{Code: refusalCode(w.status), Message: refusalMessage(w.status, w.text.String())}
 	h := w.ResponseWriter.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
 	w.ResponseWriter.WriteHeader(w.status)
 	_ = json.NewEncoder(w.ResponseWriter).Encode(ToolError{Error: body})
+}
+
+// refusalMessage is what a refusal says: the transport's own sentence,
+// except where it would show internals, as the API never does: a body
+// that is not JSON-RPC is said so without the decoder's words (which name
+// Go types), and a failure of the server says nothing more.
+func refusalMessage(status int, text string) string {
+	text = strings.TrimSpace(text)
+	switch {
+	case status >= 500:
+		return "internal error"
+	case strings.HasPrefix(text, "malformed payload"):
+		return "the body is not a well-formed JSON-RPC message"
+	}
+	return text
 }
 
 // refusalCode is the domain code of a transport refusal's status.

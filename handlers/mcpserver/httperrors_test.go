@@ -40,6 +40,13 @@ func TestTransportRefusalsBecomeJSON(t *testing.T) {
 	if rec.Code != 200 || rec.Body.String() != "event: message\ndata: {}\n\n" {
 		t.Errorf("a stream was changed: %d %q", rec.Code, rec.Body)
 	}
+	// The decoder's words name Go types: they are not shown.
+	rec = serve(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `malformed payload: json: cannot unmarshal "5" into Go value of type string`, http.StatusBadRequest)
+	})
+	if b := rec.Body.String(); strings.Contains(b, "Go value") || !strings.Contains(b, "not a well-formed JSON-RPC message") {
+		t.Errorf("a malformed body was refused with %s", b)
+	}
 	rec = serve(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, strings.Repeat("x", 5000), http.StatusBadRequest)
 	})
