@@ -410,7 +410,11 @@ func (c *cli) printBanner(ctx context.Context, w io.Writer, cfg serveConfig, bas
 	if creds == nil {
 		names, n, err := a.Store.TenantNames(ctx, 3)
 		switch {
-		case err != nil || n == 0:
+		case err != nil:
+			// The banner does not guess what it could not read.
+			fmt.Fprintln(w, "No demo data (--demo is off). Create tenants, reviewers and agents with")
+			fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")
+		case n == 0:
 			fmt.Fprintln(w, "No organization yet (--demo is off). Create a tenant, reviewers and agents with")
 			fmt.Fprintln(w, "  countersign tenant create, countersign user create and countersign agent create.")
 		default:
