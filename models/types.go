@@ -2,6 +2,7 @@ package models
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -187,6 +188,28 @@ type Proposal struct {
 // Batch reports whether the proposal targets a fixed resource set.
 func (p *Proposal) Batch() bool { return p.ResourceSetDigest != "" }
 
+// Intact reports, with EArgsMismatch, a stored proposal whose arguments no
+// longer hash to its args_digest, or whose resource set no longer hashes
+// to its resource_set_digest: the database was changed behind
+// countersign's back. The digests are what reviewers confirm and tokens
+// bind, while the arguments are what a reviewer reads and the business
+// system executes, so the two must never be allowed to part: an approval
+// is not recorded, and a token not redeemed, over a proposal that fails
+// this.
+func (p *Proposal) Intact() error {
+	if CanonicalDigest(p.Arguments) != p.ArgsDigest {
+		return Errorf(EArgsMismatch, "the stored arguments of %s do not match the digest they were proposed under; "+
+			"they were changed outside countersign, and nothing was written", p.ID)
+	}
+	if p.Batch() {
+		if _, d, err := ResourceSet(p.ResourceSet); err != nil || d != p.ResourceSetDigest {
+			return Errorf(EArgsMismatch, "the stored resource set of %s does not match its digest; "+
+				"it was changed outside countersign, and nothing was written", p.ID)
+		}
+	}
+	return nil
+}
+
 // Expired reports whether the confirmation window has closed at now. Windows
 // are right-open: at now == ExpiresAt it has expired.
 func (p *Proposal) Expired(now time.Time) bool { return !now.Before(p.ExpiresAt) }
@@ -261,6 +284,22 @@ func (p *Proposal) Approvals() []Decision {
 		}
 	}
 	return out
+}
+
+// ApprovedBy reports whether the approvals p carries are those of exactly
+// the users ids names, in any order: a token names its approvers when it
+// is issued, and no approval of a confirmed proposal changes after that.
+func (p *Proposal) ApprovedBy(ids []string) bool {
+	approvals := p.Approvals()
+	if len(approvals) != len(ids) {
+		return false
+	}
+	for _, d := range approvals {
+		if !slices.Contains(ids, d.UserID) {
+			return false
+		}
+	}
+	return true
 }
 
 // QuorumMet reports whether enough distinct reviewers approved for the

@@ -212,7 +212,7 @@ func (s *Service) decidable(ctx context.Context, reviewer models.User, id, diges
 	case digestSeen != p.ArgsDigest:
 		return nil, models.Errorf(models.EArgsMismatch, "the arguments you saw are not the ones stored; reload the proposal")
 	}
-	return p, nil
+	return p, p.Intact()
 }
 
 // issue builds and signs the token of a proposal whose quorum is complete.

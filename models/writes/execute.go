@@ -89,6 +89,12 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 			// signing key leaked and claims were re-signed): refuse.
 			return store.Consume{}, models.Errorf(models.EInvalidSignature, "this is not the token that was issued")
 		}
+		if p.MandateID == "" && !p.ApprovedBy(c.Approvers) {
+			// The decisions are read with the token (Redeem), and none of a
+			// confirmed proposal changes after its token is issued.
+			return store.Consume{}, models.Errorf(models.EArgsMismatch, "the stored approvals of %s are not the ones its confirmation was issued for; "+
+				"they were changed outside countersign, and nothing was written", p.ID)
+		}
 		switch tok.Status {
 		case models.TokenConsumed:
 			return store.Consume{}, errRedeemed
@@ -230,7 +236,7 @@ func bindsTo(c models.Claims, p *models.Proposal) error {
 	case c.RequestKey != p.RequestKey:
 		return models.Errorf(models.EArgsMismatch, "the token carries another request key")
 	}
-	return nil
+	return p.Intact()
 }
 
 // currentPolicy refuses a token whose tool the registry no longer offers,
@@ -369,6 +375,22 @@ func (s *Service) attempt(ctx context.Context, p *models.Proposal, e models.Exec
 		// reconciler asks again (and an operator can restore the tool).
 		s.log.Error("execution left to the reconciler", "execution", e.ID, "err", err)
 		return &e, nil
+	}
+	if err := p.Intact(); err != nil || e.ArgsDigest != p.ArgsDigest {
+		// The proposal read for this attempt is not the one confirmed (its
+		// rows were edited since): nothing is sent. An earlier attempt may
+		// still land, so the execution is not settled as failed; the
+		// reconciler asks the business system again later.
+		s.log.Error("stored arguments do not match the confirmed digest; the write is not sent",
+			"execution", e.ID, "proposal", p.ID, "err", err)
+		done, ferr := s.finish(ctx, p, e, store.Outcome{Status: models.StatusUnknown, ErrorCode: string(models.EArgsMismatch),
+			ErrorMessage: "the stored arguments no longer match the digest that was confirmed; the write was not sent, " +
+				"and the business system will be asked again",
+			RetryAt: s.clock.Now().Add(backoff(e.Attempts))})
+		if ferr != nil {
+			return &e, nil
+		}
+		return done, nil
 	}
 	// The write must not be abandoned half-way because the caller went away:
 	// detach from the request, bounded by the adapter's timeout, which the
