@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/token"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // resign re-signs claims with the service's real key: the signature is
@@ -362,4 +363,33 @@ func eachKind(t *testing.T, fn func(t *testing.T, kind string)) {
 			fn(t, kind)
 		})
 	}
+}
+
+// An agent that presents its own valid token with another agent's
+// proposal id learns nothing about that proposal: the answer is the one
+// for an id that does not exist, as everywhere else in the agent API, and
+// nothing of either proposal is consumed.
+func TestExecuteOfAnotherAgentsProposalIsNotFound(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		other, err := e.store.CreateAgent(e.ctx, e.tenant, "other-agent", "", "sha256:other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, _, err := e.svc.Propose(e.ctx, other, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1002", 100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine := e.confirm(e.propose("ord_1001", 100))
+		_, err = e.svc.Execute(e.ctx, e.agent, theirs.ID, mine.Token.Compact)
+		wantCode(t, err, models.ENotFound)
+		_, unknown := e.svc.Execute(e.ctx, e.agent, "prop_unknown", mine.Token.Compact)
+		wantCode(t, unknown, models.ENotFound)
+		if models.ErrorMessage(err) != strings.ReplaceAll(models.ErrorMessage(unknown), "prop_unknown", theirs.ID) {
+			t.Errorf("the answers differ: %q and %q", models.ErrorMessage(err), models.ErrorMessage(unknown))
+		}
+		if ex, err := e.svc.Execute(e.ctx, e.agent, mine.ID, mine.Token.Compact); err != nil || ex.Status != models.StatusSucceeded {
+			t.Fatalf("own execute afterwards: %+v %v", ex, err)
+		}
+	})
 }
