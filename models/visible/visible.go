@@ -19,13 +19,21 @@
 //   - variation selectors (U+FE00–U+FE0F, U+E0100–U+E01EF, the Mongolian
 //     U+180B–U+180D, U+180F), which change how the previous character
 //     looks;
-//   - characters that render as blank although they are letters (the
-//     Hangul fillers U+115F, U+1160, U+3164, U+FFA0, and U+2800);
+//   - the other default-ignorable code points
+//     (Other_Default_Ignorable_Code_Point: the combining grapheme joiner
+//     U+034F, the Khmer vowels U+17B4 and U+17B5, the Hangul fillers
+//     U+115F, U+1160, U+3164, U+FFA0, reserved tag-plane code points), and
+//     U+2800, which renders as blank;
 //   - surrogate and private-use code points and noncharacters;
 //   - text not in Unicode Normalization Form C: a decomposed "é" (e +
 //     U+0301) looks like the composed one but has other bytes and another
 //     digest. Each code point of a segment that NFC would change is
 //     escaped, except a first base character that NFC leaves alone.
+//
+// The escapes' own opening bracket ⟨ (and its look-alikes U+3008 and
+// U+2329) is escaped too when the text holds it, so that a literal
+// "⟨U+202E⟩" cannot pass for an escape; it is not hidden, so Find, which
+// refuses hidden characters, lets it through.
 package visible
 
 import (
@@ -49,6 +57,9 @@ const (
 	Variation Kind = "variation selector"
 	Unusual   Kind = "private-use or non-character"
 	NotNFC    Kind = "non-NFC (decomposed) character"
+	// Lookalike is an opening bracket the escapes themselves begin with:
+	// text holding it could pass off a literal "⟨U+202E⟩" as an escape.
+	Lookalike Kind = "escape bracket written in the text"
 	BadUTF8   Kind = "invalid UTF-8"
 )
 
@@ -146,12 +157,14 @@ func Classify(r rune, mode Mode) (Kind, bool) {
 		return Variation, true
 	case unicode.Is(unicode.Cc, r):
 		return Control, true
-	case unicode.Is(unicode.Cf, r), r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0, r == 0x2800:
+	case unicode.Is(unicode.Cf, r), unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), r == 0x2800:
 		return Invisible, true
 	case unicode.In(r, unicode.Zl, unicode.Zp):
 		return Separator, true
 	case unicode.In(r, unicode.Co, unicode.Cs), unicode.Is(unicode.Noncharacter_Code_Point, r):
 		return Unusual, true
+	case r == 0x27E8, r == 0x3008, r == 0x2329:
+		return Lookalike, true
 	}
 	return "", false
 }
@@ -199,11 +212,14 @@ func Reveal(s string, mode Mode) Text {
 }
 
 // Find returns the first hidden code point of s in mode, if any: what
-// Reveal would escape first.
+// Reveal would escape first, brackets like the escapes' own (Lookalike)
+// aside, which are visible and only escaped to keep the notation
+// unambiguous.
 func Find(s string, mode Mode) (Finding, bool) {
-	t := Reveal(s, mode)
-	if len(t.Findings) == 0 {
-		return Finding{}, false
+	for _, f := range Reveal(s, mode).Findings {
+		if f.Kind != Lookalike {
+			return f, true
+		}
 	}
-	return t.Findings[0], true
+	return Finding{}, false
 }

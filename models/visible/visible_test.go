@@ -3,6 +3,7 @@ package visible_test
 import (
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/countersign/countersign/models/visible"
 )
@@ -33,6 +34,11 @@ func TestReveal(t *testing.T) {
 		{"angstrom sign", "\u212B", visible.Strict, "⟨U+212B⟩", []visible.Kind{visible.NotNFC}},
 		{"private use", "\uE000", visible.Strict, "⟨U+E000⟩", []visible.Kind{visible.Unusual}},
 		{"invalid UTF-8", "a\xffb", visible.Strict, "a⟨0xFF⟩b", []visible.Kind{visible.BadUTF8}},
+		{"combining grapheme joiner", "a\u034Fb", visible.Strict, "a⟨U+034F⟩b", []visible.Kind{visible.Invisible}},
+		{"khmer inherent vowels", "x\u17B4y\u17B5", visible.Strict, "x⟨U+17B4⟩y⟨U+17B5⟩", []visible.Kind{visible.Invisible, visible.Invisible}},
+		// A literal escape is not taken for one: its bracket is escaped.
+		{"escape written in the text", "spoof ⟨U+202E⟩ literal", visible.Strict, "spoof ⟨U+27E8⟩U+202E⟩ literal", []visible.Kind{visible.Lookalike}},
+		{"look-alike brackets", "\u3008U+202E\u3009", visible.Strict, "⟨U+3008⟩U+202E\u3009", []visible.Kind{visible.Lookalike}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,8 +56,14 @@ func TestReveal(t *testing.T) {
 			if got.Hidden() != (len(tt.kinds) > 0) || (got.Warning() == "") == got.Hidden() {
 				t.Errorf("Hidden %v, Warning %q", got.Hidden(), got.Warning())
 			}
-			if _, found := visible.Find(tt.in, tt.mode); found != got.Hidden() {
-				t.Errorf("Find = %v, Reveal found %v", found, got.Hidden())
+			// Find reports what is hidden; an escape's own bracket is
+			// escaped in display only.
+			hidden := false
+			for _, k := range tt.kinds {
+				hidden = hidden || k != visible.Lookalike
+			}
+			if _, found := visible.Find(tt.in, tt.mode); found != hidden {
+				t.Errorf("Find = %v, want %v", found, hidden)
 			}
 		})
 	}
@@ -76,6 +88,25 @@ func TestEveryFormatAndControlCharacterIsEscaped(t *testing.T) {
 		}
 		if !free && !strings.Contains(got.Shown, visible.Escape(r)) {
 			t.Errorf("U+%04X (%s) shown as %q", r, cat, got.Shown)
+		}
+	}
+}
+
+// Every default-ignorable code point that is not a format character
+// (Other_Default_Ignorable_Code_Point: the combining grapheme joiner, the
+// Khmer inherent vowels, the Hangul fillers, reserved tag-plane code
+// points …) renders as nothing in most fonts, so it is escaped too.
+func TestEveryDefaultIgnorableIsEscaped(t *testing.T) {
+	for r := rune(0); r <= 0x10FFFF; r++ {
+		if !unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) {
+			continue
+		}
+		got := visible.Reveal("a"+string(r)+"b", visible.Strict)
+		if !got.Hidden() || !strings.Contains(got.Shown, visible.Escape(r)) {
+			t.Errorf("U+%04X shown as %q", r, got.Shown)
+		}
+		if _, found := visible.Find("a"+string(r)+"b", visible.Strict); !found {
+			t.Errorf("Find misses U+%04X", r)
 		}
 	}
 }
