@@ -14,15 +14,17 @@ import (
 // maxListLimit mirrors writes.ListQuery's documented bound.
 const maxListLimit = 100
 
-// ListProposals handles GET /api/v1/proposals?status=a,b&tool=&tier=&limit=&cursor=:
-// the calling agent's own proposals, newest first.
+// ListProposals handles GET /api/v1/proposals?status=a,b&tool=&tier=&agent=&limit=&cursor=:
+// the calling agent's own proposals, newest first; for an agent with
+// tenant-wide read (--read-all), the tenant's, or one agent's with
+// ?agent=ID (writes.Service.AgentList decides what an agent may list).
 func (h *Handlers) ListProposals(c echo.Context) error {
 	agent, err := agentFrom(c)
 	if err != nil {
 		return err
 	}
 	q := writes.ListQuery{
-		AgentID: agent.ID,
+		AgentID: c.QueryParam("agent"),
 		Tool:    c.QueryParam("tool"),
 		Tier:    c.QueryParam("tier"),
 		Cursor:  c.QueryParam("cursor"),

@@ -251,8 +251,10 @@ func TestListProposals(t *testing.T) {
 	if got, want := gotTenant, "t1"; got != want {
 		t.Errorf("tenant = %q, want %q", got, want)
 	}
-	if got, want := gotQuery.AgentID, agentA.ID; got != want {
-		t.Errorf("AgentID = %q, want %q: an agent lists only its own proposals", got, want)
+	// Which agents' proposals an agent may list is the service's rule
+	// (writes.Service.AgentList); the handler passes ?agent= on as it is.
+	if gotQuery.AgentID != "" {
+		t.Errorf("AgentID = %q without ?agent=", gotQuery.AgentID)
 	}
 	if got, want := len(gotQuery.Statuses), 2; got != want || gotQuery.Statuses[0] != models.StatusConfirmed || gotQuery.Statuses[1] != models.StatusAwaitingConfirmation {
 		t.Errorf("Statuses = %v, want [confirmed awaiting_confirmation]", gotQuery.Statuses)
@@ -282,6 +284,11 @@ func TestListProposals(t *testing.T) {
 		r := do(t, srv, request{method: "GET", path: "/api/v1/proposals?" + q, key: keyA})
 		param, _, _ := strings.Cut(q, "=")
 		wantError(t, r, http.StatusBadRequest, models.EInvalidRequest, param)
+	}
+	f.listFn = func(_ string, q writes.ListQuery) (writes.Page, error) { gotQuery = q; return writes.Page{}, nil }
+	do(t, srv, request{method: "GET", path: "/api/v1/proposals?agent=agt_b", key: keyA})
+	if gotQuery.AgentID != "agt_b" {
+		t.Errorf("AgentID = %q, want agt_b from ?agent=", gotQuery.AgentID)
 	}
 }
 
