@@ -1,9 +1,6 @@
 package models
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // TimelineKind names one step in a proposal's life.
 type TimelineKind string
@@ -30,9 +27,14 @@ type TimelineEvent struct {
 	Decision *Decision
 }
 
-// Timeline returns what happened to p in order, from what the proposal
-// records: its creation, every decision, the token's issue and use, the
-// execution, and how it ended when it ended otherwise.
+// Timeline returns what happened to p in the order it happened, from what
+// the proposal records: its creation, every decision (in the order they
+// were recorded), the token's issue and use, the execution, and how it
+// ended when it ended otherwise. The order is that of the proposal's
+// life, never of the times alone: the times come from records of
+// different precision (a token's issue time is whole seconds, as in its
+// iat claim), so a decision and the confirmation it completed can carry
+// times in the wrong order within one second.
 func (p *Proposal) Timeline() []TimelineEvent {
 	out := []TimelineEvent{{At: p.CreatedAt, Kind: StepProposed, Who: p.AgentName}}
 	for i := range p.Decisions {
@@ -60,6 +62,5 @@ func (p *Proposal) Timeline() []TimelineEvent {
 		}
 		out = append(out, TimelineEvent{At: at, Kind: StepSettled, Detail: string(p.Status)})
 	}
-	slices.SortStableFunc(out, func(a, b TimelineEvent) int { return a.At.Compare(b.At) })
 	return out
 }
