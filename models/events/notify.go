@@ -32,6 +32,11 @@ type SMTPConfig struct {
 	StartTLS bool
 	// TLSConfig is used for STARTTLS; one checking the host name when nil.
 	TLSConfig *tls.Config
+	// Timeout bounds one SMTP conversation, from connecting to the answer
+	// to the message; 5 minutes when zero. A mail server may take minutes
+	// to accept a message (RFC 5321 allows ten for the final reply), far
+	// longer than a webhook is given.
+	Timeout time.Duration
 }
 
 // Notification is what a reviewer is told about a proposal that awaits a
@@ -117,6 +122,9 @@ func (s *Service) mail(ctx context.Context, to []string, msg []byte) error {
 		return err
 	}
 	defer conn.Close()
+	// The deadline bounds the conversation; closing the connection when
+	// ctx ends (shutdown) stops it sooner.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}

@@ -41,7 +41,8 @@ type Config struct {
 	// SlackWebhookURL, when set, posts reviewer notifications to a
 	// Slack-compatible incoming webhook.
 	SlackWebhookURL string
-	// Timeout bounds one delivery attempt; 10s when zero.
+	// Timeout bounds one attempt of a webhook or Slack delivery; 10s when
+	// zero. (SMTPConfig.Timeout bounds an e-mail's.)
 	Timeout time.Duration
 	// RetryBase is the wait after the first failed attempt; each further
 	// failure doubles it up to RetryMax. 5s and 1h when zero.
@@ -93,6 +94,9 @@ type Service struct {
 	channels []string
 	keep     time.Duration
 	changes  Changes
+	// smtpTimeout bounds one SMTP conversation (SMTPConfig.Timeout).
+	smtpTimeout time.Duration
+	flight      *inFlight
 }
 
 // New returns the service.
@@ -100,7 +104,7 @@ func New(cfg Config) *Service {
 	s := &Service{st: cfg.Store, clock: cfg.Clock, log: cfg.Logger, baseURL: strings.TrimRight(cfg.BaseURL, "/"),
 		smtp: cfg.SMTP, slack: cfg.SlackWebhookURL, timeout: cfg.Timeout, base: cfg.RetryBase, max: cfg.RetryMax,
 		attempts: cfg.MaxAttempts, dest: Destinations{Allow: cfg.AllowAddresses}, keep: cfg.Retention,
-		changes: cfg.Changes}
+		changes: cfg.Changes, smtpTimeout: cfg.SMTP.Timeout, flight: newInFlight()}
 	if s.clock == nil {
 		s.clock = models.SystemClock{}
 	}
@@ -109,6 +113,9 @@ func New(cfg Config) *Service {
 	}
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
+	}
+	if s.smtpTimeout <= 0 {
+		s.smtpTimeout = 5 * time.Minute
 	}
 	if s.base <= 0 {
 		s.base = 5 * time.Second
@@ -252,51 +259,213 @@ func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
 
 // ---- Dispatch ------------------------------------------------------------
 
-// batch is how many deliveries one dispatcher attempts at once.
-const batch = 16
+// The bounds of one dispatcher (one process). Each channel has its own
+// attempts in flight, so that a slow mail server holds back no webhook and
+// slow webhook receivers hold back no notification. Within the webhook
+// channel one endpoint has at most targetSlots attempts in flight and one
+// tenant half the channel's: a receiver that answers slowly, or never, takes
+// its share of the dispatcher and no more, and the dispatcher goes on
+// claiming for everyone else as attempts finish.
+const (
+	webhookSlots = 64 // webhook attempts in flight at once
+	notifySlots  = 8  // attempts in flight per notification channel
+	targetSlots  = 4  // attempts in flight to one webhook endpoint
+)
 
-// lease is how long a claim holds a delivery: the attempt's timeout plus a
-// margin, so that a live attempt is never taken over.
-func (s *Service) lease() time.Duration { return s.timeout + 20*time.Second }
+// slots is how many attempts of channel ch may be in flight at once.
+func slots(ch string) int {
+	if ch == models.ChannelWebhook {
+		return webhookSlots
+	}
+	return notifySlots
+}
 
-// Run dispatches due deliveries every interval until ctx ends.
+// targetCap is how many attempts to one target of channel ch may be in
+// flight; a notification channel's target is the channel itself.
+func targetCap(ch string) int {
+	if ch == models.ChannelWebhook {
+		return targetSlots
+	}
+	return notifySlots
+}
+
+// tenantCap is how many attempts of one tenant's deliveries on channel ch
+// may be in flight.
+func tenantCap(ch string) int { return max(slots(ch)/2, 1) }
+
+// inFlight counts a dispatcher's running attempts per channel, per target
+// and per tenant.
+type inFlight struct {
+	mu      sync.Mutex
+	channel map[string]int
+	target  map[[2]string]int
+	tenant  map[[2]string]int
+	// freed is signalled when an attempt ends, so that Run claims again
+	// at once.
+	freed chan struct{}
+	// running is every attempt in flight, for Run to wait for at the end.
+	running sync.WaitGroup
+}
+
+func newInFlight() *inFlight {
+	return &inFlight{channel: map[string]int{}, target: map[[2]string]int{}, tenant: map[[2]string]int{},
+		freed: make(chan struct{}, 1)}
+}
+
+// reserve takes a slot for an attempt of d on ch, unless a bound is reached.
+func (f *inFlight) reserve(ch string, d store.DueDelivery) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tg, tn := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}
+	if f.channel[ch] >= slots(ch) || f.target[tg] >= targetCap(ch) || f.tenant[tn] >= tenantCap(ch) {
+		return false
+	}
+	f.channel[ch]++
+	f.target[tg]++
+	f.tenant[tn]++
+	return true
+}
+
+func (f *inFlight) release(ch string, d store.DueDelivery) {
+	f.mu.Lock()
+	tg, tn := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}
+	f.channel[ch]--
+	if f.target[tg]--; f.target[tg] <= 0 {
+		delete(f.target, tg)
+	}
+	if f.tenant[tn]--; f.tenant[tn] <= 0 {
+		delete(f.tenant, tn)
+	}
+	f.mu.Unlock()
+	select {
+	case f.freed <- struct{}{}:
+	default:
+	}
+}
+
+// free is how many more attempts of ch may start, and the targets and
+// tenants that may start none.
+func (f *inFlight) free(ch string) (n int, fullTargets, fullTenants []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, v := range f.target {
+		if k[0] == ch && v >= targetCap(ch) {
+			fullTargets = append(fullTargets, k[1])
+		}
+	}
+	for k, v := range f.tenant {
+		if k[0] == ch && v >= tenantCap(ch) {
+			fullTenants = append(fullTenants, k[1])
+		}
+	}
+	return slots(ch) - f.channel[ch], fullTargets, fullTenants
+}
+
+// timeoutOf bounds one attempt on channel ch.
+func (s *Service) timeoutOf(ch string) time.Duration {
+	if ch == models.ChannelEmail {
+		return s.smtpTimeout
+	}
+	return s.timeout
+}
+
+// lease is how long a claim holds a delivery of channel ch: the attempt's
+// timeout plus a margin, so that a live attempt is never taken over.
+func (s *Service) lease(ch string) time.Duration { return s.timeoutOf(ch) + 20*time.Second }
+
+// Run dispatches due deliveries until ctx ends: it claims what is due
+// every interval and whenever an attempt ends, as far as the bounds allow,
+// and never waits for one attempt to claim the next. When ctx ends it
+// returns after the attempts in flight have recorded their outcome.
 func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	defer s.flight.running.Wait()
 	for {
-		for {
-			n, err := s.DispatchOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.log.LogAttrs(ctx, slog.LevelWarn, "dispatching deliveries failed", slog.String("err", err.Error()))
-			}
-			if n < batch || err != nil || ctx.Err() != nil {
-				break
-			}
+		if _, err := s.claim(ctx, nil); err != nil && ctx.Err() == nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "dispatching deliveries failed", slog.String("err", err.Error()))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.flight.freed:
 		}
 	}
 }
 
-// DispatchOnce claims the deliveries due now (up to one batch), attempts
-// them concurrently and records each outcome. It returns how many it
-// attempted.
+// DispatchOnce claims the deliveries due now, as far as the bounds allow
+// beside the attempts already in flight, attempts them concurrently and
+// waits for those attempts (not for any other) to record their outcome.
+// It returns how many it attempted.
 func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
-	claimed, err := s.st.ClaimDeliveries(ctx, s.channels, s.clock.Now(), s.lease(), batch)
 	var wg sync.WaitGroup
-	for _, d := range claimed {
-		wg.Go(func() { s.attempt(ctx, d) })
-	}
+	n, err := s.claim(ctx, &wg)
 	wg.Wait()
-	return len(claimed), err
+	return n, err
+}
+
+// claim starts an attempt of every due delivery the bounds allow, channel
+// by channel, and returns how many it started; each started attempt is
+// added to wg too when wg is not nil. Each round lists the due deliveries
+// but for the targets and tenants that are full, so that a backlog of one
+// endpoint does not hide the others', and claims each delivery on its own
+// (a conditional UPDATE: several processes share the queue).
+func (s *Service) claim(ctx context.Context, wg *sync.WaitGroup) (int, error) {
+	started := 0
+	for _, ch := range s.channels {
+		for ctx.Err() == nil {
+			free, targets, tenants := s.flight.free(ch)
+			if free <= 0 {
+				break
+			}
+			limit := min(2*free, 128)
+			due, err := s.st.DueDeliveries(ctx, store.DueFilter{Channel: ch, ExceptTargets: targets, ExceptTenants: tenants},
+				s.clock.Now(), limit)
+			if err != nil {
+				return started, err
+			}
+			progress := false
+			for _, dd := range due {
+				if !s.flight.reserve(ch, dd) {
+					continue
+				}
+				d, err := s.st.ClaimDelivery(ctx, dd.ID, s.clock.Now(), s.lease(ch))
+				if err != nil || d == nil {
+					s.flight.release(ch, dd)
+					if err != nil {
+						return started, err
+					}
+					continue
+				}
+				progress = true
+				started++
+				s.flight.running.Add(1)
+				if wg != nil {
+					wg.Add(1)
+				}
+				go func() {
+					defer func() {
+						s.flight.release(ch, dd)
+						s.flight.running.Done()
+						if wg != nil {
+							wg.Done()
+						}
+					}()
+					s.attempt(ctx, *d)
+				}()
+			}
+			if !progress || len(due) < limit {
+				break
+			}
+		}
+	}
+	return started, nil
 }
 
 // attempt sends one delivery and records the outcome.
 func (s *Service) attempt(ctx context.Context, d models.Delivery) {
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	actx, cancel := context.WithTimeout(ctx, s.timeoutOf(d.Channel))
 	defer cancel()
 	began := time.Now()
 	var (

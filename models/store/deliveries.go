@@ -113,53 +113,102 @@ func (s *Store) WebhookTarget(ctx context.Context, endpointID string) (url, secr
 	return row.URL, string(plain), nil
 }
 
-// ClaimDeliveries takes up to limit due deliveries of the given channels
-// for one attempt each. A delivery is due while pending, its next attempt
-// time has come and no other dispatcher holds a lease on it. The claim is a
-// conditional UPDATE per row that sets the lease and counts the attempt, so
-// of several dispatchers over one database exactly one gets each row; the
-// returned deliveries carry the new attempt number in Attempts.
-func (s *Store) ClaimDeliveries(ctx context.Context, channels []string, now time.Time, lease time.Duration, limit int) ([]models.Delivery, error) {
-	if len(channels) == 0 {
-		return nil, nil
+// DueFilter selects the deliveries DueDeliveries lists: those of one
+// channel, except the ones to the targets and of the tenants a dispatcher
+// already has as many attempts in flight for as it allows.
+type DueFilter struct {
+	Channel       string
+	ExceptTargets []string
+	ExceptTenants []string
+}
+
+// DueDelivery is a delivery that was due when listed; ClaimDelivery takes
+// it, if no other dispatcher did first.
+type DueDelivery struct {
+	ID, TenantID, Target string
+}
+
+// DueDeliveries lists up to limit deliveries of f's channel that are due at
+// now, oldest due first: pending, their next attempt time come and no lease
+// held on them. It claims nothing: a dispatcher picks from the list what
+// its bounds allow and claims each with ClaimDelivery.
+func (s *Store) DueDeliveries(ctx context.Context, f DueFilter, now time.Time, limit int) ([]DueDelivery, error) {
+	q := s.db.WithContext(ctx).Model(&deliveryRow{}).Select("id", "tenant_id", "target").
+		Where("status = ? AND next_attempt_at <= ? AND lease_until <= ? AND channel = ?",
+			string(models.DeliveryPending), ms(now), ms(now), f.Channel)
+	if len(f.ExceptTargets) > 0 {
+		q = q.Where("target NOT IN ?", f.ExceptTargets)
 	}
-	var due []deliveryRow
-	err := s.db.WithContext(ctx).Select("id").
-		Where("status = ? AND next_attempt_at <= ? AND lease_until <= ? AND channel IN ?",
-			string(models.DeliveryPending), ms(now), ms(now), channels).
-		Order("next_attempt_at, id").Limit(limit).Find(&due).Error
-	if err != nil {
+	if len(f.ExceptTenants) > 0 {
+		q = q.Where("tenant_id NOT IN ?", f.ExceptTenants)
+	}
+	var rows []deliveryRow
+	if err := q.Order("next_attempt_at, id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, dbErr(err)
 	}
+	out := make([]DueDelivery, len(rows))
+	for i, r := range rows {
+		out[i] = DueDelivery{ID: r.ID, TenantID: r.TenantID, Target: r.Target}
+	}
+	return out, nil
+}
+
+// ClaimDelivery takes a due delivery for one attempt and returns it with
+// its event and the new attempt number in Attempts; nil when it is not due
+// any more (another dispatcher claimed it, a person disabled its endpoint).
+// The claim is a conditional UPDATE that sets the lease and counts the
+// attempt, so of several dispatchers over one database exactly one gets the
+// row.
+func (s *Store) ClaimDelivery(ctx context.Context, id string, now time.Time, lease time.Duration) (*models.Delivery, error) {
+	var got *models.Delivery
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		got = nil
+		res := tx.Model(&deliveryRow{}).
+			Where("id = ? AND status = ? AND next_attempt_at <= ? AND lease_until <= ?",
+				id, string(models.DeliveryPending), ms(now), ms(now)).
+			Updates(map[string]any{"lease_until": ms(now.Add(lease)), "attempts": gorm.Expr("attempts + 1"),
+				"updated_at": ms(now)})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		var row deliveryRow
+		if err := tx.Where("id = ?", id).Take(&row).Error; err != nil {
+			return err
+		}
+		var ev eventRow
+		if err := tx.Where("id = ?", row.EventID).Take(&ev).Error; err != nil {
+			return err
+		}
+		m := row.model(ev.model())
+		got = &m
+		return nil
+	})
+	return got, err
+}
+
+// ClaimDeliveries takes up to limit due deliveries of the given channels
+// for one attempt each, oldest due first, claiming each with
+// ClaimDelivery; the returned deliveries carry the new attempt number in
+// Attempts. It applies no bounds per target: the dispatcher lists
+// (DueDeliveries) and claims one by one instead.
+func (s *Store) ClaimDeliveries(ctx context.Context, channels []string, now time.Time, lease time.Duration, limit int) ([]models.Delivery, error) {
 	var out []models.Delivery
-	for _, d := range due {
-		var got *models.Delivery
-		err := s.tx(ctx, func(tx *gorm.DB) error {
-			res := tx.Model(&deliveryRow{}).
-				Where("id = ? AND status = ? AND next_attempt_at <= ? AND lease_until <= ?",
-					d.ID, string(models.DeliveryPending), ms(now), ms(now)).
-				Updates(map[string]any{"lease_until": ms(now.Add(lease)), "attempts": gorm.Expr("attempts + 1"),
-					"updated_at": ms(now)})
-			if res.Error != nil || res.RowsAffected == 0 {
-				return res.Error
-			}
-			var row deliveryRow
-			if err := tx.Where("id = ?", d.ID).Take(&row).Error; err != nil {
-				return err
-			}
-			var ev eventRow
-			if err := tx.Where("id = ?", row.EventID).Take(&ev).Error; err != nil {
-				return err
-			}
-			m := row.model(ev.model())
-			got = &m
-			return nil
-		})
+	for _, ch := range channels {
+		due, err := s.DueDeliveries(ctx, DueFilter{Channel: ch}, now, limit-len(out))
 		if err != nil {
 			return out, err
 		}
-		if got != nil {
-			out = append(out, *got)
+		for _, d := range due {
+			got, err := s.ClaimDelivery(ctx, d.ID, now, lease)
+			if err != nil {
+				return out, err
+			}
+			if got != nil {
+				out = append(out, *got)
+			}
+		}
+		if len(out) >= limit {
+			break
 		}
 	}
 	return out, nil
