@@ -46,6 +46,7 @@ import { readFileSync } from "node:fs";
 
 const RECEIPT_TYP = "countersign-receipt+jwt";
 const CHECKPOINT_TYP = "countersign-audit-checkpoint+jwt";
+const EXPORT_FORMAT = "countersign.audit.export.v1";
 
 function fail(element, detail) {
   console.log(`FAIL ${element}: ${detail}`);
@@ -367,6 +368,7 @@ const opts = args(process.argv.slice(2));
 if (!opts.export) fail("usage", "--export is required");
 const lines = readFileSync(opts.export, "utf8").split("\n");
 
+let header = null;
 let tenant = "";
 const keys = new Map();
 const publicX = new Map(); // kid → the JWKS's "x", as the chain records keys
@@ -385,6 +387,8 @@ lines.forEach((text, i) => {
   }
   switch (l.type) {
     case "header":
+      if (l.format !== EXPORT_FORMAT) fail(`export line ${i + 1}`, `format ${JSON.stringify(l.format)} is not ${JSON.stringify(EXPORT_FORMAT)}`);
+      header = l;
       tenant = l.tenant;
       break;
     case "jwks":
@@ -412,7 +416,13 @@ lines.forEach((text, i) => {
       break;
   }
 });
+// Without the header nothing says whose chain this is: entries,
+// checkpoints and receipts of any organization would pass.
+if (!header || !tenant) {
+  fail("export", "the header line is missing (or names no organization): it is not a whole export, and whose chain it holds cannot be checked");
+}
 if (keys.size === 0) fail("jwks", "the export holds no Ed25519 key");
+if (entries.length === 0) fail("audit chain", "the export holds no audit entries: nothing can be checked against the chain");
 
 // The chain.
 const bySeq = new Map();

@@ -193,6 +193,12 @@ func (c *cli) verify(_ context.Context, args []string) error {
 		if err := x.Read(in.path, bytes.NewReader(b)); err != nil {
 			return err
 		}
+		if in.flag == "export" && !x.Header {
+			// Else a JWKS or a file of evidence lines given as the export
+			// would pass for an export without a chain.
+			return models.Errorf(models.ENotProven, "--export %s has no header line: it is not an audit export, or not a whole one "+
+				"(countersign audit export writes the header first)", in.path)
+		}
 	}
 	var receipts []string
 	switch receiptPath {

@@ -159,3 +159,79 @@ func TestVerifyNamesTheMandate(t *testing.T) {
 		}
 	}
 }
+
+// executedRefunds approves and executes a refund of each order through the
+// real application and exports the whole log: it returns the export's
+// path, a directory to write in, and the executions.
+func executedRefunds(t *testing.T, orders ...string) (f *demoFixture, dir, export string, execs []*models.Execution) {
+	t.Helper()
+	ctx := context.Background()
+	f = newDemoFixture(t)
+	for _, order := range orders {
+		id := f.refund(t, order, 100)
+		mustExec(t, nil, f.creds.ReviewerPassword+"\n", "review", "approve", id, "--db", f.db, "--tenant", "demo", "--user", "alice")
+		p, err := f.a.Protocol.Get(ctx, f.agent.TenantID, id)
+		if err != nil || p.Token == nil {
+			t.Fatal(p, err)
+		}
+		e, err := f.a.Protocol.Execute(ctx, f.agent, id, p.Token.Compact)
+		if err != nil || e.ReceiptJWS == "" {
+			t.Fatal(e, err)
+		}
+		execs = append(execs, e)
+	}
+	dir = t.TempDir()
+	export = filepath.Join(dir, "audit.jsonl")
+	mustExec(t, nil, "", "audit", "export", "--db", f.db, "--tenant", "demo", "--out", export)
+	return f, dir, export, execs
+}
+
+// writeLines writes the lines of the file at from that keep picks to a
+// new file in dir and returns its path.
+func writeLines(t *testing.T, from, dir, name string, keep func(i int, line string) bool) string {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if keep(i, l) {
+			out = append(out, l)
+		}
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestVerifyNeedsAWholeExport: an export given must hold a chain. Its
+// first two lines (the header and the JWKS: what an export --since a time
+// after the last entry holds too), a JWKS document or an export without
+// its header do not pass for one: verify exits 1 instead of calling the
+// receipt valid without its chain.
+func TestVerifyNeedsAWholeExport(t *testing.T) {
+	_, dir, export, execs := executedRefunds(t, "ord_1004")
+	receipt := filepath.Join(dir, "receipt.jws")
+	if err := os.WriteFile(receipt, []byte(execs[0].ReceiptJWS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct {
+		export, want string
+	}{
+		"header and JWKS": {writeLines(t, export, dir, "head.jsonl", func(i int, _ string) bool { return i < 2 }), "holds no audit entries"},
+		"JWKS": {writeLines(t, export, dir, "jwks.jsonl", func(_ int, l string) bool { return strings.Contains(l, `"type":"jwks"`) }),
+			"no header line"},
+		"no header": {writeLines(t, export, dir, "headless.jsonl", func(_ int, l string) bool { return !strings.Contains(l, `"type":"header"`) }),
+			"no header line"},
+	} {
+		r := invoke(t, nil, "", "verify", "--export", tt.export, "--receipt", receipt)
+		out, code := reported(r.err)
+		if code != exitError || !models.IsCode(r.err, models.ENotProven) || !strings.Contains(out+r.stdout, tt.want) ||
+			strings.Contains(r.stdout, "RECEIPT VALID") || strings.Contains(r.stdout, "PROVEN —") && !strings.Contains(r.stdout, "NOT PROVEN") {
+			t.Errorf("%s: exit %d, %q\n%s", name, code, out, r.stdout)
+		}
+	}
+}

@@ -189,6 +189,9 @@ func (x Exporter) Export(ctx context.Context, w io.Writer, tenant models.Tenant,
 // Export is a parsed export (or several files read together: a JWKS file,
 // an evidence file).
 type Export struct {
+	// Header reports whether a header line was read: an export has one,
+	// a JWKS document or a file of evidence lines has none.
+	Header      bool
 	Tenant      string
 	JWKS        json.RawMessage
 	Entries     []ExportedEntry
@@ -259,7 +262,7 @@ func (x *Export) Read(name string, r io.Reader) error {
 			if l.Format != ExportFormat {
 				return models.Errorf(models.EInvalidRequest, "%s line %d: format %q is not %q", name, n, l.Format, ExportFormat)
 			}
-			x.Tenant = l.Tenant
+			x.Header, x.Tenant = true, l.Tenant
 		case "jwks":
 			x.JWKS = l.JWKS
 		case "entry":
