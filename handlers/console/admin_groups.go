@@ -98,7 +98,7 @@ func (h *Groups) page(c echo.Context, s *session.Session, status int, formErr, n
 		return err
 	}
 	p := admin.GroupsPage{Layout: layout.Page{Title: "Reviewer groups",
-		User: &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
+		User: frameUser(s),
 		CSRF: s.CSRF, Active: "groups", Assets: h.assets}, Error: formErr, Notice: notice}
 	for _, g := range groups {
 		row := admin.GroupRow{Name: g.Name}

@@ -44,8 +44,7 @@ func NewAuditPages(p AuditProtocol, assets *static.Assets) *AuditPages {
 const auditPageSize = 100
 
 func (h *AuditPages) frame(s *session.Session, title, active string) layout.Page {
-	return layout.Page{Title: title, User: &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name},
-		CSRF: s.CSRF, Active: active, Assets: h.assets}
+	return layout.Page{Title: title, User: frameUser(s), CSRF: s.CSRF, Active: active, Assets: h.assets}
 }
 
 // DownloadReceipt serves GET /executions/:id/receipt.jws: the signed
@@ -104,9 +103,9 @@ func (h *AuditPages) ProposalAudit(c echo.Context) error {
 		Lead:   "Every event of this proposal, as recorded in the organization's hash-chained audit log in the same transaction as the change itself.",
 		Export: "countersign audit export --tenant " + s.Tenant.Name + " --out audit.jsonl && countersign verify --export audit.jsonl"}
 	page.ChainOK, page.ChainMsg = hashesHold(entries, false)
-	page.Entries = entryViews(entries)
+	page.Entries = entryViews(entries, s.User.Location())
 	if ok {
-		page.Checkpoint = checkpointView(cp)
+		page.Checkpoint = checkpointView(cp, s.User.Location())
 	}
 	noStore(c)
 	return render(c, http.StatusOK, audit.View(page))
@@ -134,9 +133,9 @@ func (h *AuditPages) TenantAudit(c echo.Context) error {
 			", each entry holding the SHA-256 of the one before it. Nothing here can be changed or removed.",
 		Export: "countersign audit export --tenant " + s.Tenant.Name + " --out audit.jsonl && countersign verify --export audit.jsonl"}
 	page.ChainOK, page.ChainMsg = hashesHold(entries, true)
-	page.Entries = entryViews(entries)
+	page.Entries = entryViews(entries, s.User.Location())
 	if ok {
-		page.Checkpoint = checkpointView(cp)
+		page.Checkpoint = checkpointView(cp, s.User.Location())
 	}
 	if len(entries) == auditPageSize {
 		page.NewerURL = fmt.Sprintf("/audit?after=%d", entries[len(entries)-1].Seq)
@@ -168,7 +167,9 @@ func hashesHold(entries []models.AuditEntry, consecutive bool) (bool, string) {
 	return true, fmt.Sprintf("%d entries match their hashes", len(entries))
 }
 
-func entryViews(entries []models.AuditEntry) []audit.Entry {
+// entryViews shows entries with their times in loc, the reviewer's zone,
+// to the millisecond: entries of one change are often that close.
+func entryViews(entries []models.AuditEntry, loc *time.Location) []audit.Entry {
 	out := make([]audit.Entry, 0, len(entries))
 	for _, e := range entries {
 		b, _ := e.Decode()
@@ -178,7 +179,8 @@ func entryViews(entries []models.AuditEntry) []audit.Entry {
 			data.Write(b.Data)
 		}
 		v := audit.Entry{Seq: strconv.FormatInt(e.Seq, 10), Kind: e.Kind, Actor: b.Actor,
-			At: e.CreatedAt.UTC().Format("2006-01-02 15:04:05.000 MST"), Hash: e.Hash, Prev: e.Prev,
+			At: e.CreatedAt.In(loc).Format("2006-01-02 15:04:05.000 MST"), AtISO: e.CreatedAt.UTC().Format(time.RFC3339Nano),
+			Hash: e.Hash, Prev: e.Prev,
 			ProposalID: e.ProposalID, Data: data.String()}
 		if v.Prev == "" {
 			v.Prev = "(first entry)"
@@ -191,6 +193,7 @@ func entryViews(entries []models.AuditEntry) []audit.Entry {
 	return out
 }
 
-func checkpointView(cp models.Checkpoint) *audit.Checkpoint {
-	return &audit.Checkpoint{Seq: strconv.FormatInt(cp.Seq, 10), Hash: cp.Hash, At: cp.CreatedAt.UTC().Format(time.RFC3339)}
+func checkpointView(cp models.Checkpoint, loc *time.Location) *audit.Checkpoint {
+	return &audit.Checkpoint{Seq: strconv.FormatInt(cp.Seq, 10), Hash: cp.Hash, At: formatIn(cp.CreatedAt, loc),
+		AtISO: cp.CreatedAt.UTC().Format(time.RFC3339)}
 }

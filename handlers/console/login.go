@@ -141,7 +141,7 @@ func (h *AuthHandlers) ErrorPage(c echo.Context, status int, message string) err
 		SignIn: status == http.StatusUnauthorized}
 	p.Layout = layout.Page{Title: p.Title, Assets: h.assets}
 	if s := session.From(c); s != nil {
-		p.Layout.User = &layout.User{Name: s.User.Name, Role: string(s.User.Role), Tenant: s.Tenant.Name}
+		p.Layout.User = frameUser(s)
 		p.Layout.CSRF = s.CSRF
 		p.SignIn = false
 	}

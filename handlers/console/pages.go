@@ -161,8 +161,12 @@ func withQuery(path string, kv ...string) string {
 // ---- Mapping the domain to view-models ------------------------------------
 
 // formatTime shows an instant in the reviewer's zone with the zone named.
-func (h *Pages) formatTime(t time.Time) string {
-	return t.In(h.loc).Format("2006-01-02 15:04:05 MST")
+func (h *Pages) formatTime(t time.Time) string { return formatIn(t, h.loc) }
+
+// formatIn is how every console page shows an instant: in the zone loc
+// (the reviewer's), with the zone named.
+func formatIn(t time.Time, loc *time.Location) string {
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }
 
 // countdown is an expiry as of the server's now.
