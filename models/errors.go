@@ -43,7 +43,7 @@ const (
 	ESchemaViolation     Code = "schema_violation"      // 422: arguments break the tool's schema
 	EClarificationNeeded Code = "clarification_needed"  // 422: a value is ambiguous and was not guessed
 	EBusinessRule        Code = "business_rule"         // 422: the business system refused the arguments
-	ENotProven           Code = "not_proven"            // 422: offline verification found a broken element (countersign verify)
+	ENotProven           Code = "not_proven"            // 422: verification found a broken element (countersign verify; a chain that no longer continues its signed checkpoint)
 	ERateLimited         Code = "rate_limited"          // 429
 	EInternal            Code = "internal"              // 500: a bug or an unexpected failure
 	EUnavailable         Code = "unavailable"           // 503: database or adapter out of reach; nothing was stored

@@ -7,6 +7,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/countersign/countersign/models"
@@ -20,41 +21,58 @@ type Checkpointer struct {
 	Tokens *token.Service
 }
 
-// CheckpointAll signs a checkpoint at the head of every chain that grew
+// CheckpointAll signs a checkpoint at the head of every chain that moved
 // since its last one, and returns how many it stored. Instances racing on
-// the same head store one checkpoint: the first wins.
+// the same head store one checkpoint: the first wins. A chain that does
+// not continue its last checkpoint gets none (ENotProven, joined with the
+// other chains' errors); the other chains are still signed.
 func (c Checkpointer) CheckpointAll(ctx context.Context, now time.Time) (int, error) {
 	heads, err := c.Store.UncheckpointedHeads(ctx)
 	if err != nil {
 		return 0, err
 	}
+	n, errs := 0, []error{}
 	for _, h := range heads {
 		if _, err := c.sign(ctx, h, now); err != nil {
-			return 0, err
+			errs = append(errs, err)
+			continue
 		}
+		n++
 	}
-	return len(heads), nil
+	return n, errors.Join(errs...)
 }
 
 // CheckpointTenant makes sure the tenant's current head is under a signed
-// checkpoint and returns it (ok=false for an empty chain).
+// checkpoint and returns it (ok=false for an empty chain that never had
+// one).
 func (c Checkpointer) CheckpointTenant(ctx context.Context, tenantID string, now time.Time) (models.Checkpoint, bool, error) {
 	h, err := c.Store.Head(ctx, tenantID)
-	if err != nil || h.Seq == 0 {
+	if err != nil {
 		return models.Checkpoint{}, false, err
 	}
 	last, ok, err := c.Store.LatestCheckpoint(ctx, tenantID)
 	if err != nil {
 		return models.Checkpoint{}, false, err
 	}
-	if ok && last.Seq == h.Seq {
+	switch {
+	case ok && last.Seq == h.Seq && last.Hash == h.Hash:
 		return last, true, nil
+	case h.Seq == 0 && !ok:
+		return models.Checkpoint{}, false, nil
 	}
 	cp, err := c.sign(ctx, h, now)
 	return cp, err == nil, err
 }
 
+// sign signs a checkpoint at head h once the chain is seen to continue
+// the tenant's newest checkpoint. A chain cut back below a signed
+// checkpoint, or rewritten up to it, is refused (ENotProven): signing its
+// new head would vouch for the cut, and leave out of an export the only
+// proof that the lost entries existed.
 func (c Checkpointer) sign(ctx context.Context, h store.AuditHead, now time.Time) (models.Checkpoint, error) {
+	if err := c.continues(ctx, h); err != nil {
+		return models.Checkpoint{}, err
+	}
 	claims := models.CheckpointClaims{Issuer: c.Tokens.Issuer(), Tenant: h.TenantID, Seq: h.Seq, Count: h.Seq,
 		Head: h.Hash, IssuedAt: now.Unix()}
 	payload, err := json.Marshal(claims)
@@ -67,4 +85,27 @@ func (c Checkpointer) sign(ctx context.Context, h store.AuditHead, now time.Time
 	}
 	cp := models.Checkpoint{TenantID: h.TenantID, Seq: h.Seq, Hash: h.Hash, KeyID: kid, JWS: jws, CreatedAt: now}
 	return cp, c.Store.AddCheckpoint(ctx, cp)
+}
+
+// continues reports, with ENotProven, a chain whose head h does not
+// continue the tenant's newest checkpoint: the entry that checkpoint
+// signed must still be there, with the hash it signed.
+func (c Checkpointer) continues(ctx context.Context, h store.AuditHead) error {
+	last, ok, err := c.Store.LatestCheckpoint(ctx, h.TenantID)
+	if err != nil || !ok {
+		return err
+	}
+	if h.Seq < last.Seq {
+		return models.Errorf(models.ENotProven, "the audit chain of tenant %s ends at entry %d, but a checkpoint signed entry %d: "+
+			"entries were removed from the database, and no checkpoint is signed over what is left", h.TenantID, h.Seq, last.Seq)
+	}
+	at, err := c.Store.AuditEntries(ctx, h.TenantID, last.Seq-1, 1)
+	if err != nil {
+		return err
+	}
+	if len(at) != 1 || at[0].Seq != last.Seq || at[0].Hash != last.Hash {
+		return models.Errorf(models.ENotProven, "entry %d of the audit chain of tenant %s is not the one its signed checkpoint names: "+
+			"the chain was rewritten in the database, and no checkpoint is signed over it", last.Seq, h.TenantID)
+	}
+	return nil
 }

@@ -80,3 +80,75 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("unchanged chain: %d new checkpoints (%v)", n, err)
 	}
 }
+
+// An insider who removes the newest entries of a chain from the database
+// (the append-only trigger dropped first), or rewrites one, gets no
+// checkpoint signed over what is left: the chain no longer continues its
+// newest checkpoint, whose entry was the only proof the removed ones
+// existed. The background pass still signs the other tenants' chains.
+func TestNoCheckpointOverACutChain(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open("sqlite://"+filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tokens := token.New(st, token.Config{Issuer: "countersign"})
+	if err := tokens.EnsureKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := checkpoint.Checkpointer{Store: st, Tokens: tokens}
+	audit := func(tenant string, n int) {
+		for range n {
+			if err := st.Audit(ctx, tenant, time.Now(), models.AuditEvent{Kind: models.AuditSignIn, Actor: "usr_x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cut, err := st.CreateTenant(ctx, "cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten, _ := st.CreateTenant(ctx, "rewritten")
+	honest, _ := st.CreateTenant(ctx, "honest")
+	audit(cut.ID, 4)
+	audit(rewritten.ID, 2)
+	if _, err := c.CheckpointAll(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if err := st.Gorm().Exec(q, args...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`DROP TRIGGER audit_entries_no_DELETE`)
+	exec(`DROP TRIGGER audit_entries_no_UPDATE`)
+	exec(`DELETE FROM audit_entries WHERE tenant_id = ? AND seq > 2`, cut.ID)
+	exec(`UPDATE audit_entries SET hash = 'sha256:00' WHERE tenant_id = ? AND seq = 3`, rewritten.ID)
+	audit(honest.ID, 1)
+
+	n, err := c.CheckpointAll(ctx, time.Now())
+	if !models.IsCode(err, models.ENotProven) || n != 1 {
+		t.Fatalf("background pass over a cut chain: %d signed, %v", n, err)
+	}
+	if cps, _ := st.Checkpoints(ctx, cut.ID, 0); len(cps) != 1 || cps[0].Seq != 5 {
+		t.Errorf("the cut chain's checkpoints: %+v", cps)
+	}
+	if cps, _ := st.Checkpoints(ctx, honest.ID, 0); len(cps) != 2 {
+		t.Errorf("the honest chain was not signed: %+v", cps)
+	}
+	for _, ten := range []models.Tenant{cut, rewritten} {
+		if _, _, err := c.CheckpointTenant(ctx, ten.ID, time.Now()); !models.IsCode(err, models.ENotProven) {
+			t.Errorf("%s: checkpoint for an export: %v", ten.Name, err)
+		}
+	}
+	// Entries written after the cut do not hide it either.
+	audit(cut.ID, 5)
+	if _, err := c.CheckpointAll(ctx, time.Now()); !models.IsCode(err, models.ENotProven) {
+		t.Errorf("after the chain grew past the cut: %v", err)
+	}
+}

@@ -355,11 +355,13 @@ type AuditHead struct {
 	Hash     string
 }
 
-// UncheckpointedHeads returns, for every tenant whose chain grew since its
-// last checkpoint, the current head. It starts from the tenants and finds
-// each head through the chain's key: its cost does not grow with the
-// chains' length (this runs every minute, and a scan of every entry would
-// hold up the writes behind it).
+// UncheckpointedHeads returns, for every tenant whose chain moved since its
+// last checkpoint, the current head: grown, as the chain does, or shorter
+// than the checkpoint, which only an edit of the database makes (Seq 0 when
+// no entry is left); the checkpointer refuses to sign over the latter. It
+// starts from the tenants and finds each head through the chain's key: its
+// cost does not grow with the chains' length (this runs every minute, and
+// a scan of every entry would hold up the writes behind it).
 func (s *Store) UncheckpointedHeads(ctx context.Context) ([]AuditHead, error) {
 	var rows []struct {
 		TenantID string
@@ -377,8 +379,12 @@ FROM tenants t ORDER BY t.id`).Scan(&rows).Error
 	}
 	var out []AuditHead
 	for _, r := range rows {
-		if r.Seq != nil && r.Hash != nil && (r.Signed == nil || *r.Seq > *r.Signed) {
+		switch {
+		case r.Seq != nil && r.Hash != nil && (r.Signed == nil || *r.Seq != *r.Signed):
 			out = append(out, AuditHead{TenantID: r.TenantID, Seq: *r.Seq, Hash: *r.Hash})
+		case r.Seq == nil && r.Signed != nil:
+			// Every entry gone, checkpoints left: the checkpointer says so.
+			out = append(out, AuditHead{TenantID: r.TenantID})
 		}
 	}
 	return out, nil
