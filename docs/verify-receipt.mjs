@@ -252,6 +252,24 @@ function checkGroups(ids, quorum, require, factors, issuedSeq, what, element) {
   if (ids.length < need) fail(element, `${ids.length} approvers, the quorum and the groups need ${need}`);
 }
 
+// checkApprovals checks the approvals a receipt names (its approvers, or a
+// mandate's grantors) against the chain's decision.approved entries of
+// that proposal, by decision id: the same user, digest shown, method,
+// evidence and effect preview shown, and no approval the receipt leaves
+// out (models/audit story and grantStory).
+function checkApprovals(named, recorded, element, what) {
+  for (const a of named) {
+    const e = recorded.get(a.decision_id);
+    if (!e) fail(element, `the ${what} ${a.decision_id} by ${a.user_id} is not in the chain`);
+    const c = e.body.data;
+    if (c.user_id !== a.user_id || c.digest_seen !== a.digest_seen || c.method !== a.method ||
+      (c.evidence_digest || "") !== (a.evidence_digest || "") || (what === "approval" && (c.effect_seen || "") !== (a.effect_seen || ""))) {
+      fail(`audit entry ${e.seq} (line ${e.line})`, `the recorded ${what} (user, digest shown, method, evidence) differs from the receipt's`);
+    }
+  }
+  if (what === "approval" && recorded.size !== named.length) fail(element, `the chain records ${recorded.size} approvals, the receipt ${named.length}`);
+}
+
 function checkApprovers(approvers, proposalID, argsDigest, confirmation) {
   for (const a of approvers) {
     if (a.method !== "security_key") {
@@ -515,8 +533,21 @@ for (let text of wanted) {
   let granted = 0;
   let require = null;
   let factors = null;
+  let otherReceipt = false;
+  let issuedEntry = null;
   const same = (a, b) => Array.isArray(a) && a.length === b.length && a.every((v, i) => v === b[i]);
+  const sameSet = (a, b) => Array.isArray(a) && same([...a].sort(), [...b].sort());
+  const approverIDs = rc.approvers.map((a) => a.user_id);
+  // The approvals the chain records, of the write and of the mandate's
+  // grant: each must be the one the receipt names, in every detail it
+  // states (checkApproval), and there must be no other.
+  const decisions = new Map();
+  const grants = new Map();
   for (const [seq, e] of bySeq) {
+    if (e.body.kind === "decision.approved" && e.body.proposal_id === rc.proposal_id) {
+      decisions.set(e.body.data.decision_id, e);
+    }
+    if (m && e.body.kind === "decision.approved" && e.body.proposal_id === m.proposal_id) grants.set(e.body.data.decision_id, e);
     if (m && e.body.kind === "mandate.granted" && e.body.data.mandate_id === m.id) {
       if (e.body.proposal_id !== m.proposal_id || e.body.data.terms_digest !== m.terms_digest ||
         !same(e.body.data.grantors, m.grantors.map((g) => g.user_id)) ||
@@ -528,6 +559,7 @@ for (let text of wanted) {
     if (e.body.proposal_id !== rc.proposal_id) continue;
     if (e.body.kind === "token.issued" && e.body.data.jti === rc.jti) {
       if ((e.body.data.mandate_id || "") !== (m ? m.id : "")) fail(element, "the chain issued the token under another mandate than the receipt names");
+      issuedEntry = e;
       issued = seq;
       factors = e.body.data.factors || null;
     }
@@ -547,11 +579,17 @@ for (let text of wanted) {
       if (e.body.data.result_digest !== rc.result_digest) fail(element, "the chain records another result");
       // The chain records the hash of the receipt the server signed: a
       // receipt signed again, whatever it says, is not that one.
-      if (e.body.data.receipt_digest && e.body.data.receipt_digest !== sha256(text)) {
-        fail(element, "the chain records another receipt for this execution");
-      }
+      // (Said after the approvals, which name what differs.)
+      otherReceipt = Boolean(e.body.data.receipt_digest) && e.body.data.receipt_digest !== sha256(text);
     }
   }
+  checkApprovals(rc.approvers, decisions, element, "approval");
+  if (m && granted) checkApprovals(m.grantors, grants, `${element}: mandate ${m.id}`, "grant approval");
+  if (issuedEntry && issuedEntry.body.data.approvers !== undefined && !sameSet(issuedEntry.body.data.approvers, approverIDs)) {
+    fail(`audit entry ${issuedEntry.seq} (line ${issuedEntry.line})`,
+      `the token was issued on the approvals of ${issuedEntry.body.data.approvers.join(", ")}, the receipt names ${approverIDs.join(", ")}`);
+  }
+  if (otherReceipt) fail(element, "the chain records another receipt for this execution");
   if (m) checkUse(rc, element);
   if (!created) fail(element, "the proposal's creation is not in the chain");
   if (!issued) fail(element, "the token's issue is not in the chain");

@@ -654,6 +654,9 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 			if got := str(d, "mandate_id"); got != want {
 				r.fail(name, "the token was issued under mandate %q, the receipt names %q", got, want)
 			}
+			if got, ok := stringList(d, "approvers"); ok && !sameSet(got, approverIDs(rc.Approvers)) {
+				r.fail(name, "the token was issued on the approvals of %v, the receipt names %v", got, approverIDs(rc.Approvers))
+			}
 		case models.AuditTokenConsumed:
 			consumed = consumed || (str(d, "jti") == rc.TokenID && str(d, "execution_id") == rc.ExecutionID)
 		case models.AuditExecutionOutcome:
@@ -925,6 +928,35 @@ func registration(bySeq map[int64]decoded, credentialID string) (Line, bool) {
 		}
 	}
 	return Line{}, false
+}
+
+// stringList is the list of strings under k in d's data, and whether
+// there is one.
+func stringList(d decoded, k string) ([]string, bool) {
+	raw, ok := d.data[k].([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(raw))
+	for _, v := range raw {
+		s, _ := v.(string)
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func approverIDs(as []models.ReceiptApprover) []string {
+	ids := make([]string, len(as))
+	for i, a := range as {
+		ids[i] = a.UserID
+	}
+	return ids
+}
+
+// sameSet reports whether a and b hold the same strings as often, in any
+// order.
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 func plural(n int, one, many string) string {

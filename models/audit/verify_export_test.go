@@ -2,13 +2,16 @@ package audit_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/audit"
 )
 
@@ -94,4 +97,59 @@ func TestExportWithoutChainOrHeader(t *testing.T) {
 	if r := x.VerifyReceipt(w.click); r.Err() != nil || r.ChainChecked {
 		t.Errorf("a JWKS alone: %v, chain checked %v", r.Err(), r.ChainChecked)
 	}
+}
+
+// The approvals a receipt names are the chain's: a receipt naming another
+// user for the recorded decision (as one signed after the decision's row
+// was rewritten in the database would) fails in both verifiers, naming
+// the decision entry and the token's.
+func TestReceiptApproversAreTheChains(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "sqlite")
+	export := w.export(t)
+	rc := claims(t, w.click)
+	for name, tt := range map[string]struct {
+		edit func(*models.SignedReceipt)
+		want []string
+	}{
+		"another approver": {func(rc *models.SignedReceipt) { rc.Approvers[0].UserID = w.admin.ID },
+			[]string{"the recorded approval (user, digest shown, method, evidence) differs from the receipt's", "the token was issued on the approvals of"}},
+		"an unrecorded approval": {func(rc *models.SignedReceipt) {
+			rc.Approvers = append(rc.Approvers, rc.Approvers[0])
+			rc.Approvers[1].DecisionID = "dec_unrecorded"
+		}, []string{"dec_unrecorded", "the chain records 1 approvals, the receipt 2"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			forged := rc
+			forged.Approvers = slices.Clone(rc.Approvers)
+			tt.edit(&forged)
+			receipt := w.resign(t, forged)
+			r := verify(t, export, receipt)
+			var failed []string
+			for _, c := range r.Failed() {
+				failed = append(failed, c.Element+": "+c.Detail)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(strings.Join(failed, "\n"), want) {
+					t.Errorf("Go does not say %q:\n%s", want, strings.Join(failed, "\n"))
+				}
+			}
+			out, err := runNode(t, export, receipt)
+			if err == nil || !strings.Contains(out, "FAIL") || !strings.Contains(out, tt.want[0]) {
+				t.Errorf("Node: %v, want %q\n%s", err, tt.want[0], out)
+			}
+		})
+	}
+}
+
+// claims are a receipt's claims, read without checking its signature.
+func claims(t *testing.T, compact string) models.SignedReceipt {
+	t.Helper()
+	parts := strings.Split(compact, ".")
+	payload, err := b64.DecodeString(parts[1])
+	var rc models.SignedReceipt
+	if err != nil || json.Unmarshal(payload, &rc) != nil {
+		t.Fatalf("receipt %s: %v", compact, err)
+	}
+	return rc
 }
