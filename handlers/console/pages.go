@@ -322,6 +322,14 @@ func (r *revealer) show(s string, mode visible.Mode) string {
 	return t.Shown
 }
 
+// showJSON is show for a machine value, JSON text: its escapes of hidden
+// code points are shown as ⟨U+…⟩ too (revealJSON).
+func (r *revealer) showJSON(s string, mode visible.Mode) string {
+	t := revealJSON(s, mode)
+	r.found = append(r.found, t.Findings...)
+	return t.Shown
+}
+
 func target(p *models.Proposal) string {
 	switch {
 	case p.ResourceLabel != "":

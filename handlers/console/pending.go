@@ -173,8 +173,13 @@ func (h *Pages) pendingRow(p *models.Proposal, u models.User, now time.Time) pen
 	}
 	// The row shows only part of the proposal: warn when any argument
 	// or the context hides something, not only the part shown.
+	tool, known := h.p.Registry().Tool(p.Tool)
 	for _, f := range h.preview(p) {
-		seen.show(string(f.Value), visible.Strict)
+		mode := visible.Strict
+		if known && tool.TextField(f.Name) {
+			mode = visible.FreeText // its line breaks are what it says, as on the proposal page
+		}
+		seen.showJSON(string(f.Value), mode)
 	}
 	seen.show(p.Context, visible.FreeText)
 	row.HiddenWarning = visible.Warning(seen.found)

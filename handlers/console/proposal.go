@@ -308,7 +308,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 			mode = visible.FreeText
 		}
 		page.Fields = append(page.Fields, proposals.Field{Name: f.Name, Label: f.Label,
-			Machine: seen.show(string(f.Value), visible.Strict), Display: seen.show(f.Display, mode)})
+			Machine: seen.showJSON(string(f.Value), mode), Display: seen.show(f.Display, mode)})
 		page.Fields[len(page.Fields)-1].Hidden = len(seen.found) > before
 	}
 	page.Effect = effectView(p, &seen)
@@ -445,7 +445,7 @@ func effectView(p *models.Proposal, seen *revealer) *proposals.Effect {
 	}
 	for _, c := range p.Effect.Changes {
 		out.Changes = append(out.Changes, proposals.EffectChange{Label: free(c.Label), Field: free(c.Field),
-			Before: free(string(c.Before)), After: free(string(c.After)),
+			Before: seen.showJSON(string(c.Before), visible.Strict), After: seen.showJSON(string(c.After), visible.Strict),
 			BeforeDisplay: free(c.BeforeDisplay), AfterDisplay: free(c.AfterDisplay)})
 	}
 	return out
