@@ -3,7 +3,8 @@ package mcpserver
 import "encoding/json"
 
 // resultSchema is the output schema of every tool: the JSON Schema of
-// ProposalResult. Tool errors (isError) carry ToolError instead.
+// ProposalResult. Tool errors (isError) carry no structured content: their
+// text ends with a ToolError's JSON.
 var resultSchema = json.RawMessage(`{
   "type": "object",
   "properties": {

@@ -224,7 +224,13 @@ func (h *Handler) result(v ProposalResult, isError bool) *mcp.CallToolResult {
 	}
 }
 
-// ToolError is the structured content of a tool error.
+// ToolError is the body of a tool error, the API's error envelope. It is
+// the JSON on the last line of the error's text content, never its
+// structured content: a tool's output schema describes its results, and a
+// client that validates structured content against it (as the TypeScript
+// SDK does, also when isError is set) would turn the error into a protocol
+// exception the model never reads. The MCP specification's tool execution
+// errors carry text content only, as the go-sdk's own do.
 type ToolError struct {
 	Error ToolErrorBody `json:"error"`
 }
@@ -239,7 +245,8 @@ type ToolErrorBody struct {
 }
 
 // toolError turns a domain error into a tool result with isError set, so
-// the model reads it and can correct its call; an internal error is logged
+// the model reads it and can correct its call: a line per problem, then
+// the error envelope as JSON (see ToolError). An internal error is logged
 // and shown as "internal error" only.
 func (h *Handler) toolError(ctx context.Context, err error) (*mcp.CallToolResult, error) {
 	var me *models.Error
@@ -259,9 +266,11 @@ func (h *Handler) toolError(ctx context.Context, err error) (*mcp.CallToolResult
 		}
 		fmt.Fprintf(&text, "\n  %s: %s", ptr, f.Message)
 	}
+	b, _ := json.Marshal(ToolError{Error: body})
+	text.WriteString("\n")
+	text.Write(b)
 	return &mcp.CallToolResult{
-		IsError:           true,
-		StructuredContent: ToolError{Error: body},
-		Content:           []mcp.Content{&mcp.TextContent{Text: text.String()}},
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: text.String()}},
 	}, nil
 }

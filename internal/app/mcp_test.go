@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -175,8 +177,10 @@ func (a *mcpAgent) call(name string, args any, v any) *mcp.CallToolResult {
 	if err != nil {
 		a.t.Fatalf("%s: protocol error %v", name, err)
 	}
-	if !res.IsError {
-		// Every successful result conforms to the tool's output schema.
+	if res.StructuredContent != nil || !res.IsError {
+		// Every result's structured content conforms to the tool's output
+		// schema, a tool error's too: the TypeScript SDK validates it also
+		// when isError is set, and throws instead of returning the result.
 		b, _ := json.Marshal(res.StructuredContent)
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 		if err != nil {
@@ -230,12 +234,22 @@ func toolErrorCode(t *testing.T, res *mcp.CallToolResult) models.Code {
 	if !res.IsError {
 		t.Fatalf("want a tool error, got %s", text(res))
 	}
-	var e mcpserver.ToolError
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &e); err != nil {
-		t.Fatalf("tool error content %s: %v", b, err)
+	e, err := toolErrorOf(res)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return e.Error.Code
+}
+
+// toolErrorOf reads the error envelope a tool error's text ends with.
+func toolErrorOf(res *mcp.CallToolResult) (mcpserver.ToolError, error) {
+	var e mcpserver.ToolError
+	txt := text(res)
+	last := txt[strings.LastIndex(txt, "\n")+1:]
+	if err := json.Unmarshal([]byte(last), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+		return e, fmt.Errorf("tool error text %q does not end with the error envelope: %v", txt, err)
+	}
+	return e, nil
 }
 
 // approve approves p as alice through the console's form.
@@ -332,6 +346,10 @@ func TestMCPListsTheRegistry(t *testing.T) {
 
 func mustMarshal(v any) string { b, _ := json.Marshal(v); return string(b) }
 
+// goTypeName finds a Go type's name in a text meant for a model (which the
+// error envelope's JSON keys, such as "pointer", are not).
+var goTypeName = regexp.MustCompile(`\b(u?int(8|16|32|64)?|float(32|64)|Go)\b`)
+
 func TestMCPSchemaViolationNamesThePointer(t *testing.T) {
 	t.Parallel()
 	c := openMCP(t)
@@ -358,7 +376,7 @@ func TestMCPSchemaViolationNamesThePointer(t *testing.T) {
 	if code := toolErrorCode(t, res); code != models.ESchemaViolation {
 		t.Errorf("wait_seconds as a string: code %s", code)
 	}
-	if got := text(res); !strings.Contains(got, "/wait_seconds: must be a number") || strings.Contains(got, "int") {
+	if got := text(res); !strings.Contains(got, "/wait_seconds: must be a number") || goTypeName.MatchString(got) {
 		t.Errorf("wait_seconds as a string: %q", got)
 	}
 	if page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), writes.ListQuery{}); err != nil || len(page.Items) != 0 {
@@ -700,8 +718,7 @@ func TestMCPConcurrentExecuteRunsOnce(t *testing.T) {
 			}
 			b, _ := json.Marshal(res.StructuredContent)
 			if res.IsError {
-				var e mcpserver.ToolError
-				json.Unmarshal(b, &e)
+				e, _ := toolErrorOf(res)
 				results <- outcome{code: e.Error.Code}
 				return
 			}
