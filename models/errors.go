@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Code is a stable, machine-readable error code. Codes are part of the public
@@ -116,3 +117,17 @@ func ErrorMessage(err error) string {
 
 // IsCode reports whether err carries the given code.
 func IsCode(err error, code Code) bool { return ErrorCode(err) == code }
+
+// StorableText refuses, with EInvalidRequest at pointer, free text that
+// holds U+0000: PostgreSQL cannot store it in a text column, and the same
+// text must be refused, not stored, on SQLite too, so that no input is
+// accepted by one database and lost to an internal error on the other.
+// (Arguments are stored as JSON, where U+0000 is an escape, and may hold
+// it; reviewers see it as ⟨U+0000⟩.)
+func StorableText(pointer, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return &Error{Code: EInvalidRequest, Message: "text may not hold the character U+0000",
+			Fields: []FieldProblem{{Pointer: pointer, Message: "holds U+0000 (NUL), which cannot be stored"}}}
+	}
+	return nil
+}

@@ -528,6 +528,12 @@ func dbErr(err error) error {
 	if transient(err) {
 		return models.Wrap(models.EUnavailable, err, "database unavailable")
 	}
+	var pg interface{ SQLState() string }
+	if errors.As(err, &pg) && (pg.SQLState() == "22021" || pg.SQLState() == "22P05") {
+		// Text PostgreSQL cannot store (U+0000): the input is refused,
+		// for any field models.StorableText does not check first.
+		return models.Wrap(models.EInvalidRequest, err, "the text holds a character that cannot be stored (U+0000)")
+	}
 	return models.Wrap(models.EInternal, err, "database error")
 }
 

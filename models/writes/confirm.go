@@ -33,6 +33,9 @@ func (s *Service) confirm(ctx context.Context, in ConfirmInput) (*models.Proposa
 		return nil, &models.Error{Code: models.EInvalidRequest, Message: "a comment may have at most 1000 characters",
 			Fields: []models.FieldProblem{{Pointer: "/comment", Message: "at most 1000 characters"}}}
 	}
+	if err := models.StorableText("/comment", comment); err != nil {
+		return nil, err
+	}
 	ev := in.Evidence
 	if err := evidenceFor(ev, in); err != nil {
 		return nil, err
@@ -178,6 +181,9 @@ func (s *Service) decline(ctx context.Context, in DeclineInput) (*models.Proposa
 	if reason == "" || len(reason) > MaxReason {
 		return nil, &models.Error{Code: models.EInvalidRequest, Message: "say why you decline (1–1000 characters)",
 			Fields: []models.FieldProblem{{Pointer: "/reason", Message: "a reason is required"}}}
+	}
+	if err := models.StorableText("/reason", reason); err != nil {
+		return nil, err
 	}
 	p, err := s.decidable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {

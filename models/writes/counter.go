@@ -48,6 +48,9 @@ func (s *Service) Counter(ctx context.Context, in CounterInput) (*models.Proposa
 		return nil, &models.Error{Code: models.EInvalidRequest, Message: "say why you edit the proposal (1–1000 characters)",
 			Fields: []models.FieldProblem{{Pointer: "/reason", Message: "a reason is required"}}}
 	}
+	if err := models.StorableText("/reason", reason); err != nil {
+		return nil, err
+	}
 	orig, err := s.decidable(ctx, in.Reviewer, in.ProposalID, in.DigestSeen)
 	if err != nil {
 		return nil, err

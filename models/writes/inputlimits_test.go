@@ -2,10 +2,12 @@ package writes_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/auth"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/writes"
 )
@@ -83,4 +85,40 @@ type countingAdapter struct {
 func (c countingAdapter) Validate(ctx context.Context, req models.ValidateRequest) (models.ValidateResult, error) {
 	*c.calls++
 	return c.Adapter.Validate(ctx, req)
+}
+
+// Free text holding U+0000, which PostgreSQL cannot store in a text
+// column, is refused as bad input on both databases, at its field: the
+// agent's context (of a proposal and of a mandate request), a reviewer's
+// comment, decline reason and edit reason. Nothing is stored.
+func TestNULInFreeTextIsRefusedOnEveryDatabase(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		nul := "before\x00after"
+		_, _, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1001", 100), Context: nul})
+		wantField(t, err, "/context")
+		_, _, err = e.svc.RequestMandate(e.ctx, e.agent, writes.MandateInput{Terms: models.MandateTerms{Tool: "refund_order"}, Context: nul})
+		wantField(t, err, "/context")
+		p := e.propose("ord_1002", 100)
+		_, err = e.svc.Confirm(e.ctx, writes.ConfirmInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			EffectSeen: p.EffectDigest, Comment: nul, Evidence: auth.ApprovalEvidence(e.alice, nil)})
+		wantField(t, err, "/comment")
+		_, err = e.svc.Decline(e.ctx, writes.DeclineInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest, Reason: nul})
+		wantField(t, err, "/reason")
+		_, err = e.svc.Counter(e.ctx, writes.CounterInput{Reviewer: e.alice, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+			Arguments: refundArgs("ord_1002", 50), Reason: nul})
+		wantField(t, err, "/reason")
+		got, err := e.svc.Get(e.ctx, e.tenant, p.ID)
+		if err != nil || got.Status != models.StatusAwaitingConfirmation || len(got.Decisions) != 0 {
+			t.Fatalf("after the refusals: %s, %d decisions (%v)", got.Status, len(got.Decisions), err)
+		}
+	})
+}
+
+func wantField(t *testing.T, err error, pointer string) {
+	t.Helper()
+	var me *models.Error
+	if !errors.As(err, &me) || me.Code != models.EInvalidRequest || len(me.Fields) != 1 || me.Fields[0].Pointer != pointer {
+		t.Fatalf("error %v, want invalid_request at %s", err, pointer)
+	}
 }

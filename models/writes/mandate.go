@@ -49,6 +49,9 @@ func (s *Service) RequestMandate(ctx context.Context, agent models.Agent, in Man
 	if n := utf8.RuneCountInString(in.Context); n > MaxContext {
 		return nil, false, models.Errorf(models.EInvalidRequest, "context must be at most %d characters, got %d", MaxContext, n)
 	}
+	if err := models.StorableText("/context", in.Context); err != nil {
+		return nil, false, err
+	}
 	terms := in.Terms
 	if len(terms.Agents) == 0 {
 		terms.Agents = []string{agent.ID}

@@ -304,6 +304,9 @@ func (s *Service) propose(ctx context.Context, agent models.Agent, in ProposeInp
 	if n := utf8.RuneCountInString(in.Context); n > MaxContext {
 		return nil, false, models.Errorf(models.EInvalidRequest, "context must be at most %d characters, got %d", MaxContext, n)
 	}
+	if err := models.StorableText("/context", in.Context); err != nil {
+		return nil, false, err
+	}
 	prep, err := tool.Prepare(in.Arguments)
 	if err != nil {
 		return nil, false, err
