@@ -64,6 +64,16 @@ type WebhookEndpoint struct {
 	DisabledAt  *time.Time
 }
 
+// How many live (not disabled) webhook endpoints one scope may have: each
+// is sent every event it sees, so more would let one agent multiply the
+// work its proposals make, and each takes its share of the dispatcher.
+const (
+	// MaxAgentWebhookEndpoints bounds an agent's own endpoints.
+	MaxAgentWebhookEndpoints = 8
+	// MaxTenantWebhookEndpoints bounds a tenant's tenant-wide endpoints.
+	MaxTenantWebhookEndpoints = 16
+)
+
 // EndpointScope says whose webhook endpoints an operation may see and
 // change: an agent's own (AgentID set) or, for a tenant administrator,
 // every endpoint of the tenant (AgentID empty).

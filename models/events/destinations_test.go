@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -88,9 +89,10 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 		t.Errorf("an allowed range: %v", err)
 	}
 	// localhost is either loopback address: allowing one allows the name.
-	for _, allow := range []string{"127.0.0.0/8", "::1/128"} {
+	for i, allow := range []string{"127.0.0.0/8", "::1/128"} {
 		local := e.strictEvents(events.Config{AllowAddresses: []netip.Prefix{netip.MustParsePrefix(allow)}})
-		if _, _, err := local.RegisterEndpoint(e.ctx, scope, "http://localhost:9000/hook", ""); err != nil {
+		// Another URL each time: the same one twice is refused.
+		if _, _, err := local.RegisterEndpoint(e.ctx, scope, fmt.Sprintf("http://localhost:900%d/hook", i), ""); err != nil {
 			t.Errorf("localhost with %s allowed: %v", allow, err)
 		}
 	}

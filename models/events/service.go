@@ -169,7 +169,11 @@ func CheckURL(raw string) (string, error) {
 // an empty AgentID a tenant-wide one) and returns it with its signing
 // secret, which is shown this once. EInvalidRequest for a URL that is not
 // http(s), one whose host is an address webhooks are not sent to (or
-// localhost), or a description that is too long.
+// localhost), a description that is too long, or a scope that has as many
+// live endpoints as it may (models.MaxAgentWebhookEndpoints,
+// MaxTenantWebhookEndpoints; details.limit is "webhook_endpoints");
+// EAlreadyExists when the scope has a live endpoint for the same URL
+// (details.endpoint_id names it).
 func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
 	u, err := s.dest.checkEndpointURL(rawURL)
 	if err != nil {
@@ -269,7 +273,7 @@ func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
 const (
 	webhookSlots = 64 // webhook attempts in flight at once
 	notifySlots  = 8  // attempts in flight per notification channel
-	targetSlots  = 4  // attempts in flight to one webhook endpoint
+	targetSlots  = 3  // attempts in flight to one webhook endpoint
 )
 
 // slots is how many attempts of channel ch may be in flight at once.

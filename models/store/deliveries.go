@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -47,15 +48,73 @@ func scopeWhere(sc models.EndpointScope, q *gorm.DB) *gorm.DB {
 	return q
 }
 
+// endpointsLock is the first key of the PostgreSQL advisory locks that
+// order registrations of webhook endpoints in one scope (the second is the
+// scope's hash), so that the count and the duplicate check of one
+// registration see the endpoint another one just stored; no other lock of
+// countersign's uses it. (SQLite has one writer and needs none.)
+const endpointsLock = 0x63730010
+
 // CreateWebhookEndpoint stores an endpoint with its signing secret. ep's
-// AgentID empty makes it tenant-wide.
+// AgentID empty makes it tenant-wide. The one INSERT stores it only while
+// the scope (the agent, or the tenant's own endpoints) has fewer live
+// endpoints than models.MaxAgentWebhookEndpoints (or
+// MaxTenantWebhookEndpoints) and none for the same URL: EInvalidRequest on
+// /url with details.limit "webhook_endpoints" when the scope is full,
+// EAlreadyExists with details.endpoint_id when the URL has a live endpoint
+// in the scope already (a second one would sign the same events, same
+// webhook-id, with another secret).
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep models.WebhookEndpoint, secret string) (models.WebhookEndpoint, error) {
 	id := models.NewID("whep")
 	// The secret is key material: sealed under the KEK when there is one.
 	row := webhookEndpointRow{ID: id, TenantID: ep.TenantID, AgentID: optional(ep.AgentID),
 		URL: ep.URL, Secret: s.sealKey(column("webhook_endpoints", "secret"), id, []byte(secret)),
 		Description: ep.Description, CreatedAt: ms(s.clock.Now())}
-	if err := s.tx(ctx, func(tx *gorm.DB) error { return tx.Create(&row).Error }); err != nil {
+	limit := models.MaxAgentWebhookEndpoints
+	if ep.AgentID == "" {
+		limit = models.MaxTenantWebhookEndpoints
+	}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		ctx, c := raw(tx)
+		if s.dialect == Postgres {
+			// Taken before the INSERT, whose snapshot then holds what
+			// the registration before this one stored.
+			if _, err := c.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, endpointsLock,
+				ep.TenantID+"/"+ep.AgentID); err != nil {
+				return err
+			}
+		}
+		n, err := execCount(ctx, c, `INSERT INTO webhook_endpoints (id, tenant_id, agent_id, url, secret, description, created_at)
+			SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT), CAST($6 AS TEXT), CAST($7 AS BIGINT)
+			WHERE (SELECT COUNT(*) FROM webhook_endpoints w WHERE w.tenant_id = $2 AND COALESCE(w.agent_id, '') = $8
+			    AND w.disabled_at IS NULL) < $9
+			  AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.tenant_id = $2 AND COALESCE(w.agent_id, '') = $8
+			    AND w.url = $4 AND w.disabled_at IS NULL)`,
+			row.ID, row.TenantID, row.AgentID, row.URL, row.Secret, row.Description, row.CreatedAt, ep.AgentID, limit)
+		if err != nil || n == 1 {
+			return err
+		}
+		var same []string
+		if err := tx.Model(&webhookEndpointRow{}).Where("tenant_id = ? AND COALESCE(agent_id, '') = ? AND url = ? AND disabled_at IS NULL",
+			ep.TenantID, ep.AgentID, ep.URL).Limit(1).Pluck("id", &same).Error; err != nil {
+			return err
+		}
+		if len(same) > 0 {
+			return &models.Error{Code: models.EAlreadyExists,
+				Message: "an endpoint for this URL is registered already (" + same[0] + "); its secret was shown when it was registered. Delete it first to register the URL with a new secret",
+				Fields:  []models.FieldProblem{{Pointer: "/url", Message: "registered already"}},
+				Details: map[string]any{"endpoint_id": same[0]}}
+		}
+		who := "an agent"
+		if ep.AgentID == "" {
+			who = "an organization's own endpoints (for all its agents)"
+		}
+		return &models.Error{Code: models.EInvalidRequest,
+			Message: fmt.Sprintf("%s may have at most %d live webhook endpoints; delete one before registering another", who, limit),
+			Fields:  []models.FieldProblem{{Pointer: "/url", Message: fmt.Sprintf("at most %d endpoints", limit)}},
+			Details: map[string]any{"limit": "webhook_endpoints", "max": limit}}
+	})
+	if err != nil {
 		return models.WebhookEndpoint{}, err
 	}
 	return row.model(), nil
