@@ -14,7 +14,9 @@ import (
 // (*events.Service).
 type Events interface {
 	// RegisterEndpoint returns the endpoint and its signing secret, shown
-	// once (EInvalidRequest for a URL that is not http(s)).
+	// once (EInvalidRequest for a URL that is not http(s) or when the agent
+	// has as many endpoints as it may; EAlreadyExists for a URL it has an
+	// endpoint for).
 	RegisterEndpoint(ctx context.Context, sc models.EndpointScope, url, description string) (models.WebhookEndpoint, string, error)
 	Endpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error)
 	// DisableEndpoint answers ENotFound outside the scope.
