@@ -103,15 +103,16 @@ func (h *Handler) forget(key elicitKey) {
 }
 
 // afterInput answers the retry of a call that returned an input-required
-// result: the request state names the proposal the first round created or
-// read. Only the caller's own proposal of the same tool is reported, read
-// afresh; the input responses are ignored.
-func (h *Handler) afterInput(ctx context.Context, req *mcp.CallToolRequest, agent models.Agent, tool string) (*mcp.CallToolResult, error) {
+// result: the request state names the proposal the first round created.
+// Only the caller's own proposal of the same kind ("" for a write,
+// models.KindMandate for a mandate request) and, when tool is set, of the
+// same tool is reported, read afresh; the input responses are ignored.
+func (h *Handler) afterInput(ctx context.Context, req *mcp.CallToolRequest, agent models.Agent, kind, tool string) (*mcp.CallToolResult, error) {
 	p, err := h.own(ctx, agent, req.Params.RequestState)
 	if err != nil {
 		return h.toolError(ctx, err)
 	}
-	if tool != "" && p.Tool != tool {
+	if p.Kind != kind || tool != "" && p.Tool != tool {
 		return h.toolError(ctx, models.Errorf(models.ENotFound, "no proposal %q", req.Params.RequestState))
 	}
 	return h.proposalResult(p), nil

@@ -68,6 +68,11 @@ func (h *Handler) requestMandate(ctx context.Context, req *mcp.CallToolRequest) 
 	if !ok {
 		return nil, errors.New("unauthenticated request")
 	}
+	if req.Params.RequestState != "" {
+		// A 2026-07-28 client returning from the console link: report
+		// the mandate request the first round created, never a new one.
+		return h.afterInput(ctx, req, agent, models.KindMandate, "")
+	}
 	var terms models.MandateTerms
 	if err := decodeArgs(req, &terms); err != nil {
 		return h.toolError(ctx, err)

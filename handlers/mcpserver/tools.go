@@ -135,7 +135,7 @@ func (h *Handler) requestTool(t *registry.Tool) mcp.ToolHandler {
 		if req.Params.RequestState != "" {
 			// A 2026-07-28 client returning from the console link: report
 			// the proposal the first round created, never a new one.
-			return h.afterInput(ctx, req, agent, t.Name)
+			return h.afterInput(ctx, req, agent, "", t.Name)
 		}
 		args := bytes.TrimSpace(req.Params.Arguments)
 		if len(args) == 0 || string(args) == "null" {
