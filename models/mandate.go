@@ -296,6 +296,35 @@ const (
 	MandatePolicyOther   = "the tool's rules changed since the mandate was granted"
 )
 
+// MandateReasonNearer reports whether fallback reason a says that a
+// mandate came nearer to confirming a write than reason b does: of the
+// live mandates covering a proposal, the one that matched the most (its
+// tier, its targets, the terms on arguments) explains best why a person
+// must confirm it, and "over per-call cap" from a mandate for this very
+// order says more than "resource not covered" from one for other orders.
+// Fit checks in the order ranked here.
+func MandateReasonNearer(a, b string) bool { return reasonStage(a) > reasonStage(b) }
+
+func reasonStage(reason string) int {
+	switch reason {
+	case MandateRevokedReason, MandateGrantorOff, MandateExpired:
+		return 0
+	case MandatePolicyOther:
+		return 1
+	case MandateTierAbove:
+		return 2
+	case MandateResourceOut:
+		return 3
+	case MandateOverCap:
+		return 5
+	case MandateBudgetOut:
+		return 6
+	case MandateUsesOut:
+		return 7
+	}
+	return 4 // the terms on arguments: values, patterns, currency, amount
+}
+
 // Fit decides whether p, a write proposal of a covered agent and tool, fits
 // the mandate's terms at now, given the consumption as read. It returns
 // the amount the write spends from the budget (0 without a money term),

@@ -153,7 +153,7 @@ func (s *Service) applyMandates(ctx context.Context, agent models.Agent, p *mode
 			}
 			reason = refused.Reason
 		}
-		if note == "" {
+		if note == "" || models.MandateReasonNearer(reason, note) {
 			note = reason
 		}
 	}

@@ -476,3 +476,23 @@ func TestMandateEndsWithTheToolsRules(t *testing.T) {
 		t.Fatalf("write under new rules: %s %q", p.Status, p.MandateNote)
 	}
 }
+
+// With several live mandates covering a proposal, its note comes from the
+// one that came nearest to confirming it: a mandate for other orders says
+// only that the order is not covered, while the one for this order says
+// it is over its per-call cap, whichever was granted first.
+func TestMandateNoteComesFromTheNearestMandate(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		elsewhere := lowRefunds(e, 5000, 0, 5)
+		elsewhere.ResourcePattern = `ord_9[0-9]{3}`
+		e.grant(elsewhere, e.alice)
+		e.grant(lowRefunds(e, 300, 0, 5), e.alice)
+		if p := e.propose("ord_1014", 301); p.Status != models.StatusAwaitingConfirmation || p.MandateNote != models.MandateOverCap {
+			t.Fatalf("status %s, note %q; want awaiting, %q", p.Status, p.MandateNote, models.MandateOverCap)
+		}
+		if p := e.propose("ord_2001", 100); p.MandateNote != models.MandateResourceOut {
+			t.Fatalf("an order neither covers: note %q", p.MandateNote)
+		}
+	})
+}
