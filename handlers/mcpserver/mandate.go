@@ -78,8 +78,10 @@ func (h *Handler) requestMandate(ctx context.Context, req *mcp.CallToolRequest) 
 		return h.toolError(ctx, err)
 	}
 	in := writes.MandateInput{Terms: terms}
-	in.RequestKey, _ = req.Params.Meta[MetaRequestKey].(string)
-	in.Context, _ = req.Params.Meta[MetaContext].(string)
+	var err error
+	if in.RequestKey, in.Context, err = metaKeys(req); err != nil {
+		return h.toolError(ctx, err)
+	}
 	p, _, err := h.p.RequestMandate(ctx, agent, in)
 	if err != nil {
 		return h.toolError(ctx, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -57,6 +58,48 @@ const (
 	// MetaContext is free text shown to the reviewer.
 	MetaContext = "countersign/context"
 )
+
+// metaKeys returns the call's request key and context, "" when absent or
+// null. Another JSON type is refused, as the API refuses a request_key
+// that is not a string: dropped, a key would make a retry a second
+// proposal.
+func metaKeys(req *mcp.CallToolRequest) (requestKey, context string, err error) {
+	if requestKey, err = metaString(req.Params.Meta, MetaRequestKey); err != nil {
+		return "", "", err
+	}
+	if context, err = metaString(req.Params.Meta, MetaContext); err != nil {
+		return "", "", err
+	}
+	return requestKey, context, nil
+}
+
+func metaString(meta mcp.Meta, key string) (string, error) {
+	switch v := meta[key].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	default:
+		return "", &models.Error{Code: models.EInvalidRequest,
+			Message: fmt.Sprintf("_meta %q must be a string, not %s", key, jsonType(v)),
+			Fields:  []models.FieldProblem{{Pointer: "/_meta/" + strings.ReplaceAll(key, "/", "~1"), Message: "must be a string"}}}
+	}
+}
+
+// jsonType names the JSON type of a value decoded into any.
+func jsonType(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "another type"
+}
 
 var proposalIDSchema = json.RawMessage(`{
   "type": "object",
@@ -142,8 +185,10 @@ func (h *Handler) requestTool(t *registry.Tool) mcp.ToolHandler {
 			args = []byte("{}")
 		}
 		in := writes.ProposeInput{Tool: t.Name, Arguments: args}
-		in.RequestKey, _ = req.Params.Meta[MetaRequestKey].(string)
-		in.Context, _ = req.Params.Meta[MetaContext].(string)
+		var err error
+		if in.RequestKey, in.Context, err = metaKeys(req); err != nil {
+			return h.toolError(ctx, err)
+		}
 		p, _, err := h.p.Propose(ctx, agent, in)
 		if err != nil {
 			return h.toolError(ctx, err)

@@ -932,6 +932,47 @@ func TestMCPRequestKeyMakesRetriesIdempotent(t *testing.T) {
 	}
 }
 
+// A request key or context in _meta that is not a string is refused, as the
+// API refuses a request_key that is not a string; dropped, the key would
+// make a retry a second proposal.
+func TestMCPMetaKeysMustBeStrings(t *testing.T) {
+	t.Parallel()
+	c := openMCP(t)
+	a := c.mcpClient(c.creds.AgentKey, mcpOptions{noElicit: true})
+	refund := map[string]any{"order_id": "ord_1017", "amount_minor": 100, "currency": "CNY", "reason": "damaged"}
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		meta mcp.Meta
+		name string
+	}{
+		{"request_refund_order", refund, mcp.Meta{mcpserver.MetaRequestKey: 12345}, mcpserver.MetaRequestKey},
+		{"request_refund_order", refund, mcp.Meta{mcpserver.MetaContext: map[string]any{"note": "x"}}, mcpserver.MetaContext},
+		{mcpserver.MandateToolName, c.mandateTerms(), mcp.Meta{mcpserver.MetaRequestKey: true}, mcpserver.MetaRequestKey},
+		{mcpserver.MandateToolName, c.mandateTerms(), mcp.Meta{mcpserver.MetaContext: []any{"x"}}, mcpserver.MetaContext},
+	} {
+		res, err := a.session.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args, Meta: tc.meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := toolErrorOf(res)
+		if err != nil || e.Error.Code != models.EInvalidRequest || !strings.Contains(e.Error.Message, tc.name) {
+			t.Errorf("%s with _meta %v: %v %s", tc.tool, tc.meta, err, text(res))
+		}
+	}
+	if page, err := c.app.Protocol.List(context.Background(), c.agentTenant(), writes.ListQuery{}); err != nil || len(page.Items) != 0 {
+		t.Errorf("refused calls stored proposals: %v %v", page.Items, err)
+	}
+	// null is no key, as an absent one.
+	var out mcpserver.ProposalResult
+	res := a.call("request_refund_order", refund, &out)
+	res2, err := a.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "request_refund_order", Arguments: refund,
+		Meta: mcp.Meta{mcpserver.MetaRequestKey: nil}})
+	if err != nil || res.IsError || res2.IsError {
+		t.Fatalf("without a key: %v %s %s", err, text(res), text(res2))
+	}
+}
+
 // TestMCPWaitsCountAgainstTheAgentsLimit: get_proposal's wait holds one of
 // the agent's concurrent long-polls, as ?wait= does over HTTP: beyond the
 // limit the call is refused with rate_limited, an answer without a wait is
