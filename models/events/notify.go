@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"net/smtp"
+	"net/textproto"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
@@ -90,19 +93,49 @@ func (s *Service) sendEmail(ctx context.Context, d models.Delivery) error {
 	if len(to) == 0 {
 		return nil
 	}
-	return s.mail(ctx, to, emailMessage(s.smtp.From, n, s.clock.Now()))
+	return s.mail(ctx, d.ID, to, emailMessage(s.smtp.From, d.ID, n, s.clock.Now()))
+}
+
+// maxSubject bounds the summary in a subject, in characters, so that the
+// header stays far below RFC 5322's 998 octets a line (the body carries the
+// whole summary).
+const maxSubject = 140
+
+// subjectHeader is the Subject header field for subject, shortened to
+// maxSubject characters, encoded as RFC 2047 words when it is not ASCII,
+// and folded (CRLF and a space) before any word that would take its line
+// past 78 characters (encoded words are at most 75), even the first.
+func subjectHeader(subject string) string {
+	if utf8.RuneCountInString(subject) > maxSubject {
+		subject = string([]rune(subject)[:maxSubject-1]) + "…"
+	}
+	var b strings.Builder
+	line := len("Subject:")
+	b.WriteString("Subject:")
+	for _, w := range strings.Fields(mime.QEncoding.Encode("utf-8", subject)) {
+		if line+1+len(w) > 78 {
+			b.WriteString("\r\n")
+			line = 0
+		}
+		b.WriteString(" ")
+		b.WriteString(w)
+		line += 1 + len(w)
+	}
+	b.WriteString("\r\n")
+	return b.String()
 }
 
 // emailMessage is a plain-text message: the summary as the subject and the
-// body, and the console link.
-func emailMessage(from string, n Notification, now time.Time) []byte {
+// body, and the console link. Its Message-ID is the delivery's, the same
+// at every attempt, so that a message a retry sends again is recognised as
+// the same one.
+func emailMessage(from, deliveryID string, n Notification, now time.Time) []byte {
 	var b bytes.Buffer
-	subject := "Awaiting your review: " + n.Summary
 	fmt.Fprintf(&b, "From: %s\r\n", from)
 	b.WriteString("To: undisclosed-recipients:;\r\n")
-	fmt.Fprintf(&b, "Subject: %s\r\n", mime.QEncoding.Encode("utf-8", subject))
+	b.WriteString(subjectHeader("Awaiting your review: " + n.Summary))
 	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
-	fmt.Fprintf(&b, "Message-ID: <%s@countersign>\r\n", models.NewID("msg"))
+	fmt.Fprintf(&b, "Message-ID: <%s@countersign>\r\n", deliveryID)
 	b.WriteString("MIME-Version: 1.0\r\n")
 	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n")
 	b.WriteString("Content-Transfer-Encoding: 8bit\r\n\r\n")
@@ -114,8 +147,12 @@ func emailMessage(from string, n Notification, now time.Time) []byte {
 }
 
 // mail runs one SMTP conversation: EHLO, STARTTLS when offered (required
-// with SMTPConfig.StartTLS), AUTH when configured, then the message.
-func (s *Service) mail(ctx context.Context, to []string, msg []byte) error {
+// with SMTPConfig.StartTLS), AUTH when configured, then the message to
+// every recipient the server accepts. A refused recipient is logged and
+// left out: the others still get the message, and the delivery succeeds
+// when one did. With none accepted the attempt fails, and is retried only
+// when a refusal was temporary (4xx) or the conversation broke.
+func (s *Service) mail(ctx context.Context, deliveryID string, to []string, msg []byte) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", s.smtp.Addr)
 	if err != nil {
@@ -156,10 +193,29 @@ func (s *Service) mail(ctx context.Context, to []string, msg []byte) error {
 	if err := c.Mail(s.smtp.From); err != nil {
 		return err
 	}
+	accepted, temporary := 0, false
+	var refused []string
 	for _, r := range to {
-		if err := c.Rcpt(r); err != nil {
-			return err
+		err := c.Rcpt(r)
+		if err == nil {
+			accepted++
+			continue
 		}
+		var te *textproto.Error
+		if !errors.As(err, &te) {
+			return err // not an answer: the conversation broke
+		}
+		temporary = temporary || te.Code < 500
+		refused = append(refused, fmt.Sprintf("%s: %d %s", r, te.Code, te.Msg))
+		s.log.LogAttrs(ctx, slog.LevelWarn, "the mail server refused a recipient", slog.String("delivery", deliveryID),
+			slog.String("recipient", r), slog.Int("code", te.Code), slog.String("answer", te.Msg))
+	}
+	if accepted == 0 {
+		err := fmt.Errorf("the mail server refused every recipient (%s)", strings.Join(refused, "; "))
+		if !temporary {
+			return fmt.Errorf("%w: %w", errGone, err)
+		}
+		return err
 	}
 	w, err := c.Data()
 	if err != nil {
