@@ -496,12 +496,40 @@ console.log(`ok   audit chain: ${entries.length} entries intact and linked; sign
 
 // The receipts.
 const wanted = opts.receipt ? [readFileSync(opts.receipt, "utf8")] : receipts;
-if (wanted.length === 0) fail("receipt", "no receipt given and none in the export");
+// The export as a whole, when all its receipts are checked: it ends at a
+// signed checkpoint and holds each receipt the chain records (an outcome's
+// receipt_digest), so none can be left out or replaced by a copy of
+// another (one held twice is counted in the loop below).
+function checkWhole() {
+  const held = new Set(receipts.map((r) => sha256(r.trim())));
+  let recorded = 0;
+  for (const e of entries) {
+    const b = bySeq.get(e.seq).body;
+    if (b.kind === "execution.outcome" && b.data.receipt_digest) recorded++;
+    if (b.kind === "execution.outcome" && b.data.receipt_digest && !held.has(b.data.receipt_digest)) {
+      fail(`audit entry ${e.seq} (line ${e.line})`, `the outcome of execution ${b.data.execution_id} records receipt ${b.data.receipt_digest}, which the export does not hold`);
+    }
+  }
+  return recorded;
+}
+if (!opts.receipt) {
+  const last = entries[entries.length - 1];
+  if (anchored < last.seq) fail("checkpoints", `no valid signed checkpoint covers entry ${last.seq} (line ${last.line}), the export's last: an export ends at one`);
+  if (wanted.length === 0) {
+    checkWhole();
+    console.log("ok   receipts: the chain records none and the export holds none: the chain and its checkpoints alone were checked");
+    console.log("VERIFIED (the chain alone: no receipts were checked)");
+    process.exit(0);
+  }
+}
+const receiptOf = new Set(); // the executions whose receipt was checked
 for (let text of wanted) {
   text = text.trim();
   if (text.startsWith("{")) text = JSON.parse(text).receipt;
   const rc = verifyJWS(text, RECEIPT_TYP, keys, "receipt");
   const element = `receipt of execution ${rc.execution_id}`;
+  if (receiptOf.has(rc.execution_id)) fail("receipts", `the export holds more than one receipt of execution ${rc.execution_id}`);
+  receiptOf.add(rc.execution_id);
   if (recorded.size > 0 && entries.length > 0 && entries[0].seq === 1 && !recorded.has(kidOf(text))) {
     fail(element, `it is signed by ${kidOf(text)}, a key the organization's chain never recorded`);
   }
@@ -614,5 +642,9 @@ for (let text of wanted) {
     : `approved by ${who(rc.approvers)}`;
   const effect = rc.effect_digest ? `, effect ${rc.effect_digest}` : "";
   console.log(`ok   ${element}: ${rc.tool} ${d} ${how}${effect}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);
+}
+if (!opts.receipt) {
+  const recorded = checkWhole();
+  console.log(`ok   receipts: the export holds each of the ${recorded} receipt${recorded === 1 ? "" : "s"} the chain records, once`);
 }
 console.log("VERIFIED");

@@ -155,7 +155,10 @@ Verifies, offline and without trusting the server, what a receipt claims:
 
 The receipt is a file, or "-" for stdin: the compact JWS, or the JSON answer
 of GET /api/v1/executions/ID/receipt. The export comes from "countersign
-audit export". Without --receipt every receipt in the export is verified.
+audit export". Without --receipt every receipt in the export is verified,
+and the export must hold each receipt its chain records, once; an export
+without receipts (of an organization that executed nothing) is verified on
+its chain and checkpoints alone.
 Instead of an export, --jwks (the server's /.well-known/jwks.json) with
 --evidence (an export or its evidence and credential lines) checks the
 signature, the digests and the assertions, but not the chain.
@@ -201,14 +204,18 @@ func (c *cli) verify(_ context.Context, args []string) error {
 		}
 	}
 	var receipts []string
+	var whole error // the export's own failure, when checked whole
 	switch receiptPath {
 	case "":
+		if exportPath == "" {
+			return usagef(cmd.synopsis, "--receipt is required without --export")
+		}
 		for _, r := range x.Receipts {
 			receipts = append(receipts, r.JWS)
 		}
-		if len(receipts) == 0 {
-			return usagef(cmd.synopsis, "--receipt is required: the export holds no receipts")
-		}
+		xr := x.VerifyExport()
+		printExportReport(c.stdout, xr, len(receipts))
+		whole = xr.Err()
 	default:
 		var b []byte
 		if receiptPath == "-" {
@@ -233,13 +240,41 @@ func (c *cli) verify(_ context.Context, args []string) error {
 			}
 		}
 	}
-	if first != nil {
-		if len(receipts) > 1 {
-			return models.Errorf(models.ENotProven, "%d of %d receipts failed; the first: %s", failed, len(receipts), models.ErrorMessage(first))
-		}
-		return first
+	switch {
+	case first != nil && whole != nil:
+		return models.Errorf(models.ENotProven, "%s; and %d of %d receipts failed, the first: %s",
+			models.ErrorMessage(whole), failed, len(receipts), models.ErrorMessage(first))
+	case whole != nil:
+		return whole
+	case first != nil && len(receipts) > 1:
+		return models.Errorf(models.ENotProven, "%d of %d receipts failed; the first: %s", failed, len(receipts), models.ErrorMessage(first))
 	}
-	return nil
+	return first
+}
+
+// printExportReport prints the check of an export as a whole, before the
+// reports of its receipts.
+func printExportReport(w io.Writer, r *audit.Report, receipts int) {
+	fmt.Fprintf(w, "the export as a whole: its chain, its checkpoints and which receipts it holds\n")
+	printChecks(w, r)
+	switch {
+	case r.Err() != nil:
+		fmt.Fprintf(w, "VERDICT: NOT PROVEN — %s\n\n", models.ErrorMessage(r.Err()))
+	case receipts == 0:
+		fmt.Fprintf(w, "VERDICT: CHAIN INTACT — the chain is linked under a signed checkpoint; the export holds no receipts, so none was checked\n\n")
+	default:
+		fmt.Fprintf(w, "VERDICT: COMPLETE — the export holds every receipt the chain records, once; each is checked below\n\n")
+	}
+}
+
+func printChecks(w io.Writer, r *audit.Report) {
+	for _, c := range r.Checks {
+		mark := "✓"
+		if !c.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", mark, c.Element, c.Detail)
+	}
 }
 
 // receiptText takes a receipt file: the compact JWS, or a JSON object with
@@ -267,13 +302,7 @@ func printReport(w io.Writer, r *audit.Report) {
 			fmt.Fprintf(w, "  effect preview described when proposed: %s\n", rc.EffectDigest)
 		}
 	}
-	for _, c := range r.Checks {
-		mark := "✓"
-		if !c.OK {
-			mark = "✗"
-		}
-		fmt.Fprintf(w, "%s %s: %s\n", mark, c.Element, c.Detail)
-	}
+	printChecks(w, r)
 	if err := r.Err(); err != nil {
 		fmt.Fprintf(w, "VERDICT: NOT PROVEN — %s\n\n", models.ErrorMessage(err))
 		return

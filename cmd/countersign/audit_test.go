@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -233,5 +234,43 @@ func TestVerifyNeedsAWholeExport(t *testing.T) {
 			strings.Contains(r.stdout, "RECEIPT VALID") || strings.Contains(r.stdout, "PROVEN —") && !strings.Contains(r.stdout, "NOT PROVEN") {
 			t.Errorf("%s: exit %d, %q\n%s", name, code, out, r.stdout)
 		}
+	}
+}
+
+// TestVerifyChainAlone: the export of an organization that executed
+// nothing holds no receipts; verify checks its chain and checkpoints and
+// says that no receipt was checked, and so does the Node verifier. An
+// export with a receipt left out does not verify whole.
+func TestVerifyChainAlone(t *testing.T) {
+	f := newDemoFixture(t)
+	dir := t.TempDir()
+	export := filepath.Join(dir, "audit.jsonl")
+	mustExec(t, nil, "", "audit", "export", "--db", f.db, "--tenant", "demo", "--out", export)
+	r := mustExec(t, nil, "", "verify", "--export", export)
+	for _, want := range []string{"✓ audit chain: entries 1 to", "✓ checkpoint", "✓ receipts: the chain records none and the export holds none",
+		"VERDICT: CHAIN INTACT", "none was checked"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("verify output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if node, err := exec.LookPath("node"); err == nil {
+		out, err := exec.Command(node, filepath.Join("..", "..", "docs", "verify-receipt.mjs"), "--export", export).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "no receipts were checked") {
+			t.Errorf("node: %v\n%s", err, out)
+		}
+	}
+
+	_, dir, export, _ = executedRefunds(t, "ord_1004", "ord_1005")
+	first := true
+	left := writeLines(t, export, dir, "left.jsonl", func(_ int, l string) bool {
+		if strings.Contains(l, `"type":"receipt"`) && first {
+			first = false
+			return false
+		}
+		return true
+	})
+	r = invoke(t, nil, "", "verify", "--export", left)
+	if out, code := reported(r.err); code != exitError || !strings.Contains(out, "which the export does not hold") {
+		t.Fatalf("a receipt left out: exit %d, %q\n%s", code, out, r.stdout)
 	}
 }

@@ -355,6 +355,81 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 	return r
 }
 
+// VerifyExport checks the export as a whole, as verifying every receipt it
+// holds does (VerifyReceipt checks each): its chain and checkpoints
+// (Chain), that its last entry is under a valid signed checkpoint (an
+// export ends at one), and that it holds each receipt the chain records
+// once: every execution.outcome entry recording a receipt_digest has a
+// receipt of that hash in the export, and no execution has two receipts
+// there. So a receipt left out of the export, or replaced by a copy of
+// another, does not go unnoticed. An export without receipts, of an
+// organization that executed nothing, verifies on its chain alone.
+func (x *Export) VerifyExport() *Report {
+	r := &Report{}
+	bySeq, anchored, _ := x.chain(r)
+	if !x.chainGiven() {
+		r.fail("audit chain", "no export given")
+		return r
+	}
+	r.ChainChecked = true
+	if len(x.Entries) == 0 {
+		return r
+	}
+	if last := x.Entries[len(x.Entries)-1]; len(r.Failed()) == 0 && anchored < last.Seq {
+		r.fail("checkpoints", "no valid signed checkpoint covers entry %d (line %d), the export's last: an export ends at one", last.Seq, last.Line)
+	}
+	held := map[string]bool{}
+	byExecution := map[string]int{}
+	keys, _ := token.ParseJWKS(x.JWKS)
+	for _, l := range x.Receipts {
+		compact := strings.TrimSpace(l.JWS)
+		held[models.AuditHash([]byte(compact))] = true
+		if keys == nil {
+			continue
+		}
+		// The execution the receipt is signed for, not the one its line
+		// names; a receipt whose signature fails is VerifyReceipt's to name.
+		if payload, _, err := keys.Verify(token.TypeReceipt, compact); err == nil {
+			var rc struct {
+				ExecutionID string `json:"execution_id"`
+			}
+			if json.Unmarshal(payload, &rc) == nil {
+				byExecution[rc.ExecutionID]++
+			}
+		}
+	}
+	broken := false
+	recorded := 0
+	for _, s := range slices.Sorted(maps.Keys(bySeq)) {
+		d := bySeq[s]
+		rd, _ := d.data["receipt_digest"].(string)
+		if d.body.Kind != models.AuditExecutionOutcome || rd == "" {
+			continue
+		}
+		recorded++
+		if !held[rd] {
+			id, _ := d.data["execution_id"].(string)
+			r.fail(fmt.Sprintf("audit entry %d (line %d)", d.Seq, d.Line),
+				"the outcome of execution %s records receipt %s, which the export does not hold", id, rd)
+			broken = true
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byExecution)) {
+		if n := byExecution[id]; n > 1 {
+			r.fail("receipts", "the export holds %d receipts of execution %s", n, id)
+			broken = true
+		}
+	}
+	switch {
+	case broken:
+	case len(x.Receipts) == 0 && recorded == 0:
+		r.ok("receipts", "the chain records none and the export holds none: the chain and its checkpoints alone were checked")
+	default:
+		r.ok("receipts", "the export holds each of the %d %s the chain records, once", recorded, plural(recorded, "receipt", "receipts"))
+	}
+	return r
+}
+
 // mandateTerms checks, for a write a standing mandate confirmed, that the
 // receipt carries the terms its grantors approved (they hash to the terms
 // digest) and that the write fits them: tool, agent, the grant taken under

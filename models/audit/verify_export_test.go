@@ -153,3 +153,64 @@ func claims(t *testing.T, compact string) models.SignedReceipt {
 	}
 	return rc
 }
+
+// An export checked whole holds each receipt its chain records, once: one
+// left out, or replaced by a copy of another, is named by both verifiers,
+// though every receipt that is there verifies.
+func TestExportHoldsEveryReceipt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "sqlite")
+	export := w.export(t)
+	dir := t.TempDir()
+	receiptLine := func(compact string) func(string) bool {
+		return func(l string) bool { return strings.Contains(l, `"type":"receipt"`) && strings.Contains(l, compact) }
+	}
+	var stepupLine string
+	for _, l := range strings.Split(string(export), "\n") {
+		if receiptLine(w.stepup)(l) {
+			stepupLine = l
+		}
+	}
+	for name, tt := range map[string]struct {
+		export []byte
+		want   string
+	}{
+		"left out":   {tamper(t, export, receiptLine(w.click), func(string) string { return "" }), "which the export does not hold"},
+		"replaced":   {tamper(t, export, receiptLine(w.click), func(string) string { return stepupLine }), "which the export does not hold"},
+		"held twice": {append(slices.Clone(export), []byte(stepupLine+"\n")...), "receipts of execution"},
+		"untouched":  {export, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var x audit.Export
+			if err := x.Read("export", bytes.NewReader(tt.export)); err != nil {
+				t.Fatal(err)
+			}
+			err := x.VerifyExport().Err()
+			out, code := nodeRun(t, "--export", writeFile(t, dir, strings.ReplaceAll(name, " ", "-")+".jsonl", tt.export))
+			if tt.want == "" {
+				if err != nil || code != 0 {
+					t.Fatalf("Go: %v; Node: exit %d\n%s", err, code, out)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Go: %v", err)
+			}
+			// Node stops at the first failure: a copy held twice is
+			// found while the receipts are checked, one missing after.
+			nodeWant := tt.want
+			if name != "left out" {
+				nodeWant = "more than one receipt of execution"
+			}
+			if code != 1 || !strings.Contains(out, "FAIL") || !strings.Contains(out, nodeWant) {
+				t.Errorf("Node: exit %d\n%s", code, out)
+			}
+			// Each receipt there verifies on its own.
+			for _, l := range x.Receipts {
+				if err := x.VerifyReceipt(l.JWS).Err(); err != nil {
+					t.Errorf("receipt of %s: %v", l.ExecutionID, err)
+				}
+			}
+		})
+	}
+}
