@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -113,15 +114,49 @@ func (c *cli) restore(ctx context.Context, args []string) error {
 	}
 	// The old database's write-ahead log belongs to the old file: left
 	// beside the new one, SQLite would replay it into the restored data.
-	for _, side := range []string{"-wal", "-shm"} {
-		if err := os.Remove(target + side); err != nil && !os.IsNotExist(err) {
-			return err
-		}
+	// It is moved aside first and put back if the new file cannot take
+	// the old one's place, so a failed restore loses nothing.
+	aside, err := moveAside(target, suffix)
+	if err != nil {
+		return err
 	}
 	if err := os.Rename(tmp, target); err != nil {
-		return err
+		return errors.Join(err, putBack(aside))
+	}
+	for _, moved := range aside {
+		os.Remove(moved.to)
 	}
 	fmt.Fprintf(c.stdout, "restored %s into %s (schema version %d, %d proposals, %d executions)\n",
 		from, target, info.SchemaVersion, info.Proposals, info.Executions)
 	return nil
+}
+
+// movedFile is a file renamed from one path to another.
+type movedFile struct{ from, to string }
+
+// moveAside renames the write-ahead log and shared-memory files of the
+// SQLite database at target out of the way (to names ending in suffix)
+// and returns what it moved; on failure it puts back what it had moved.
+func moveAside(target, suffix string) ([]movedFile, error) {
+	var moved []movedFile
+	for _, side := range []string{"-wal", "-shm"} {
+		m := movedFile{from: target + side, to: target + side + ".restore-" + strings.ToLower(suffix)}
+		if err := os.Rename(m.from, m.to); err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return nil, errors.Join(err, putBack(moved))
+		}
+		moved = append(moved, m)
+	}
+	return moved, nil
+}
+
+// putBack undoes moveAside.
+func putBack(moved []movedFile) error {
+	var errs []error
+	for _, m := range moved {
+		errs = append(errs, os.Rename(m.to, m.from))
+	}
+	return errors.Join(errs...)
 }

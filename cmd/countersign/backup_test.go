@@ -211,3 +211,32 @@ func TestBackupRefusals(t *testing.T) {
 		t.Errorf("a refused restore created the target: %v", err)
 	}
 }
+
+// A restore whose new file cannot take the target's place leaves the old
+// database's write-ahead log where it was: the log is moved aside before
+// the swap and put back when the swap fails.
+func TestFailedRestoreKeepsTheOldLog(t *testing.T) {
+	dir := t.TempDir()
+	db := tempDB(t)
+	mustExec(t, nil, "", "migrate", "--db", db)
+	backup := filepath.Join(dir, "b.db")
+	mustExec(t, nil, "", "backup", "--db", db, "--to", backup)
+	// A directory where the database should be: the rename cannot replace it.
+	target := filepath.Join(dir, "t.db")
+	if err := os.MkdirAll(filepath.Join(target, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(target+"-wal", []byte("the old log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := invoke(t, nil, "", "restore", "--from", backup, "--db", "sqlite://"+target, "--force"); r.err == nil {
+		t.Fatal("a restore over a directory succeeded")
+	}
+	if b, err := os.ReadFile(target + "-wal"); err != nil || string(b) != "the old log" {
+		t.Errorf("the old log after a failed restore: %q %v", b, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*restore-*"))
+	if len(left) != 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+}
