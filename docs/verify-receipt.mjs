@@ -525,8 +525,20 @@ if (!opts.receipt) {
 const receiptOf = new Set(); // the executions whose receipt was checked
 for (let text of wanted) {
   text = text.trim();
-  if (text.startsWith("{")) text = JSON.parse(text).receipt;
+  let asked = ""; // the execution the API's answer is of
+  if (text.startsWith("{")) {
+    let answer;
+    try {
+      answer = JSON.parse(text);
+    } catch {
+      fail("receipt", "the answer is not JSON");
+    }
+    if (typeof answer.receipt !== "string") fail("receipt", "the answer holds no receipt");
+    text = answer.receipt.trim();
+    asked = answer.execution_id || "";
+  }
   const rc = verifyJWS(text, RECEIPT_TYP, keys, "receipt");
+  if (asked && rc.execution_id !== asked) fail("receipt", `the answer is of execution ${asked}, but its receipt is of execution ${rc.execution_id}`);
   const element = `receipt of execution ${rc.execution_id}`;
   if (receiptOf.has(rc.execution_id)) fail("receipts", `the export holds more than one receipt of execution ${rc.execution_id}`);
   receiptOf.add(rc.execution_id);

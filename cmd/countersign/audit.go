@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -226,7 +227,11 @@ func (c *cli) verify(_ context.Context, args []string) error {
 		if err != nil {
 			return models.Wrap(models.EInvalidRequest, err, "cannot read the receipt")
 		}
-		receipts = append(receipts, receiptText(b))
+		text, err := receiptText(b)
+		if err != nil {
+			return err
+		}
+		receipts = append(receipts, text)
 	}
 	failed := 0
 	var first error
@@ -278,16 +283,34 @@ func printChecks(w io.Writer, r *audit.Report) {
 }
 
 // receiptText takes a receipt file: the compact JWS, or a JSON object with
-// "receipt" (the API's answer).
-func receiptText(b []byte) string {
+// "receipt" (the API's answer). An answer naming another execution than
+// its receipt is refused (ENotProven): the receipt would otherwise be
+// proven for the execution it names while the reader asked about another.
+func receiptText(b []byte) (string, error) {
 	b = bytes.TrimSpace(b)
 	var doc struct {
-		Receipt string `json:"receipt"`
+		ExecutionID string `json:"execution_id"`
+		Receipt     string `json:"receipt"`
 	}
-	if len(b) > 0 && b[0] == '{' && json.Unmarshal(b, &doc) == nil && doc.Receipt != "" {
-		return doc.Receipt
+	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &doc) != nil || doc.Receipt == "" {
+		return string(b), nil
 	}
-	return string(b)
+	if doc.ExecutionID == "" {
+		return doc.Receipt, nil
+	}
+	// The signature is checked later; an unsigned claim read here can
+	// only refuse.
+	var claims struct {
+		ExecutionID string `json:"execution_id"`
+	}
+	parts := strings.Split(doc.Receipt, ".")
+	if len(parts) == 3 {
+		if payload, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil && json.Unmarshal(payload, &claims) == nil &&
+			claims.ExecutionID == doc.ExecutionID {
+			return doc.Receipt, nil
+		}
+	}
+	return "", models.Errorf(models.ENotProven, "the answer is of execution %s, but its receipt is of execution %q", doc.ExecutionID, claims.ExecutionID)
 }
 
 func printReport(w io.Writer, r *audit.Report) {

@@ -274,3 +274,28 @@ func TestVerifyChainAlone(t *testing.T) {
 		t.Fatalf("a receipt left out: exit %d, %q\n%s", code, out, r.stdout)
 	}
 }
+
+// TestVerifyAnswerOfAnotherExecution: the API's answer for one execution
+// holding another's receipt is refused by both verifiers, not proven for
+// the execution the receipt names.
+func TestVerifyAnswerOfAnotherExecution(t *testing.T) {
+	_, dir, export, execs := executedRefunds(t, "ord_1004", "ord_1005")
+	answer := `{"execution_id":"` + execs[0].ID + `","receipt":"` + execs[1].ReceiptJWS + `"}`
+	r := invoke(t, nil, answer, "verify", "--receipt", "-", "--export", export)
+	out, code := reported(r.err)
+	if code != exitError || !strings.Contains(out, "the answer is of execution "+execs[0].ID) || strings.Contains(r.stdout, "PROVEN") {
+		t.Fatalf("exit %d, %q\n%s", code, out, r.stdout)
+	}
+	// The right answer verifies.
+	mustExec(t, nil, `{"execution_id":"`+execs[1].ID+`","receipt":"`+execs[1].ReceiptJWS+`"}`, "verify", "--receipt", "-", "--export", export)
+	if node, err := exec.LookPath("node"); err == nil {
+		file := filepath.Join(dir, "answer.json")
+		if err := os.WriteFile(file, []byte(answer), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(node, filepath.Join("..", "..", "docs", "verify-receipt.mjs"), "--export", export, "--receipt", file).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "the answer is of execution "+execs[0].ID) {
+			t.Errorf("node: %v\n%s", err, out)
+		}
+	}
+}
