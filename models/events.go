@@ -3,9 +3,13 @@ package models
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/models/visible"
 )
 
 // EventType names what happened to a proposal. Every state change has one
@@ -136,21 +140,18 @@ func SelfApprovalForbidden(t Tier) bool { return !t.AllowSelfApproval || t.Appro
 // Summary is the one-line description of a proposal that notifications
 // carry: the action, the reviewer-facing values of its arguments (amount,
 // target, …), the risk tier and the time left at now. Values come from the
-// preview's display strings only; each is shortened, line breaks are
-// removed so that the line stays one line, and "://" becomes "[:]//" so
-// that a URL in the proposal's own text (which the agent wrote) is not
-// turned into a link by a mail or chat client.
+// preview's display strings only, each made safe by NotificationText.
 func (p *Proposal) Summary(now time.Time) string {
 	var b strings.Builder
 	b.WriteString(p.Tool)
 	sep := ": "
 	for _, f := range p.Preview {
-		v := defang(oneLine(f.Display, 60))
+		v := NotificationText(f.Display, 60)
 		if v == "" {
 			continue
 		}
 		b.WriteString(sep)
-		b.WriteString(defang(oneLine(f.Label, 30)))
+		b.WriteString(NotificationText(f.Label, 30))
 		b.WriteString(" ")
 		b.WriteString(v)
 		sep = ", "
@@ -164,7 +165,39 @@ func (p *Proposal) Summary(now time.Time) string {
 	return b.String()
 }
 
-func defang(s string) string { return strings.ReplaceAll(s, "://", "[:]//") }
+// NotificationText is s as a notification (e-mail, chat) shows it: one
+// line (whitespace collapsed) of at most max characters; every code point
+// the console would hide escaped as the console escapes it
+// (visible.Reveal, e.g. ⟨U+202E⟩), so that direction controls, zero-width
+// and control characters reach no reviewer unseen; and nothing a mail or
+// chat client would turn into a link: "://" becomes "[:]//" and the dots of
+// anything shaped like a domain name or an IPv4 address become "[.]"
+// ("www[.]example[.]com/p", "bob@example[.]com"). Escaping comes first,
+// so that an invisible character cannot split a link from the rule.
+func NotificationText(s string, max int) string {
+	return defang(visible.Reveal(oneLine(s, max), visible.Strict).Shown)
+}
+
+// dotted is a run of labels joined by dots (ASCII or the ideographic and
+// full-width ones that IDNA reads as dots).
+var dotted = regexp.MustCompile(`[\p{L}\p{N}\p{M}_-]+(?:[.\x{3002}\x{FF0E}\x{FF61}][\p{L}\p{N}\p{M}_-]+)+`)
+
+var dots = regexp.MustCompile(`[.\x{3002}\x{FF0E}\x{FF61}]`)
+
+// defang breaks what clients turn into links: "://", host names (the last
+// label holds a letter, as every top-level domain does) and dotted-quad
+// addresses. Amounts and versions ("123.45", "1.2.3") stay as they are.
+func defang(s string) string {
+	s = strings.ReplaceAll(s, "://", "[:]//")
+	return dotted.ReplaceAllStringFunc(s, func(m string) string {
+		labels := dots.Split(m, -1)
+		last := labels[len(labels)-1]
+		if !strings.ContainsFunc(last, unicode.IsLetter) && len(labels) != 4 {
+			return m
+		}
+		return dots.ReplaceAllString(m, "[.]")
+	})
+}
 
 // oneLine collapses whitespace and cuts s to max characters.
 func oneLine(s string, max int) string {

@@ -70,7 +70,7 @@ func (s *Service) notification(ctx context.Context, d models.Delivery) (Notifica
 	if err != nil {
 		return Notification{}, nil, err
 	}
-	return Notification{ProposalID: p.ID, Summary: p.Summary(now), Agent: p.AgentName,
+	return Notification{ProposalID: p.ID, Summary: p.Summary(now), Agent: models.NotificationText(p.AgentName, 60),
 		Link: s.baseURL + "/proposals/" + p.ID}, rs, nil
 }
 

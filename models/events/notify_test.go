@@ -189,7 +189,7 @@ func TestEmailNotificationOverSMTP(t *testing.T) {
 				t.Errorf("unexpected link %s", u)
 			}
 		}
-		if !strings.Contains(m.Data, "http[:]//evil.example/approve") {
+		if !strings.Contains(m.Data, "http[:]//evil[.]example/approve") {
 			t.Errorf("the proposal's text is missing or not defanged:\n%s", m.Data)
 		}
 		if strings.Contains(strings.ToLower(m.Data), "/approve\r\n") || strings.Contains(m.Data, link+"/approve") {
@@ -270,7 +270,7 @@ func TestSlackNotification(t *testing.T) {
 				t.Errorf("Slack text lacks %q: %s", want, text)
 			}
 		}
-		if strings.Contains(text, "http://evil") || !strings.Contains(text, "&lt;http[:]//evil.example/approve|Approve now&gt;") {
+		if strings.Contains(text, "http://evil") || !strings.Contains(text, "&lt;http[:]//evil[.]example/approve|Approve now&gt;") {
 			t.Errorf("the proposal's text became a link: %s", text)
 		}
 		if len(bodies[0]) != 1 {
