@@ -2,7 +2,7 @@
 // An independent verifier of countersign receipts and audit exports, with no
 // dependency beyond Node.js 18+ (Ed25519 and SHA-256 from node:crypto).
 //
-//   node verify-receipt.mjs --export audit.jsonl [--receipt receipt.jws]
+//   node verify-receipt.mjs --export audit.jsonl [--receipt receipt.jws|-]
 //
 // The export is what `countersign audit export` writes (JSON Lines). Without
 // --receipt every receipt in the export is checked. It verifies:
@@ -39,7 +39,8 @@
 //     credential registered to the approver (and so recorded in the chain,
 //     when the export reaches back to the registration); a tier that needs a
 //     security key accepts no click.
-// Exit status 0 when everything holds, 1 naming the first broken element.
+// Exit status 0 when everything holds, 1 naming the first broken element
+// (or a file that cannot be read), 2 for a mistake in the arguments.
 
 import { createHash, createPublicKey, verify } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -53,16 +54,35 @@ function fail(element, detail) {
   process.exit(1);
 }
 
+// usage reports a mistake on the command line with exit status 2, as
+// countersign verify does.
+function usage(msg) {
+  console.error(`error: ${msg}`);
+  console.error("usage: node verify-receipt.mjs --export FILE [--receipt FILE|-]");
+  process.exit(2);
+}
+
 function args(argv) {
   const out = {};
   for (let i = 0; i < argv.length; i += 2) {
-    if (!argv[i].startsWith("--") || argv[i + 1] === undefined) {
-      console.error("usage: node verify-receipt.mjs --export FILE [--receipt FILE]");
-      process.exit(2);
-    }
-    out[argv[i].slice(2)] = argv[i + 1];
+    const name = argv[i].replace(/^--?/, "");
+    if (!argv[i].startsWith("-") || !["export", "receipt"].includes(name)) usage(`unknown argument ${argv[i]}`);
+    if (argv[i + 1] === undefined) usage(`${argv[i]} needs a value`);
+    out[name] = argv[i + 1];
   }
+  if (!out.export) usage("--export is required");
   return out;
+}
+
+// read returns the text of the file given to --flag ("-" is stdin), or
+// says it cannot be read and exits 1, as countersign verify does.
+function read(flag, path) {
+  try {
+    return readFileSync(path === "-" ? 0 : path, "utf8");
+  } catch (err) {
+    console.error(`error: cannot read --${flag} ${path}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
+    process.exit(1);
+  }
 }
 
 const sha256 = (text) => "sha256:" + createHash("sha256").update(text, "utf8").digest("hex");
@@ -383,8 +403,8 @@ function checkUse(rc, element) {
 }
 
 const opts = args(process.argv.slice(2));
-if (!opts.export) fail("usage", "--export is required");
-const lines = readFileSync(opts.export, "utf8").split("\n");
+const lines = read("export", opts.export).split("\n");
+const given = opts.receipt === undefined ? undefined : read("receipt", opts.receipt);
 
 let header = null;
 let tenant = "";
@@ -495,7 +515,7 @@ for (const c of checkpoints) {
 console.log(`ok   audit chain: ${entries.length} entries intact and linked; signed checkpoint at ${anchored}`);
 
 // The receipts.
-const wanted = opts.receipt ? [readFileSync(opts.receipt, "utf8")] : receipts;
+const wanted = opts.receipt ? [given] : receipts;
 // The export as a whole, when all its receipts are checked: it ends at a
 // signed checkpoint and holds each receipt the chain records (an outcome's
 // receipt_digest), so none can be left out or replaced by a copy of

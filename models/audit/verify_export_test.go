@@ -214,3 +214,29 @@ func TestExportHoldsEveryReceipt(t *testing.T) {
 		})
 	}
 }
+
+// The Node verifier's mistakes of use exit 2, as countersign verify's
+// do, and a file it cannot read is named, exit 1, without a stack trace.
+func TestNodeVerifierUsage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.jsonl")
+	export := writeFile(t, dir, "audit.jsonl", []byte(`{"type":"header","format":"countersign.audit.export.v1","tenant":"ten_1"}`+"\n"))
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "--export is required"},
+		{[]string{"--receipt", missing}, 2, "--export is required"},
+		{[]string{"--export"}, 2, "--export needs a value"},
+		{[]string{"--export", export, "--jwks", missing}, 2, "unknown argument --jwks"},
+		{[]string{"--export", missing}, 1, "cannot read --export " + missing + ": no such file"},
+		{[]string{"--export", export, "--receipt", missing}, 1, "cannot read --receipt " + missing + ": no such file"},
+	} {
+		out, code := nodeRun(t, tt.args...)
+		if code != tt.code || !strings.Contains(out, tt.want) || strings.Contains(out, "    at ") {
+			t.Errorf("%v: exit %d, want %d and %q:\n%s", tt.args, code, tt.code, tt.want, out)
+		}
+	}
+}
