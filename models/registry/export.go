@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,6 +78,8 @@ func (t *Tool) Tiers() []TierRule {
 }
 
 // Export renders every tool of the registry in the given format as JSON.
+// For ExportOpenAI, a tool whose schema strict mode cannot express (see
+// openAIParameters) is EInvalidRequest naming the tool and the keyword.
 // The HTTP listing (GET /api/v1/tools) and the command line (countersign
 // tools export) both print exactly these bytes. Every schema in every format
 // is strict: each object has additionalProperties false and requires all of
@@ -94,6 +98,11 @@ func (r *Registry) Export(format ExportFormat) ([]byte, error) {
 		list := make([]openAITool, 0, len(r.sorted))
 		for _, t := range r.sorted {
 			params, notes, err := openAIParameters(t.schemaJSON)
+			var ue *unexpressible
+			if errors.As(err, &ue) {
+				return nil, models.Errorf(models.EInvalidRequest,
+					"tool %s cannot be exported for OpenAI's strict mode (countersign and anthropic can): %s", t.Name, ue.reason)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("registry: export %s: %w", t.Name, err)
 			}
@@ -188,6 +197,10 @@ type anthropicTool struct {
 // openAIKeywords are the JSON Schema keywords OpenAI's strict mode accepts.
 // Any other keyword is taken out of the exported schema and named in the
 // description instead; the server still enforces it when the call arrives.
+// Three are rewritten rather than taken out: definitions becomes $defs (its
+// $refs with it), oneOf becomes anyOf (strict mode has no oneOf; countersign
+// still holds calls to exactly one alternative), and a format outside
+// openAIFormats moves to the description like any other keyword.
 var openAIKeywords = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true,
 	"items": true, "enum": true, "const": true, "anyOf": true, "$ref": true, "$defs": true,
@@ -196,8 +209,17 @@ var openAIKeywords = map[string]bool{
 	"minItems": true, "maxItems": true,
 }
 
+// openAIFormats are the string formats strict mode supports.
+var openAIFormats = map[string]bool{
+	"date-time": true, "time": true, "date": true, "duration": true, "email": true,
+	"hostname": true, "ipv4": true, "ipv6": true, "uuid": true,
+}
+
 // openAIParameters rewrites a strict schema for OpenAI's strict mode,
-// keeping the declared key order, and describes what it took out.
+// keeping the declared key order, and describes what it took out. A schema
+// it cannot express (a value schema left with no type, say one given by
+// allOf alone) is an *unexpressible naming the keyword, rather than an
+// export strict mode refuses or reads as "any value".
 func openAIParameters(schema json.RawMessage) (json.RawMessage, string, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
@@ -205,62 +227,149 @@ func openAIParameters(schema json.RawMessage) (json.RawMessage, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	var notes []string
-	stripped := stripKeywords(root, "", &notes)
+	st := &stripper{}
+	stripped := st.strip(root, "", "")
+	if st.err != nil {
+		return nil, "", st.err
+	}
 	b, err := json.Marshal(stripped)
 	if err != nil {
 		return nil, "", err
 	}
-	return b, strings.Join(notes, "; "), nil
+	return b, strings.Join(st.notes, "; "), nil
 }
 
-// stripKeywords removes keywords outside openAIKeywords from every schema
-// object, recording each as "PATH KEYWORD VALUE".
-func stripKeywords(v any, path string, notes *[]string) any {
+// stripper rewrites a schema for strict mode, collecting the notes of what
+// it took out and the first schema it cannot express.
+type stripper struct {
+	notes []string
+	err   error
+}
+
+// unexpressible is a schema strict mode cannot express.
+type unexpressible struct{ reason string }
+
+func (e *unexpressible) Error() string { return e.reason }
+
+func (st *stripper) note(path, keyword string, val any) {
+	b, _ := json.Marshal(val)
+	st.notes = append(st.notes, fmt.Sprintf("%s %s %s", orArguments(path), keyword, b))
+}
+
+func (st *stripper) refuse(ptr, format string, args ...any) {
+	if st.err == nil {
+		where := ptr
+		if where == "" {
+			where = "the root"
+		}
+		st.err = &unexpressible{fmt.Sprintf("the schema at %s: %s", where, fmt.Sprintf(format, args...))}
+	}
+}
+
+// strip removes keywords outside openAIKeywords from every schema object,
+// recording each as "PATH KEYWORD VALUE"; ptr is the JSON pointer of v in
+// the registry's schema, for refusals.
+func (st *stripper) strip(v any, path, ptr string) any {
 	obj, ok := v.(*orderedObject)
 	if !ok {
 		return v
 	}
 	out := &orderedObject{}
+	hasDefs := obj.has("$defs")
 	for i, k := range obj.keys {
 		val := obj.vals[i]
 		switch {
-		case k == "properties" || k == "$defs":
+		case k == "properties" || k == "$defs" || k == "definitions":
 			sub, ok := val.(*orderedObject)
 			if !ok {
 				out.set(k, val)
 				continue
 			}
+			if k == "definitions" {
+				if hasDefs {
+					st.refuse(ptr, "both $defs and definitions; keep one")
+					continue
+				}
+				k = "$defs"
+			}
 			props := &orderedObject{}
 			for j, name := range sub.keys {
-				props.set(name, stripKeywords(sub.vals[j], joinPath(path, name), notes))
+				sp := joinPath(path, name)
+				if k == "$defs" {
+					sp = joinPath(path, "$defs."+name)
+				}
+				props.set(name, st.strip(sub.vals[j], sp, ptr+"/"+obj.keys[i]+"/"+escapePointer(name)))
 			}
 			out.set(k, props)
 		case k == "items":
-			out.set(k, stripKeywords(val, path+"[]", notes))
-		case k == "anyOf":
+			out.set(k, st.strip(val, path+"[]", ptr+"/items"))
+		case k == "anyOf" || k == "oneOf":
+			if k == "oneOf" {
+				if obj.has("anyOf") {
+					st.refuse(ptr, "both anyOf and oneOf")
+					continue
+				}
+				st.notes = append(st.notes, fmt.Sprintf("%s matches exactly one of its alternatives", orArguments(path)))
+			}
 			if list, ok := val.([]any); ok {
 				alts := make([]any, len(list))
 				for j, s := range list {
-					alts[j] = stripKeywords(s, path, notes)
+					alts[j] = st.strip(s, path, ptr+"/"+k+"/"+strconv.Itoa(j))
 				}
 				val = alts
 			}
+			out.set("anyOf", val)
+		case k == "$ref":
+			if ref, ok := val.(string); ok && strings.HasPrefix(ref, "#/definitions/") {
+				val = "#/$defs/" + strings.TrimPrefix(ref, "#/definitions/")
+			}
 			out.set(k, val)
+		case k == "format":
+			if f, ok := val.(string); ok && openAIFormats[f] {
+				out.set(k, val)
+			} else {
+				st.note(path, k, val)
+			}
 		case openAIKeywords[k]:
 			out.set(k, val)
 		case k == "$schema":
 			// Not a constraint; OpenAI refuses it.
 		default:
-			b, _ := json.Marshal(val)
-			where := path
-			if where == "" {
-				where = "the arguments"
+			st.note(path, k, val)
+		}
+	}
+	if !typed(out) {
+		var gone []string
+		for _, k := range obj.keys {
+			if !out.has(k) && k != "$schema" && k != "description" && k != "title" {
+				gone = append(gone, k)
 			}
-			*notes = append(*notes, fmt.Sprintf("%s %s %s", where, k, b))
+		}
+		if len(gone) > 0 {
+			st.refuse(ptr, "without %s nothing says its type; give it a type (or anyOf)", strings.Join(gone, ", "))
+		} else {
+			st.refuse(ptr, "a schema needs a type (or anyOf, $ref, enum or const)")
 		}
 	}
 	return out
+}
+
+// typed reports whether a schema says what values it takes, as strict
+// mode requires of every schema.
+func typed(o *orderedObject) bool {
+	for _, k := range []string{"type", "anyOf", "$ref", "enum", "const"} {
+		if o.has(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func orArguments(path string) string {
+	if path == "" {
+		return "the arguments"
+	}
+	return path
 }
 
 func joinPath(path, name string) string {
@@ -275,6 +384,8 @@ type orderedObject struct {
 	keys []string
 	vals []any
 }
+
+func (o *orderedObject) has(k string) bool { return slices.Contains(o.keys, k) }
 
 func (o *orderedObject) set(k string, v any) {
 	o.keys = append(o.keys, k)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -273,5 +274,153 @@ func mustUnmarshal(t *testing.T, b []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%v in %s", err, b)
+	}
+}
+
+// combinators is a registry the server accepts whose schema uses what
+// strict mode lacks or spells otherwise: definitions, oneOf, a format it
+// does not know.
+const combinators = `
+tools:
+  - name: tag_order
+    title: Tag an order
+    description: Tags an order.
+    side_effect: reversible
+    policy_version: t-1
+    adapter: {kind: demo_ledger}
+    resource: order_id
+    schema:
+      $schema: https://json-schema.org/draft/2020-12/schema
+      type: object
+      definitions:
+        tag: {type: string, minLength: 1}
+      properties:
+        order_id: {type: string, pattern: "^ord_[0-9]{4}$"}
+        homepage: {type: string, format: uri}
+        seen: {type: string, format: date-time}
+        tags:
+          type: array
+          items: {$ref: "#/definitions/tag"}
+          uniqueItems: true
+        level:
+          oneOf:
+            - {type: integer, minimum: 1}
+            - {type: integer, maximum: -1}
+      required: [order_id, homepage, seen, tags, level]
+      additionalProperties: false
+    display:
+      order_id: {label: Order, kind: resource}
+      homepage: {label: Home}
+      seen: {label: Seen}
+      tags: {label: Tags, kind: list}
+      level: {label: Level}
+    risk:
+      - tier: low
+        confirmation: click
+        ttl: 300s
+`
+
+// untypedSchemas lists the value schemas at any depth that say nothing of
+// their type, formats strict mode does not support, and $refs that point
+// at nothing in the document.
+func untypedSchemas(root, s any, ptr string) []string {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return nil
+	}
+	var bad []string
+	if _, t := m["type"]; !t && m["anyOf"] == nil && m["$ref"] == nil && m["enum"] == nil && m["const"] == nil {
+		bad = append(bad, ptr+": no type")
+	}
+	if f, ok := m["format"].(string); ok && !openAIFormats[f] {
+		bad = append(bad, ptr+": format "+f)
+	}
+	if ref, ok := m["$ref"].(string); ok {
+		var at any = root
+		for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
+			next, _ := at.(map[string]any)
+			at = next[tok]
+		}
+		if at == nil {
+			bad = append(bad, ptr+": dangling $ref "+ref)
+		}
+	}
+	for _, kw := range []string{"properties", "$defs"} {
+		sub, _ := m[kw].(map[string]any)
+		for name, ps := range sub {
+			bad = append(bad, untypedSchemas(root, ps, ptr+"/"+kw+"/"+name)...)
+		}
+	}
+	if items, ok := m["items"]; ok {
+		bad = append(bad, untypedSchemas(root, items, ptr+"/items")...)
+	}
+	list, _ := m["anyOf"].([]any)
+	for i, sub := range list {
+		bad = append(bad, untypedSchemas(root, sub, ptr+"/anyOf/"+strconv.Itoa(i))...)
+	}
+	return bad
+}
+
+// The OpenAI export rewrites what strict mode spells otherwise: every value
+// schema keeps a type, every $ref its target, and what the rewrite loosens
+// is named in the description.
+func TestOpenAIExportRewritesCombinators(t *testing.T) {
+	reg, err := Parse([]byte(combinators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := reg.Export(ExportOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc []struct {
+		Function struct {
+			Description string `json:"description"`
+			Parameters  any    `json:"parameters"`
+		} `json:"function"`
+	}
+	mustUnmarshal(t, raw, &doc)
+	f := doc[0].Function
+	if bad := untypedSchemas(f.Parameters, f.Parameters, ""); len(bad) > 0 {
+		t.Errorf("not strict:\n%s\n%s", strings.Join(bad, "\n"), raw)
+	}
+	if extra := keywordsOutside(f.Parameters, "", openAIKeywords); len(extra) > 0 {
+		t.Errorf("keywords strict mode refuses: %v", extra)
+	}
+	if bad := walkStrict(f.Parameters, ""); len(bad) > 0 {
+		t.Errorf("not strict:\n%s", strings.Join(bad, "\n"))
+	}
+	seen := f.Parameters.(map[string]any)["properties"].(map[string]any)["seen"].(map[string]any)
+	if seen["format"] != "date-time" {
+		t.Errorf("a supported format was taken out: %v", seen)
+	}
+	for _, want := range []string{`homepage format "uri"`, "level matches exactly one", "minLength 1", "uniqueItems"} {
+		if !strings.Contains(f.Description, want) {
+			t.Errorf("description does not say %q:\n%s", want, f.Description)
+		}
+	}
+}
+
+// A value schema strict mode cannot express (its type given by allOf
+// alone) is refused, naming the tool and the keyword, rather than exported
+// as "any value".
+func TestOpenAIExportRefusesWhatItCannotExpress(t *testing.T) {
+	src := strings.Replace(combinators, `        level:
+          oneOf:`, `        level:
+          allOf:`, 1)
+	reg, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = reg.Export(ExportOpenAI)
+	var me *models.Error
+	if !errors.As(err, &me) || me.Code != models.EInvalidRequest || !strings.Contains(me.Message, "tag_order") ||
+		!strings.Contains(me.Message, "allOf") || !strings.Contains(me.Message, "/properties/level") {
+		t.Errorf("Export(openai) = %v, want invalid_request naming tag_order, /properties/level and allOf", err)
+	}
+	for _, format := range []ExportFormat{ExportCountersign, ExportAnthropic} {
+		if _, err := reg.Export(format); err != nil {
+			t.Errorf("Export(%s): %v", format, err)
+		}
 	}
 }
