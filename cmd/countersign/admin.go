@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -16,9 +19,34 @@ import (
 // maxNameLen bounds tenant, user and agent names.
 const maxNameLen = 100
 
-// openStore opens and migrates the database for an administrative command.
-// Migrations that had to be applied are mentioned on stderr.
+// openStore opens and migrates the existing database of an administrative
+// command (existingDB). Migrations that had to be applied are mentioned on
+// stderr.
 func (c *cli) openStore(ctx context.Context, db string) (*store.Store, error) {
+	if err := existingDB(db); err != nil {
+		return nil, err
+	}
+	return c.createStore(ctx, db)
+}
+
+// existingDB refuses an SQLite --db that names no file (ENotFound): every
+// command but serve, migrate and tenant create works on a database that
+// exists, and opening a mistyped path would create and migrate an empty
+// one and, for backup or audit export, report on it as if it were real.
+func existingDB(db string) error {
+	path := store.SQLitePath(db)
+	if path == "" || path == ":memory:" {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return models.Errorf(models.ENotFound, "no database at %s: check --db (countersign migrate or countersign tenant create makes a new one)", path)
+	}
+	return nil
+}
+
+// createStore is openStore for the commands that may start a database:
+// one that does not exist yet is created.
+func (c *cli) createStore(ctx context.Context, db string) (*store.Store, error) {
 	st, err := store.Open(db, store.Options{Logger: c.quietLogger()})
 	if err != nil {
 		return nil, err
@@ -128,7 +156,7 @@ func (c *cli) tenantCreate(ctx context.Context, args []string) error {
 	if err := checkName("tenant", name); err != nil {
 		return usagef(cmd.synopsis, "%v", err)
 	}
-	st, err := c.openStore(ctx, db)
+	st, err := c.createStore(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -292,6 +320,9 @@ key-encryption key in COUNTERSIGN_KEK_FILE or COUNTERSIGN_KEK.`, c.stdout)
 	}
 	key, err := c.loadKEK(c.getenv(envName("kek-file")))
 	if err != nil {
+		return err
+	}
+	if err := existingDB(db); err != nil {
 		return err
 	}
 	st, err := store.Open(db, store.Options{Logger: c.quietLogger(), KEK: key})

@@ -240,3 +240,34 @@ func TestFailedRestoreKeepsTheOldLog(t *testing.T) {
 		t.Errorf("files left behind: %v", left)
 	}
 }
+
+// A --db that names no SQLite file is a mistake for every command but
+// those that start a database (serve, migrate, tenant create): they answer
+// not_found and create nothing, where they used to create and migrate an
+// empty database and, for backup, report a backup of it.
+func TestMistypedDatabaseIsNotCreated(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "mistyped.db")
+	db := "sqlite://" + missing
+	for _, args := range [][]string{
+		{"backup", "--to", filepath.Join(dir, "b.db")},
+		{"audit", "export", "--tenant", "acme"},
+		{"user", "create", "--tenant", "acme", "--name", "alice", "--role", "reviewer"},
+		{"agent", "create", "--tenant", "acme", "--name", "bot"},
+		{"keys", "rotate"},
+		{"evidence", "verify", "prop_x", "--tenant", "acme"},
+		{"review", "list", "--tenant", "acme", "--user", "alice"},
+	} {
+		r := invoke(t, nil, "password123\n", append(args, "--db", db)...)
+		if !models.IsCode(r.err, models.ENotFound) || !strings.Contains(r.err.Error(), "no database at") {
+			t.Errorf("%v: %v, want not_found naming the path", args, r.err)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Fatalf("%v created the database", args)
+		}
+	}
+	mustExec(t, nil, "", "tenant", "create", "acme", "--db", db)
+	if _, err := os.Stat(missing); err != nil {
+		t.Errorf("tenant create did not create the database: %v", err)
+	}
+}

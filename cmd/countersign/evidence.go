@@ -40,6 +40,9 @@ func (c *cli) evidenceVerify(ctx context.Context, args []string) error {
 	if err := cmd.required(map[string]string{"db": db, "tenant": tenant}); err != nil {
 		return err
 	}
+	if err := existingDB(db); err != nil {
+		return err
+	}
 	st, err := store.Open(db, store.Options{Logger: c.quietLogger()})
 	if err != nil {
 		return err

@@ -146,6 +146,9 @@ func (c *cli) keysRekey(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if err := existingDB(db); err != nil {
+		return err
+	}
 	st, err := store.Open(db, store.Options{Logger: c.quietLogger(), KEK: next})
 	if err != nil {
 		return err

@@ -100,6 +100,9 @@ func (c *cli) signIn(ctx context.Context, cfg reviewConfig) (*app.App, models.Us
 	if err != nil {
 		return nil, models.User{}, err
 	}
+	if err := existingDB(cfg.DB); err != nil {
+		return nil, models.User{}, err
+	}
 	a, err := app.Open(ctx, app.Config{DB: cfg.DB, ToolsFile: cfg.Tools, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Getenv: c.getenv, Logger: c.quietLogger(), KEK: key})
 	if err != nil {
