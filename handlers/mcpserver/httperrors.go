@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/countersign/countersign/handlers/httpstatus"
 	"github.com/countersign/countersign/models"
 )
 
 // jsonErrors rewrites the transport's plain-text HTTP refusals (a session
 // that is unknown or another agent's, a wrong Accept header, a malformed
-// body) as the API's error body, {"error": {"code", "message"}}, with the
-// same status, so that every refusal at /mcp carries a stable code. What
+// body) as the API's error body, {"error": {"code", "message"}}, so that
+// every refusal at /mcp carries a stable code. The status is the code's, as
+// everywhere in the API (a wrong Content-Type, 415 from the transport, is
+// invalid_request and so 400). What
 // the transport streams (JSON-RPC, server-sent events) passes untouched.
 type jsonErrors struct {
 	http.ResponseWriter
@@ -65,7 +68,7 @@ func (w *jsonErrors) finish() {
 	h := w.ResponseWriter.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
-	w.ResponseWriter.WriteHeader(w.status)
+	w.ResponseWriter.WriteHeader(httpstatus.Of(body.Code))
 	_ = json.NewEncoder(w.ResponseWriter).Encode(ToolError{Error: body})
 }
 

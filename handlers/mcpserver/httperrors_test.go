@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// The transport's plain-text refusals become the API's error body with the
-// same status; what it streams, and any refusal already under way, passes
+// The transport's plain-text refusals become the API's error body with
+// its code's status; what it streams, and any refusal already under way, passes
 // as written.
 func TestTransportRefusalsBecomeJSON(t *testing.T) {
 	serve := func(h http.HandlerFunc) *httptest.ResponseRecorder {
@@ -19,12 +19,20 @@ func TestTransportRefusalsBecomeJSON(t *testing.T) {
 		jw.finish()
 		return rec
 	}
-	for status, code := range map[int]string{403: "forbidden", 404: "not_found", 400: "invalid_request", 415: "invalid_request", 500: "internal"} {
+	// The status is the code's, as the README's table of errors says.
+	for status, want := range map[int]struct {
+		code   string
+		status int
+	}{
+		403: {"forbidden", 403}, 404: {"not_found", 404}, 400: {"invalid_request", 400},
+		415: {"invalid_request", 400}, 406: {"invalid_request", 400}, 500: {"internal", 500},
+	} {
+		code := want.code
 		rec := serve(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "session user mismatch", status) })
 		var body struct {
 			Error struct{ Code, Message string }
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != status || body.Error.Code != code ||
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != want.status || body.Error.Code != code ||
 			rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%d: %d %q %s", status, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 		}
