@@ -34,16 +34,21 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("100.64.0.0/10"),   // shared address space (carrier-grade NAT)
 	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
 	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (deprecated)
 	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
 	netip.MustParsePrefix("198.51.100.0/24"), // documentation
 	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
 	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the limited broadcast address
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated): ::a.b.c.d
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT): ::ffff:0:a.b.c.d
 	netip.MustParsePrefix("64:ff9b::/96"),    // IPv4/IPv6 translation
 	netip.MustParsePrefix("64:ff9b:1::/48"),  // local IPv4/IPv6 translation
 	netip.MustParsePrefix("100::/64"),        // discard-only
 	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments (Teredo among them)
 	netip.MustParsePrefix("2001:db8::/32"),   // documentation
 	netip.MustParsePrefix("2002::/16"),       // 6to4
+	netip.MustParsePrefix("3fff::/20"),       // documentation
+	netip.MustParsePrefix("5f00::/16"),       // segment routing (SRv6) SIDs
 	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
 }
 
@@ -142,6 +147,10 @@ func (d Destinations) CheckHost(host string) error {
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {
+		if a, err := netip.ParseAddr(h); err == nil && a.Is4() && h != strings.ToLower(host) {
+			// Connecting would look "1.1.1.1." up as a name.
+			return &RefusedAddressError{Kind: "an IPv4 address with a trailing dot", Literal: host}
+		}
 		if numericHost(h) {
 			// 2130706433, 0x7f000001, 127.1, 0177.0.0.1: what URL parsers,
 			// proxies and C resolvers read as an IPv4 address, and what

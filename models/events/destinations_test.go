@@ -24,6 +24,9 @@ func TestDestinationsRefuseWhatOnlyTheServerCanReach(t *testing.T) {
 		"198.18.0.1", "224.0.0.1", "ff02::1", "255.255.255.255", "240.0.0.1",
 		"::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::7f00:1", "2002:7f00:1::1", "2001::1",
 		"192.0.2.10", "2001:db8::1", "fec0::1",
+		// IPv4-compatible and IPv4-translated forms of loopback, the
+		// other documentation range, SRv6, the 6to4 relay anycast.
+		"::127.0.0.1", "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "3fff::1", "3fff:fff:ffff::1", "5f00::1", "192.88.99.1",
 	}
 	public := []string{"93.184.215.14", "8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2a00:1450:4001:80b::200e", "::ffff:8.8.8.8"}
 	var d events.Destinations
@@ -71,6 +74,10 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 		// IPv4 addresses in shorthand forms, refused before any name lookup.
 		"http://2130706433/", "http://0x7f000001/", "http://0X7F000001/", "http://0/", "http://127.1/",
 		"http://0177.0.0.1/", "http://127.000.000.001/", "http://1.1.1.0x1/", "http://8.8.8.010/", "http://134744072./",
+		// Refused in the URL, as IPv6 forms of loopback.
+		"http://[::127.0.0.1]/", "http://[::ffff:0:7f00:1]/",
+		// Not a port.
+		"https://example.com:99999/", "https://example.com:0/", "https://example.com:65536/",
 	} {
 		_, _, err := strict.RegisterEndpoint(e.ctx, scope, u, "")
 		var me *models.Error
@@ -87,6 +94,15 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 	internal := e.strictEvents(events.Config{AllowAddresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}})
 	if _, _, err := internal.RegisterEndpoint(e.ctx, scope, "http://10.1.2.3/hook", ""); err != nil {
 		t.Errorf("an allowed range: %v", err)
+	}
+	// An IPv4 address with a trailing dot is refused as such (a delivery
+	// would look it up as a name), not as a shorthand form.
+	_, _, err := strict.RegisterEndpoint(e.ctx, scope, "http://1.1.1.1./", "")
+	if !models.IsCode(err, models.EInvalidRequest) || !strings.Contains(err.Error(), "trailing dot") || strings.Contains(err.Error(), "other than") {
+		t.Errorf("http://1.1.1.1./: %v", err)
+	}
+	if _, _, err := strict.RegisterEndpoint(e.ctx, scope, "https://example.com:65535/", ""); err != nil {
+		t.Errorf("the highest port: %v", err)
 	}
 	// localhost is either loopback address: allowing one allows the name.
 	for i, allow := range []string{"127.0.0.0/8", "::1/128"} {

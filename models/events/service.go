@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,13 +152,20 @@ func NotifyChannels(smtp SMTPConfig, slackURL string) []string {
 // MaxDescription bounds an endpoint's description, in characters.
 const MaxDescription = 200
 
-// CheckURL accepts an absolute http or https URL without credentials and
-// returns it; anything else is EInvalidRequest.
+// CheckURL accepts an absolute http or https URL without credentials or
+// fragment, whose port (when given) is 1 to 65535, and returns it;
+// anything else is EInvalidRequest.
 func CheckURL(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
 		return "", &models.Error{Code: models.EInvalidRequest, Message: "the endpoint must be an absolute http:// or https:// URL without credentials or fragment",
 			Fields: []models.FieldProblem{{Pointer: "/url", Message: "not an http(s) URL"}}}
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", &models.Error{Code: models.EInvalidRequest, Message: fmt.Sprintf("the endpoint's port %s is not a port (1 to 65535)", p),
+				Fields: []models.FieldProblem{{Pointer: "/url", Message: "port out of range"}}}
+		}
 	}
 	if len(u.String()) > 2000 {
 		return "", models.Errorf(models.EInvalidRequest, "the endpoint URL is longer than 2000 characters")
