@@ -41,6 +41,9 @@ var resultSchema = json.RawMessage(`{
     "console_url": {"type": "string", "description": "The console page where a person decides."},
     "revision": {"type": "integer", "minimum": 0},
     "reason": {"type": "string", "description": "The reviewer's reason, when declined."},
+    "problems": {"type": "array", "description": "Why the business system refused the arguments, when rejected.",
+      "items": {"type": "object", "properties": {"pointer": {"type": "string"}, "message": {"type": "string"}},
+        "required": ["pointer", "message"], "additionalProperties": false}},
     "executed": {"type": "boolean", "description": "Set by execute_confirmed: whether this call executed the write."},
     "execution": {
       "type": "object",

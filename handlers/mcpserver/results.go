@@ -32,6 +32,9 @@ type ProposalResult struct {
 	Reason       string         `json:"reason,omitempty"`
 	Executed     *bool          `json:"executed,omitempty"`
 	Execution    *ExecutionInfo `json:"execution,omitempty"`
+	// Problems says why the business system refused the arguments
+	// (rejected only), as GET /api/v1/proposals/{id} does.
+	Problems []models.FieldProblem `json:"problems,omitempty"`
 	// Supersedes and SupersededBy link versions a reviewer's edit made.
 	Supersedes   *EditInfo `json:"supersedes,omitempty"`
 	SupersededBy *EditInfo `json:"superseded_by,omitempty"`
@@ -139,6 +142,10 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 		out.Execution = &ExecutionInfo{ExecutionID: p.Execution.ID, Status: p.Execution.Status,
 			Result: p.Execution.Result, Receipt: p.Execution.Receipt()}
 	}
+	if p.Status == models.StatusRejected {
+		out.Problems = make([]models.FieldProblem, 0, len(p.Problems))
+		out.Problems = append(out.Problems, p.Problems...)
+	}
 	out.Supersedes, out.SupersededBy = editInfo(p.Supersedes), editInfo(p.SupersededBy)
 	out.Next = h.next(p, out.Reason)
 	return out
@@ -172,7 +179,7 @@ func (h *Handler) next(p *models.Proposal, reason string) string {
 	case models.StatusRevoked:
 		return "An administrator revoked the confirmation before it was used. Nothing was written."
 	case models.StatusRejected:
-		return "The business system refused these arguments. Nothing was written."
+		return "The business system refused these arguments (problems says why). Nothing was written."
 	case models.StatusSuperseded:
 		if p.SupersededBy != nil {
 			return fmt.Sprintf("A reviewer edited this request instead of declining it (superseded_by: reason and changes). Nothing was written for this version. "+
