@@ -191,6 +191,10 @@ func (h *Handler) next(p *models.Proposal, reason string) string {
 	case models.StatusSucceeded:
 		return "The write was carried out. The receipt is in execution.receipt."
 	case models.StatusFailedTerminal:
+		if p.Execution != nil && p.Execution.ErrorCode == string(models.EStateChanged) {
+			return "Nothing was written: the target changed after the preview a person approved, so the write was not made. " +
+				"Propose it again (a new request, which a person approves anew) if it is still needed."
+		}
 		return "The business system refused the write when it was executed. Nothing more will happen."
 	}
 	return ""
@@ -216,7 +220,7 @@ func (h *Handler) executionResult(p *models.Proposal, e *models.Execution) *mcp.
 	v.Executed = &yes
 	v.Status = e.Status
 	v.Execution = &ExecutionInfo{ExecutionID: e.ID, Status: e.Status, Result: e.Result, Receipt: e.Receipt()}
-	v.Next = h.next(&models.Proposal{ID: p.ID, Status: e.Status}, "")
+	v.Next = h.next(&models.Proposal{ID: p.ID, Status: e.Status, Execution: e}, "")
 	return h.result(v, false)
 }
 

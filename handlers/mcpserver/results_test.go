@@ -68,3 +68,19 @@ func TestRejectedResultSaysWhy(t *testing.T) {
 		t.Errorf("next %q does not point at the problems", v.Next)
 	}
 }
+
+// A write refused because its target changed after the approval tells the
+// agent that nothing was written and that it may propose again; another
+// terminal failure does not invite a retry.
+func TestStateChangedSaysProposeAgain(t *testing.T) {
+	p := testProposal(models.StatusFailedTerminal)
+	p.Execution = &models.Execution{ID: "exe_1", Status: models.StatusFailedTerminal, ErrorCode: string(models.EStateChanged)}
+	v := viewOf(t, p)
+	if !strings.Contains(v.Next, "Nothing was written") || !strings.Contains(v.Next, "changed") || !strings.Contains(v.Next, "Propose it again") {
+		t.Errorf("state_changed: next %q", v.Next)
+	}
+	p.Execution.ErrorCode = string(models.EBusinessRule)
+	if v := viewOf(t, p); strings.Contains(v.Next, "again") {
+		t.Errorf("business_rule: next %q invites a retry", v.Next)
+	}
+}
