@@ -512,7 +512,8 @@ for (const c of checkpoints) {
   if (r && !r.backfilled && r.seq > c.seq) fail(element, `it is signed by ${kidOf(c.jws)}, which the chain records as added only at entry ${r.seq}`);
   anchored = Math.max(anchored, c.seq);
 }
-console.log(`ok   audit chain: ${entries.length} entries intact and linked; signed checkpoint at ${anchored}`);
+const under = anchored ? `the last signed checkpoint is at entry ${anchored}` : "no checkpoint signs any of them";
+console.log(`ok   audit chain: ${entries.length} entries (${entries[0].seq} to ${entries[entries.length - 1].seq}) intact and linked; ${under}`);
 
 // The receipts.
 const wanted = opts.receipt ? [given] : receipts;

@@ -275,8 +275,11 @@ func printExportReport(w io.Writer, r *audit.Report, receipts int) {
 func printChecks(w io.Writer, r *audit.Report) {
 	for _, c := range r.Checks {
 		mark := "✓"
-		if !c.OK {
+		switch {
+		case !c.OK:
 			mark = "✗"
+		case c.NotChecked:
+			mark = "–" // neither proven nor broken
 		}
 		fmt.Fprintf(w, "%s %s: %s\n", mark, c.Element, c.Detail)
 	}

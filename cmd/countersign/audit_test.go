@@ -299,3 +299,18 @@ func TestVerifyAnswerOfAnotherExecution(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyMarksWhatWasNotChecked: an element not checked is marked –,
+// neither ✓ (proven) nor ✗ (broken).
+func TestVerifyMarksWhatWasNotChecked(t *testing.T) {
+	_, dir, export, execs := executedRefunds(t, "ord_1004")
+	receipt := filepath.Join(dir, "receipt.jws")
+	if err := os.WriteFile(receipt, []byte(execs[0].ReceiptJWS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jwks := writeLines(t, export, dir, "jwks.jsonl", func(_ int, l string) bool { return strings.Contains(l, `"type":"jwks"`) })
+	r := mustExec(t, nil, "", "verify", "--receipt", receipt, "--jwks", jwks)
+	if !strings.Contains(r.stdout, "\n– audit chain: not checked: no export given") || strings.Contains(r.stdout, "✓ audit chain: not checked") {
+		t.Fatalf("verify with a JWKS only:\n%s", r.stdout)
+	}
+}

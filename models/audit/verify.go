@@ -20,7 +20,10 @@ type Check struct {
 	// "checkpoint 40", "evidence of decision dec_…", "digests", …
 	Element string
 	OK      bool
-	Detail  string
+	// NotChecked marks an element that could not be checked from what was
+	// given (OK, since nothing failed, but nothing was proven either).
+	NotChecked bool
+	Detail     string
 }
 
 // Report is the outcome of a verification.
@@ -36,6 +39,11 @@ type Report struct {
 
 func (r *Report) ok(element, format string, args ...any) {
 	r.Checks = append(r.Checks, Check{Element: element, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+// skip records an element that was not checked, and why.
+func (r *Report) skip(element, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Element: element, OK: true, NotChecked: true, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (r *Report) fail(element, format string, args ...any) {
@@ -184,11 +192,14 @@ func (x *Export) chain(r *Report) (bySeq map[int64]decoded, anchored int64, reco
 		case recorded.after(kid, c.Seq):
 			r.fail(name, "it is signed by %s, which the chain records as added only at entry %d, after the entries it covers",
 				kid, recorded[kid].seq)
+		case broken:
+			// The signature holds, but the chain the export holds under it
+			// does not: it anchors nothing.
+			r.ok(name, "signed by %s: head %s after %d entries; it anchors nothing, since the exported chain under it is broken",
+				kid, cc.Head, cc.Count)
 		default:
 			r.ok(name, "signed by %s: head %s after %d entries", kid, cc.Head, cc.Count)
-			if !broken && c.Seq > anchored {
-				anchored = c.Seq
-			}
+			anchored = max(anchored, c.Seq)
 		}
 	}
 	return bySeq, anchored, recorded
@@ -274,15 +285,17 @@ func (x *Export) signingKeys(r *Report, bySeq map[int64]decoded, keys token.Publ
 // chain records keys at all (an export written before chains recorded
 // keys holds none).
 func (x *Export) signerRecorded(r *Report, kid string, recorded keyRecords) {
+	_, known := recorded[kid]
 	switch {
+	case known:
+		r.ok("receipt signer", "%s is recorded in the chain at entry %d", kid, recorded[kid].seq)
+	case len(x.Entries) == 0:
+		r.skip("receipt signer", "not checked: the export holds no entries")
+	case x.Entries[0].Seq != 1:
+		r.skip("receipt signer", "not checked: the export starts at entry %d, and the part of the chain before it, where %s would be recorded, is not in it",
+			x.Entries[0].Seq, kid)
 	case len(recorded) == 0:
-		r.ok("receipt signer", "not checked: the chain records no signing keys (written before chains recorded them)")
-	case len(x.Entries) == 0 || x.Entries[0].Seq != 1:
-		if _, ok := recorded[kid]; ok {
-			r.ok("receipt signer", "%s is recorded in the chain at entry %d", kid, recorded[kid].seq)
-		} else {
-			r.ok("receipt signer", "not checked: %s is not in the exported part of the chain, which starts at entry %d", kid, x.Entries[0].Seq)
-		}
+		r.skip("receipt signer", "not checked: the chain records no signing keys (written before chains recorded them)")
 	default:
 		if _, ok := recorded[kid]; !ok {
 			r.fail("receipt signer", "the receipt is signed by %s, a key the organization's chain never recorded", kid)
@@ -317,6 +330,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 	r := &Report{}
 	compact = strings.TrimSpace(compact)
 	bySeq, anchored, recorded := x.chain(r)
+	chainBroken := len(r.Failed()) > 0
 	keys, err := token.ParseJWKS(x.JWKS)
 	if err != nil {
 		return r
@@ -340,7 +354,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 	x.approvals(r, rc, bySeq)
 	terms := mandateTerms(r, rc)
 	if !x.chainGiven() {
-		r.ok("audit chain", "not checked: no export given")
+		r.skip("audit chain", "not checked: no export given")
 		return r
 	}
 	r.ChainChecked = true
@@ -348,7 +362,7 @@ func (x *Export) VerifyReceipt(compact string) *Report {
 		return r
 	}
 	x.signerRecorded(r, kid, recorded)
-	x.story(r, rc, compact, bySeq, anchored)
+	x.story(r, rc, compact, bySeq, anchored, chainBroken)
 	if terms != nil {
 		mandateUse(r, rc, terms, bySeq)
 	}
@@ -682,7 +696,7 @@ func (x *Export) checkApprovers(r *Report, approvers []models.ReceiptApprover, p
 
 // story checks that the chain tells the receipt's story, from the
 // proposal's creation to this outcome, under a signed checkpoint.
-func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq map[int64]decoded, anchored int64) {
+func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq map[int64]decoded, anchored int64, chainBroken bool) {
 	var created, outcome int64
 	var createdEntry, issuedEntry decoded
 	issued, consumed := false, false
@@ -693,6 +707,7 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 	}
 	slices.Sort(seqs)
 	str := func(d decoded, k string) string { v, _ := d.data[k].(string); return v }
+	failedBefore := len(r.Failed())
 	mandateOK := rc.Mandate == nil
 	for _, s := range seqs {
 		d := bySeq[s]
@@ -784,8 +799,16 @@ func (x *Export) story(r *Report, rc models.SignedReceipt, compact string, bySeq
 	if outcome == 0 {
 		return
 	}
-	if anchored < outcome {
+	switch {
+	case chainBroken && anchored < outcome:
+		r.fail("anchor", "the exported chain is broken (see above), so no signed checkpoint anchors the outcome (entry %d)", outcome)
+		return
+	case anchored < outcome:
 		r.fail("anchor", "no valid signed checkpoint covers the outcome (entry %d)", outcome)
+		return
+	case len(r.Failed()) > failedBefore || created == 0:
+		// The story failed above: the anchor holds the outcome only.
+		r.ok("anchor", "checkpoint %d covers the outcome (entry %d)", anchored, outcome)
 		return
 	}
 	if m := rc.Mandate; m != nil {

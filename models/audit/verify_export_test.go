@@ -10,9 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/audit"
+	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/checkpoint"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // nodeRun runs docs/verify-receipt.mjs with args and returns what it
@@ -238,5 +242,85 @@ func TestNodeVerifierUsage(t *testing.T) {
 		if code != tt.code || !strings.Contains(out, tt.want) || strings.Contains(out, "    at ") {
 			t.Errorf("%v: exit %d, want %d and %q:\n%s", tt.args, code, tt.code, tt.want, out)
 		}
+	}
+}
+
+// The report says what holds and no more: from an export starting after
+// the proposal's creation, the story is not also said to be whole; the
+// receipt signer, when the keys are recorded before the export starts, is
+// marked not checked, with that reason; a checkpoint over a broken chain
+// is not said to anchor it; and Node does not speak of a checkpoint at 0.
+func TestReportSaysWhatHolds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "sqlite")
+	// A refund proposed before the export starts and executed after.
+	w.clock.Advance(time.Minute)
+	p, _, err := w.svc.Propose(w.ctx, w.agent, writes.ProposeInput{Tool: "refund_order",
+		Arguments: json.RawMessage(`{"order_id":"ord_1002","amount_minor":500,"currency":"CNY","reason":"lost"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	start := w.clock.Now()
+	c, err := w.svc.Confirm(w.ctx, writes.ConfirmInput{Reviewer: w.reviewer, ProposalID: p.ID, DigestSeen: p.ArgsDigest,
+		EffectSeen: p.EffectDigest, Evidence: auth.ApprovalEvidence(w.reviewer, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := w.svc.Execute(w.ctx, w.agent, c.ID, c.Token.Compact)
+	if err != nil || e.ReceiptJWS == "" {
+		t.Fatal(e, err)
+	}
+	late := e.ReceiptJWS
+	var buf bytes.Buffer
+	x := audit.Exporter{Checkpointer: checkpoint.Checkpointer{Store: w.st, Tokens: w.tokens}}
+	if _, err := x.Export(w.ctx, &buf, w.tenant, start, w.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	since := buf.Bytes()
+	check := func(r *audit.Report, element string) (audit.Check, bool) {
+		for _, c := range r.Checks {
+			if c.Element == element {
+				return c, true
+			}
+		}
+		return audit.Check{}, false
+	}
+
+	r := verify(t, since, late)
+	if c, ok := check(r, "proposal story"); !ok || c.OK {
+		t.Errorf("proposal story: %+v", r.Checks)
+	}
+	for _, c := range r.Checks {
+		if c.Element == "proposal story" && c.OK {
+			t.Errorf("the story is said to fail and to hold: %+v", c)
+		}
+		if c.Element == "anchor" && strings.Contains(c.Detail, "from creation") {
+			t.Errorf("the anchor is said to cover a creation not in the export: %+v", c)
+		}
+	}
+	if c, ok := check(r, "receipt signer"); !ok || !c.NotChecked || !strings.Contains(c.Detail, "the export starts at entry") {
+		t.Errorf("receipt signer: %+v", c)
+	}
+
+	decisionEntry := func(l string) bool {
+		return strings.Contains(l, `"type":"entry"`) && strings.Contains(l, "decision.approved")
+	}
+	export := w.export(t)
+	r = verify(t, tamper(t, export, decisionEntry, func(string) string { return "" }), w.stepup)
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.Element, "checkpoint ") && !strings.Contains(c.Detail, "anchors nothing") {
+			t.Errorf("a checkpoint over a broken chain: %+v", c)
+		}
+		if c.Element == "anchor" && !strings.Contains(c.Detail, "broken") {
+			t.Errorf("anchor: %+v", c)
+		}
+	}
+
+	dir := t.TempDir()
+	noCheckpoint := tamper(t, export, has(`"type":"checkpoint"`), func(string) string { return "" })
+	out, code := nodeRun(t, "--export", writeFile(t, dir, "no-checkpoint.jsonl", noCheckpoint), "--receipt", writeFile(t, dir, "click.jws", []byte(w.click)))
+	if code != 1 || strings.Contains(out, "checkpoint at 0") || !strings.Contains(out, "no checkpoint signs any of them") {
+		t.Errorf("Node without a checkpoint: exit %d\n%s", code, out)
 	}
 }
