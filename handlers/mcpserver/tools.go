@@ -278,10 +278,22 @@ func (h *Handler) cancelProposal(ctx context.Context, req *mcp.CallToolRequest) 
 	if err := decodeArgs(req, &in); err != nil {
 		return h.toolError(ctx, err)
 	}
-	if _, err := h.own(ctx, agent, in.ProposalID); err != nil {
+	p, err := h.own(ctx, agent, in.ProposalID)
+	if err != nil {
 		return h.toolError(ctx, err)
 	}
-	p, err := h.p.Cancel(ctx, agent, in.ProposalID)
+	if p.Status == models.StatusExpired {
+		// An outcome to report, as get_proposal and execute_confirmed
+		// do, not an error to retry.
+		return h.proposalResult(p), nil
+	}
+	p, err = h.p.Cancel(ctx, agent, in.ProposalID)
+	if models.IsCode(err, models.EProposalExpired) {
+		// It ran out of time since it was read.
+		if p, err = h.own(ctx, agent, in.ProposalID); err == nil {
+			return h.proposalResult(p), nil
+		}
+	}
 	if err != nil {
 		return h.toolError(ctx, err)
 	}

@@ -595,6 +595,12 @@ func TestMCPDeclinedExpiredCancelled(t *testing.T) {
 	if res.IsError || *ex.Executed || ex.Status != models.StatusExpired {
 		t.Errorf("execute after expiry: %s", text(res))
 	}
+	// Cancelling an expired proposal says that it expired, as a result.
+	var late mcpserver.ProposalResult
+	if res := a.call("cancel_proposal", map[string]any{"proposal_id": q.ProposalID}, &late); res.IsError ||
+		late.Status != models.StatusExpired || late.Next == "" {
+		t.Errorf("cancel after expiry: %s", text(res))
+	}
 	c.clock.Set(consoleStart)
 
 	r := a.refund("ord_1006", 100)
