@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/visible"
 	"github.com/countersign/countersign/models/writes"
 )
@@ -895,6 +897,20 @@ func TestReport(t *testing.T) {
 	out, code = reported(models.Wrap(models.EUnavailable, errors.New("dial tcp: refused"), "cannot reach the database"))
 	if want := "error: unavailable: cannot reach the database\n  cause: dial tcp: refused\n"; out != want || code != exitError {
 		t.Errorf("reported %q (exit %d), want %q", out, code, want)
+	}
+	// Errors the domain gave no code still print one, for scripts to match.
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("open x.jsonl: %w", fs.ErrNotExist), "error: not_found: open x.jsonl: file does not exist\n"},
+		{fmt.Errorf("backup: %w", fs.ErrExist), "error: already_exists: backup: file already exists\n"},
+		{errors.New("password must be 8 to 1024 bytes long"), "error: invalid_request: password must be 8 to 1024 bytes long\n"},
+		{&store.KeyError{What: "token signing key", ID: "k_1", Err: errors.New("altered")}, "error: unauthenticated: token signing key k_1: altered\n"},
+	} {
+		if out, code := reported(c.err); out != c.want || code != exitError {
+			t.Errorf("reported %q (exit %d), want %q", out, code, c.want)
+		}
 	}
 	if out, code := reported(nil); out != "" || code != exitOK {
 		t.Errorf("nil: reported %q (exit %d)", out, code)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/store"
 )
 
 // Exit statuses.
@@ -56,7 +58,7 @@ func report(w io.Writer, err error) int {
 		fmt.Fprintln(w, "error: interrupted")
 		return exitError
 	}
-	fmt.Fprintf(w, "error: %v\n", err)
+	fmt.Fprintf(w, "error: %s: %v\n", plainCode(err), err)
 	return exitError
 }
 
@@ -71,4 +73,24 @@ func commandPath(synopsis string) string {
 		words = append(words, w)
 	}
 	return strings.Join(words, " ")
+}
+
+// plainCode is the code printed for an error the domain did not give one:
+// the stored keys need another key-encryption key (unauthenticated), a
+// file that is missing, in the way or not allowed, or else input that
+// cannot be used as given (a password too short, a file that is not what
+// the command needs).
+func plainCode(err error) models.Code {
+	var ke *store.KeyError
+	switch {
+	case errors.As(err, &ke):
+		return models.EUnauthenticated
+	case errors.Is(err, fs.ErrNotExist):
+		return models.ENotFound
+	case errors.Is(err, fs.ErrExist):
+		return models.EAlreadyExists
+	case errors.Is(err, fs.ErrPermission):
+		return models.EForbidden
+	}
+	return models.EInvalidRequest
 }

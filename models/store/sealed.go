@@ -78,9 +78,9 @@ type KeyError struct {
 func (e *KeyError) Error() string {
 	switch {
 	case errors.Is(e.Err, kek.ErrNoKEK):
-		return fmt.Sprintf("%s %s is encrypted (%v): give the key-encryption key with --kek-file or COUNTERSIGN_KEK", e.What, e.ID, e.Err)
+		return fmt.Sprintf("%s %s is encrypted (%v): give the key-encryption key in COUNTERSIGN_KEK_FILE or COUNTERSIGN_KEK (serve also takes --kek-file)", e.What, e.ID, e.Err)
 	case errors.Is(e.Err, kek.ErrWrongKEK):
-		return fmt.Sprintf("%s %s is %v, but the configured key-encryption key is %s: wrong --kek-file or COUNTERSIGN_KEK?", e.What, e.ID, e.Err, e.Configured.ID())
+		return fmt.Sprintf("%s %s is %v, but the configured key-encryption key is %s: is COUNTERSIGN_KEK_FILE, COUNTERSIGN_KEK or --kek-file the wrong one?", e.What, e.ID, e.Err, e.Configured.ID())
 	}
 	return fmt.Sprintf("%s %s: %v", e.What, e.ID, e.Err)
 }
