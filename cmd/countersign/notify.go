@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 )
 
 func (c *cli) userNotify(ctx context.Context, args []string) error {
 	var db, tenant, name, email string
-	cmd := newCommand("user notify", "countersign user notify --tenant T --name N --email ADDRESS [flags]", `
+	cmd := newCommand("user notify", "countersign user notify --tenant T --name N [--email ADDRESS] [flags]", `
 Sets the e-mail address a console user is notified at when a proposal awaits
-a reviewer (the server sends e-mail when started with --smtp-addr). An empty
---email removes the address.
+a reviewer (the server sends e-mail when started with --smtp-addr). Without
+--email it prints the address and changes nothing; --email "" removes it.
 
   countersign user notify --tenant acme --name alice --email alice@example.com`, c.stdout)
 	dbFlag(cmd.fs, &db)
@@ -37,7 +38,14 @@ a reviewer (the server sends e-mail when started with --smtp-addr). An empty
 	if err != nil {
 		return err
 	}
-	if err := st.SetNotificationEmail(ctx, t.ID, u.ID, email, time.Now()); err != nil {
+	given := false
+	cmd.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "email" })
+	if !given {
+		// Asked, not told: say what is set.
+		if email, err = st.NotificationEmail(ctx, t.ID, u.ID); err != nil {
+			return err
+		}
+	} else if err := st.SetNotificationEmail(ctx, t.ID, u.ID, email, time.Now()); err != nil {
 		return err
 	}
 	if email == "" {

@@ -24,6 +24,24 @@ func TestUserNotify(t *testing.T) {
 	if r := invoke(t, nil, "", "user", "notify", "--tenant", "acme", "--name", "nobody", "--email", "x@example.com", "--db", db); r.err == nil {
 		t.Error("an unknown user got an address")
 	}
+	// Without --email the command tells the address and changes nothing;
+	// an explicitly empty one removes it.
+	notify := func(args ...string) string {
+		t.Helper()
+		return mustExec(t, nil, "", append([]string{"user", "notify", "--tenant", "acme", "--name", "bob", "--db", db}, args...)...).stdout
+	}
+	if got := notify(); got != "bob is notified at bob@example.com\n" {
+		t.Errorf("without --email: %q", got)
+	}
+	if got := notify(); !strings.Contains(got, "bob@example.com") {
+		t.Errorf("asking removed the address: %q", got)
+	}
+	if got := notify("--email", ""); got != "bob gets no e-mail notifications\n" {
+		t.Errorf("--email \"\": %q", got)
+	}
+	if got := notify(); got != "bob gets no e-mail notifications\n" {
+		t.Errorf("after the removal: %q", got)
+	}
 	ctx := context.Background()
 	a, err := app.Open(ctx, app.Config{DB: db, PasswordHash: cheapPasswordHash})
 	if err != nil {

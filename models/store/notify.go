@@ -96,3 +96,20 @@ func (s *Store) NotificationRecipients(ctx context.Context, tenantID, proposalID
 	}
 	return out, nil
 }
+
+// NotificationEmail returns the address a console user of the tenant is
+// notified at ("" for none). ENotFound for users of other tenants.
+func (s *Store) NotificationEmail(ctx context.Context, tenantID, userID string) (string, error) {
+	var u userRow
+	if err := s.read.WithContext(ctx).Select("id").Where("tenant_id = ? AND id = ?", tenantID, userID).Take(&u).Error; err != nil {
+		return "", notFound(err, "no user %q", userID)
+	}
+	var rows []notificationAddressRow
+	if err := s.read.WithContext(ctx).Where("tenant_id = ? AND user_id = ?", tenantID, userID).Limit(1).Find(&rows).Error; err != nil {
+		return "", dbErr(err)
+	}
+	if len(rows) == 0 {
+		return "", nil
+	}
+	return rows[0].Email, nil
+}
