@@ -149,3 +149,21 @@ func TestDeliveriesConnectOnlyWherePermitted(t *testing.T) {
 		t.Errorf("after allowing loopback the receiver got %d messages, want %d", len(got), len(log))
 	}
 }
+
+// A description holding U+0000 is refused at /description on both
+// databases (PostgreSQL cannot store it), and no endpoint is made.
+func TestEndpointDescriptionWithNULIsRefused(t *testing.T) {
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		svc := e.events(events.Config{})
+		scope := models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}
+		_, _, err := svc.RegisterEndpoint(e.ctx, scope, "http://127.0.0.1:9/hook", "a\x00b")
+		var me *models.Error
+		if !errors.As(err, &me) || me.Code != models.EInvalidRequest || len(me.Fields) != 1 || me.Fields[0].Pointer != "/description" {
+			t.Fatalf("%v, want invalid_request at /description", err)
+		}
+		if eps, err := e.store.WebhookEndpoints(e.ctx, scope); err != nil || len(eps) != 0 {
+			t.Fatalf("endpoints after the refusal: %v %v", eps, err)
+		}
+	})
+}

@@ -191,6 +191,9 @@ func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope,
 	if utf8.RuneCountInString(description) > MaxDescription {
 		return models.WebhookEndpoint{}, "", models.Errorf(models.EInvalidRequest, "the description is limited to %d characters", MaxDescription)
 	}
+	if err := models.StorableText("/description", description); err != nil {
+		return models.WebhookEndpoint{}, "", err
+	}
 	secret, err := NewSecret()
 	if err != nil {
 		return models.WebhookEndpoint{}, "", models.Wrap(models.EInternal, err, "cannot create a secret")
