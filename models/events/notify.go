@@ -102,13 +102,17 @@ func (s *Service) sendEmail(ctx context.Context, d models.Delivery) error {
 const maxSubject = 140
 
 // subjectHeader is the Subject header field for subject, shortened to
-// maxSubject characters, encoded as RFC 2047 words when it is not ASCII,
+// maxSubject characters, with no "=?" left to read as an encoded word, encoded as RFC 2047 words when it is not ASCII,
 // and folded (CRLF and a space) before any word that would take its line
 // past 78 characters (encoded words are at most 75), even the first.
 func subjectHeader(subject string) string {
 	if utf8.RuneCountInString(subject) > maxSubject {
 		subject = string([]rune(subject)[:maxSubject-1]) + "…"
 	}
+	// ASCII text is written as it is, and a mail reader decodes any "=?…?="
+	// in it as an encoded word: text an agent wrote could then show as
+	// whatever it encodes. Its "=?" is split so that nothing decodes.
+	subject = strings.ReplaceAll(subject, "=?", "= ?")
 	var b strings.Builder
 	line := len("Subject:")
 	b.WriteString("Subject:")

@@ -203,3 +203,21 @@ func TestLongSubjectIsFolded(t *testing.T) {
 		t.Errorf("subject %q (%v)", subject, err)
 	}
 }
+
+// Agent text shaped like an RFC 2047 encoded word reaches the subject as
+// text: a mail reader decoding the header shows the characters the agent
+// wrote, not what they encode.
+func TestSubjectHoldsNoEncodedWordOfTheAgents(t *testing.T) {
+	t.Parallel()
+	for _, summary := range []string{"Refund =?utf-8?q?Approved_by_security?=", "=?UTF-8?B?QXBwcm92ZWQ=?= now"} {
+		header := events.SubjectHeader(summary)
+		msg, err := netmail.ReadMessage(strings.NewReader(header + "\r\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+		if want := strings.ReplaceAll(summary, "=?", "= ?"); err != nil || subject != want {
+			t.Errorf("%q: the reader shows %q (%v), want %q", summary, subject, err, want)
+		}
+	}
+}

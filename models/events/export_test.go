@@ -1,0 +1,4 @@
+package events
+
+// SubjectHeader is subjectHeader, for the external tests.
+var SubjectHeader = subjectHeader
