@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,21 @@ import (
 const configFlag = "config"
 
 // configFile is the value of a --config flag that configures its command.
-type configFile struct{ path string }
+// It remembers which flags the file set, so that a later check of a value
+// can name the file's line (see problems).
+type configFile struct {
+	path string
+	// applied is the file that was read, set its flags by name.
+	applied string
+	set     map[string]configSetting
+}
+
+// configSetting is where a configuration file set a flag, and the value
+// the flag had after it.
+type configSetting struct {
+	line  int
+	value string
+}
 
 func (f *configFile) String() string {
 	if f == nil {
@@ -47,11 +62,14 @@ func configFileFlag(fs *flag.FlagSet) {
 	fs.Var(&configFile{}, configFlag, "read flags from this YAML `FILE`: one key per flag, named as the flag\n(base-url: https://…); the environment and the command line win over it")
 }
 
-// configError is a mistake in a configuration file, located by line.
+// configError is a mistake in a configuration file, located by line. Err,
+// when set, is the cause, kept so that the reported code follows it (a
+// missing file is not_found).
 type configError struct {
 	file string
 	line int
 	msg  string
+	err  error
 }
 
 func (e *configError) Error() string {
@@ -59,6 +77,103 @@ func (e *configError) Error() string {
 		return fmt.Sprintf("config %s, line %d: %s", e.file, e.line, e.msg)
 	}
 	return fmt.Sprintf("config %s: %s", e.file, e.msg)
+}
+
+func (e *configError) Unwrap() error { return e.err }
+
+// configErrors are several mistakes in one configuration file, all
+// reported at once so that one run of config check finds them all. It
+// does not unwrap: several mistakes are invalid_request, whatever code
+// one of them alone would have had.
+type configErrors []*configError
+
+func (es configErrors) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s: %d problems", es[0].file, len(es))
+	for _, e := range es {
+		fmt.Fprintf(&b, "\n  line %d: %s", e.line, e.msg)
+	}
+	return b.String()
+}
+
+// fileSetting is the line of the configuration file that gave flag name
+// its current value, with the file's name; line is 0 when no file set it,
+// or the environment or the command line set it since.
+func fileSetting(fs *flag.FlagSet, name string) (file string, line int) {
+	cf := fs.Lookup(configFlag)
+	f := fs.Lookup(name)
+	if cf == nil || f == nil {
+		return "", 0
+	}
+	v, ok := cf.Value.(*configFile)
+	if !ok {
+		return "", 0
+	}
+	s, ok := v.set[name]
+	if !ok || s.value != f.Value.String() {
+		return "", 0
+	}
+	return v.applied, s.line
+}
+
+// problems collects what is wrong with a command's settings, each under
+// the flag it is about. A problem with a value from the configuration
+// file is reported at the file's line; one with a value from the
+// environment or the command line as before, as a usage error or as the
+// error itself.
+type problems struct {
+	cmd  *command
+	list []problem
+}
+
+type problem struct {
+	err   error
+	usage bool // a mistake on the command line (exit status 2)
+	file  string
+	line  int // 0 when the value did not come from the file
+}
+
+// usagef records a problem with flag's value that, given on the command
+// line, is a usage error.
+func (p *problems) usagef(flag, format string, args ...any) {
+	p.record(flag, fmt.Errorf(format, args...), true)
+}
+
+// add records err, a problem with flag's value that is not a usage error
+// (a file that cannot be read, say).
+func (p *problems) add(flag string, err error) { p.record(flag, err, false) }
+
+// record locates the problem at once: a check may go on to change the
+// value (a URL cleaned), after which the file's value is no longer there
+// to compare.
+func (p *problems) record(flag string, err error, usage bool) {
+	file, line := fileSetting(p.cmd.fs, flag)
+	p.list = append(p.list, problem{err: err, usage: usage, file: file, line: line})
+}
+
+// err is nil when nothing was recorded. Otherwise it is the first problem
+// with a value from outside the file (the command line and environment
+// report one mistake at a time, with the usage), or else every problem in
+// the file, each with its line.
+func (p *problems) err() error {
+	var located configErrors
+	for _, pr := range p.list {
+		if pr.line == 0 {
+			if pr.usage {
+				return &usageError{msg: pr.err.Error(), usage: p.cmd.synopsis}
+			}
+			return pr.err
+		}
+		located = append(located, &configError{file: pr.file, line: pr.line, msg: pr.err.Error(), err: pr.err})
+	}
+	switch len(located) {
+	case 0:
+		return nil
+	case 1:
+		return located[0]
+	}
+	slices.SortStableFunc(located, func(a, b *configError) int { return a.line - b.line })
+	return located
 }
 
 // configPath finds the configuration file named on the command line
@@ -105,6 +220,13 @@ func (c *command) applyConfigFile(path string) error {
 		return nil
 	}
 	root := doc.Content[0]
+	var cf *configFile
+	if f := c.fs.Lookup(configFlag); f != nil {
+		cf, _ = f.Value.(*configFile)
+	}
+	if cf != nil {
+		cf.applied, cf.set = path, map[string]configSetting{}
+	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return nil
 	}
@@ -150,6 +272,9 @@ func (c *command) applyConfigFile(path string) error {
 			if err := c.fs.Set(name, val); err != nil {
 				return &configError{file: path, line: v.Line, msg: fmt.Sprintf("%s: invalid value %q: %s", name, val, flagSetError(f, err))}
 			}
+		}
+		if cf != nil {
+			cf.set[name] = configSetting{line: k.Line, value: f.Value.String()}
 		}
 	}
 	var extra yaml.Node

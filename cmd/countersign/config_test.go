@@ -150,3 +150,90 @@ func TestConfigCheck(t *testing.T) {
 		t.Error("config check of a missing file passed")
 	}
 }
+
+// TestConfigCheckAppliesStartRules: config check refuses what serve refuses
+// at start, short of opening the database or listening, and says at which
+// line of the file; serve refuses the file with the same message.
+func TestConfigCheckAppliesStartRules(t *testing.T) {
+	dir := t.TempDir()
+	malformed := filepath.Join(dir, "malformed.yaml")
+	invalid := filepath.Join(dir, "invalid.yaml")
+	for p, body := range map[string]string{malformed: "tools: [unclosed\n", invalid: "tools: []\n"} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := "db: " + tempDB(t) + "\n"
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"db scheme", "addr: 127.0.0.1:0\ndb: mysql://x\n", []string{"line 2", "--db", "sqlite:// or postgres://"}},
+		{"sqlite without a path", "addr: 127.0.0.1:0\ndb: sqlite://\n", []string{"line 2", "--db", "needs a path"}},
+		{"addr", db + "addr: notanaddress\n", []string{"line 2", "--addr", `"notanaddress" is not HOST:PORT`}},
+		{"addr port", db + "addr: 127.0.0.1:99999\n", []string{"line 2", "--addr", "is not a port"}},
+		{"metrics addr", db + "addr: 127.0.0.1:0\nmetrics-addr: nine\n", []string{"line 3", "--metrics-addr"}},
+		{"missing tools", db + "addr: 127.0.0.1:0\ntools: /nonexistent.yaml\n", []string{"line 3", "--tools", "no such file"}},
+		{"malformed tools", db + "addr: 127.0.0.1:0\ntools: " + malformed + "\n", []string{"line 3", "--tools", malformed}},
+		{"invalid tools", db + "addr: 127.0.0.1:0\ntools: " + invalid + "\n", []string{"line 3", "--tools", "no tools declared"}},
+		{"missing fido metadata", db + "addr: 127.0.0.1:0\nfido-mds: /nonexistent\n", []string{"line 3", "--fido-mds", "no such file"}},
+		{"unparsable base url", db + "addr: 127.0.0.1:0\nbase-url: \"ftp://x y\"\n", []string{"line 3", "--base-url"}},
+		{"missing kek file", db + "addr: 127.0.0.1:0\nkek-file: /nonexistent/kek\n", []string{"line 3", "key-encryption key file"}},
+		{"inconsistent", db + "addr: 127.0.0.1:0\nidle-timeout: 2h\nabsolute-timeout: 1h\n", []string{"line 3", "--idle-timeout must be"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.body)
+			r := invoke(t, nil, "", "config", "check", "--config", path)
+			if r.err == nil {
+				t.Fatalf("config check accepted:\n%s", tc.body)
+			}
+			msg, code := reported(r.err)
+			for _, w := range append(tc.want, "config "+path) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not contain %q", msg, w)
+				}
+			}
+			// A mistake in the file is not one on the command line: no usage.
+			if code != exitError || strings.Contains(msg, "usage:") {
+				t.Errorf("exit status %d, message %q; want 1 and no usage", code, msg)
+			}
+			sr := invoke(t, nil, "", "serve", "--config", path)
+			if sr.err == nil {
+				t.Fatal("serve started with a bad configuration file")
+			}
+			if got, _ := reported(sr.err); got != msg {
+				t.Errorf("serve said %q, config check %q", got, msg)
+			}
+		})
+	}
+}
+
+// TestConfigCheckReportsEveryProblem: one run names every mistake in the
+// file, in the order of its lines; the command line overrides the file's
+// value and with it the problem.
+func TestConfigCheckReportsEveryProblem(t *testing.T) {
+	path := writeConfig(t, "addr: nowhere\ndb: mysql://x\nrp-name: fine\nfido-mds: /nonexistent\n")
+	r := invoke(t, nil, "", "config", "check", "--config", path)
+	msg, _ := reported(r.err)
+	want := []string{"3 problems", "line 1: --addr", "line 2: --db", "line 4: --fido-mds"}
+	last := -1
+	for _, w := range want {
+		i := strings.Index(msg, w)
+		if i < 0 || i < last {
+			t.Errorf("message %q does not contain %q after the problems before it", msg, w)
+		}
+		last = i
+	}
+	// serve with --db on the command line: the file's db is no problem, and
+	// the others keep their lines.
+	sr := invoke(t, nil, "", "serve", "--config", path, "--db", tempDB(t))
+	msg, _ = reported(sr.err)
+	if !strings.Contains(msg, "2 problems") || strings.Contains(msg, "--db") || !strings.Contains(msg, "line 4: --fido-mds") {
+		t.Errorf("serve with --db over the file's: %q", msg)
+	}
+	// A bad value on the command line is a usage error, as before.
+	sr = invoke(t, nil, "", "serve", "--config", path, "--addr", "nowhere-else")
+	if msg, code := reported(sr.err); code != exitUsage || !strings.Contains(msg, `--addr: "nowhere-else"`) {
+		t.Errorf("serve --addr nowhere-else: status %d, %q", code, msg)
+	}
+}

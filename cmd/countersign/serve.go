@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,10 +17,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/countersign/countersign/internal/app"
+	"github.com/countersign/countersign/internal/kek"
 	"github.com/countersign/countersign/internal/secret"
 	"github.com/countersign/countersign/internal/tracing"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
+	"github.com/countersign/countersign/models/registry"
+	"github.com/countersign/countersign/models/stepup"
+	"github.com/countersign/countersign/models/store"
 	"github.com/countersign/countersign/models/writes"
 	"github.com/countersign/countersign/web"
 )
@@ -90,8 +95,11 @@ type serveConfig struct {
 	MetricsToken string
 	KEKFile      string
 	OTLPEndpoint string
-	tracing      bool   // traces are exported
-	metricsURL   string // where metrics are served, once listening; "" when nowhere
+	hashKey      []byte   // decoded --cookie-hash-key
+	blockKey     []byte   // decoded --cookie-block-key
+	kek          *kek.KEK // the key-encryption key, if any
+	tracing      bool     // traces are exported
+	metricsURL   string   // where metrics are served, once listening; "" when nowhere
 }
 
 const serveAbout = `
@@ -194,67 +202,157 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	if err := cmd.wantArgs(pos); err != nil {
 		return err
 	}
-	if cfg.SMTPAddr != "" && cfg.SMTPFrom == "" {
-		return usagef(cmd.synopsis, "--smtp-addr needs --smtp-from")
-	}
-	if cfg.SlackWebhookURL != "" {
-		if _, err := events.CheckURL(cfg.SlackWebhookURL); err != nil {
-			return usagef(cmd.synopsis, "--slack-webhook-url: %v", models.ErrorMessage(err))
-		}
-	}
 	if err := cmd.required(map[string]string{"addr": cfg.Addr, "db": cfg.DB, "issuer": cfg.Issuer, "audience": cfg.Audience}); err != nil {
 		return err
 	}
+	if err := c.checkServe(ctx, cmd, &cfg); err != nil {
+		return err
+	}
+	if c.checkOnly {
+		return nil
+	}
+	return c.runServer(ctx, cfg)
+}
+
+// checkServe applies every rule serve applies to its settings before it
+// starts, short of opening the database or listening: flags consistent
+// with each other, the database URL's scheme, the listen addresses, the
+// tool registry, the FIDO metadata, the key-encryption key and the trace
+// exporter. config check is this alone, so the two cannot disagree. It
+// completes cfg with what it read (cleaned URLs, keys, prefixes), which
+// the server then uses; each problem names the flag it is about, and the
+// configuration file's line when the value came from there.
+func (c *cli) checkServe(ctx context.Context, cmd *command, cfg *serveConfig) error {
+	p := &problems{cmd: cmd}
+	if err := checkListenAddr(cfg.Addr); err != nil {
+		p.usagef("addr", "--addr: %v", err)
+	}
+	if err := checkDBURL(cfg.DB); err != nil {
+		p.usagef("db", "--db: %v", err)
+	}
+	if cfg.SMTPAddr != "" && cfg.SMTPFrom == "" {
+		p.usagef("smtp-addr", "--smtp-addr needs --smtp-from")
+	}
+	if cfg.SlackWebhookURL != "" {
+		if _, err := events.CheckURL(cfg.SlackWebhookURL); err != nil {
+			p.usagef("slack-webhook-url", "--slack-webhook-url: %v", models.ErrorMessage(err))
+		}
+	}
 	if cfg.BaseURL != "" {
-		if cfg.BaseURL, err = checkBaseURL(cfg.BaseURL); err != nil {
-			return usagef(cmd.synopsis, "--base-url: %v", err)
+		if clean, err := checkBaseURL(cfg.BaseURL); err != nil {
+			p.usagef("base-url", "--base-url: %v", err)
+		} else {
+			cfg.BaseURL = clean
 		}
 	}
 	if cfg.ExecutionLease <= 0 || cfg.LeaseMargin <= 0 || cfg.LeaseMargin >= cfg.ExecutionLease {
-		return usagef(cmd.synopsis, "--execution-lease and --lease-margin must be positive, the margin shorter than the lease")
+		p.usagef("execution-lease", "--execution-lease and --lease-margin must be positive, the margin shorter than the lease")
 	}
 	if cfg.HeartbeatInterval <= 0 || cfg.InstanceTimeout <= cfg.HeartbeatInterval {
-		return usagef(cmd.synopsis, "--heartbeat-interval must be positive and shorter than --instance-timeout")
+		p.usagef("heartbeat-interval", "--heartbeat-interval must be positive and shorter than --instance-timeout")
 	}
 	if cfg.IdleTimeout <= 0 || cfg.AbsoluteTimeout < cfg.IdleTimeout {
-		return usagef(cmd.synopsis, "--idle-timeout must be positive and no longer than --absolute-timeout")
+		p.usagef("idle-timeout", "--idle-timeout must be positive and no longer than --absolute-timeout")
 	}
 	if cfg.OutboxRetention < 0 || (cfg.OutboxRetention > 0 && cfg.OutboxRetention < time.Hour) {
-		return usagef(cmd.synopsis, "--outbox-retention must be at least 1h (or 0, to keep everything)")
+		p.usagef("outbox-retention", "--outbox-retention must be at least 1h (or 0, to keep everything)")
 	}
 	for _, o := range cfg.Origins.values {
 		if clean, err := checkBaseURL(o); err != nil || strings.Count(clean, "/") != 2 {
-			return usagef(cmd.synopsis, "--origin %q: give scheme://host[:port], without a path", o)
+			p.usagef("origin", "--origin %q: give scheme://host[:port], without a path", o)
+			break
 		}
 	}
 	if err := checkLimits(cfg.Limits); err != nil {
-		return usagef(cmd.synopsis, "%v", err)
+		name := "agent-concurrent-waits"
+		switch {
+		case cfg.Limits.ProposalsPerMinute < 0:
+			name = "agent-proposals-per-minute"
+		case cfg.Limits.OpenProposals < 0:
+			name = "agent-open-proposals"
+		}
+		p.usagef(name, "%v", err)
 	}
+	var err error
 	if cfg.trusted, err = web.ParsePrefixes(cfg.TrustedProxies.values); err != nil {
-		return usagef(cmd.synopsis, "--trusted-proxies: %v", err)
+		p.usagef("trusted-proxies", "--trusted-proxies: %v", err)
 	}
 	if cfg.webhookAllow, err = web.ParsePrefixes(cfg.WebhookAllow.values); err != nil {
-		return usagef(cmd.synopsis, "--webhook-allow: %v", err)
+		p.usagef("webhook-allow", "--webhook-allow: %v", err)
+	}
+	if cfg.MetricsAddr != "" {
+		if err := checkListenAddr(cfg.MetricsAddr); err != nil {
+			p.usagef("metrics-addr", "--metrics-addr: %v", err)
+		}
+	}
+	if cfg.Tools != "" {
+		// app.Open reads it again; the check costs one parse of a small file.
+		if _, err := registry.LoadFile(cfg.Tools); err != nil {
+			p.add("tools", fmt.Errorf("--tools: %w", err))
+		}
+	}
+	if cfg.FIDOMetadata != "" {
+		if _, err := stepup.LoadMetadata(cfg.FIDOMetadata, cfg.FIDOMetadataRoot); err != nil {
+			p.add("fido-mds", fmt.Errorf("--fido-mds: %w", err))
+		}
+	}
+	if cfg.kek, err = c.loadKEK(cfg.KEKFile); err != nil {
+		p.add("kek-file", err)
+	}
+	if cfg.OTLPEndpoint != "" {
+		// Builds the exporter, which checks the URL and connects to nothing.
+		_, stop, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint})
+		if err != nil {
+			p.add("otlp-endpoint", err)
+		} else {
+			_ = stop(ctx)
+		}
+	}
+	if cfg.hashKey, cfg.blockKey, err = cookieKeys(*cfg); err != nil {
+		p.add("cookie-hash-key", err)
 	}
 	if cfg.DefaultTenant == "" && cfg.Demo {
 		cfg.DefaultTenant = "demo"
 	}
-	if c.checkOnly {
-		if _, err := c.loadKEK(cfg.KEKFile); err != nil {
-			return err
-		}
-		if cfg.OTLPEndpoint != "" {
-			// Builds the exporter, which checks the URL and connects to nothing.
-			_, stop, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint})
-			if err != nil {
-				return err
-			}
-			_ = stop(ctx)
-		}
-		_, _, err := cookieKeys(cfg)
-		return err
+	return p.err()
+}
+
+// checkListenAddr accepts what net.Listen("tcp", addr) takes, short of
+// resolving the host: HOST:PORT, the host possibly empty, the port a
+// number (0 for any free port) or a service name.
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT (e.g. 127.0.0.1:8080)", addr)
 	}
-	return c.runServer(ctx, cfg)
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: %q is not a port", addr, port)
+	}
+	return nil
+}
+
+// checkDBURL accepts the database URLs store.Open does: sqlite://PATH (or
+// sqlite:PATH) and postgres:// or postgresql:// URLs. It only parses: the
+// database is neither opened nor created.
+func checkDBURL(db string) error {
+	switch {
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		if _, err := url.Parse(db); err != nil {
+			// Not err itself: it would print the password.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return fmt.Errorf("not a valid URL: %v", err)
+		}
+		return nil
+	case strings.HasPrefix(db, "sqlite:"):
+		if store.SQLitePath(db) == "" {
+			return errors.New("an sqlite URL needs a path, e.g. sqlite://./countersign.db")
+		}
+		return nil
+	}
+	return fmt.Errorf("%q: a database URL starts with sqlite:// or postgres://", redactDB(db))
 }
 
 // cookieKeys decodes the optional cookie keys.
@@ -287,14 +385,6 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 	if base == "" {
 		base = listenURL(ln.Addr())
 	}
-	hashKey, blockKey, err := cookieKeys(cfg)
-	if err != nil {
-		return err
-	}
-	key, err := c.loadKEK(cfg.KEKFile)
-	if err != nil {
-		return err
-	}
 	tp, stopTracing, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, Getenv: c.getenv, ServiceVersion: buildVersion()})
 	if err != nil {
 		return err
@@ -318,8 +408,8 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		Getenv:          c.getenv,
 		Logger:          logger,
 		Secure:          cfg.Secure,
-		CookieHashKey:   hashKey,
-		CookieBlockKey:  blockKey,
+		CookieHashKey:   cfg.hashKey,
+		CookieBlockKey:  cfg.blockKey,
 		IdleTimeout:     cfg.IdleTimeout,
 		AbsoluteTimeout: cfg.AbsoluteTimeout,
 		DefaultTenant:   cfg.DefaultTenant,
@@ -344,7 +434,7 @@ func (c *cli) runServer(ctx context.Context, cfg serveConfig) error {
 		WebhookAllow:    cfg.webhookAllow,
 		OutboxRetention: cfg.OutboxRetention,
 		MetricsToken:    mainServerMetricsToken(cfg),
-		KEK:             key,
+		KEK:             cfg.kek,
 		TracerProvider:  tp,
 	})
 	if err != nil {
