@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -87,13 +89,17 @@ server once it has checked their business state.
 }
 
 func (c *cli) groupList(ctx context.Context, args []string) error {
-	var db, tenant string
-	cmd := newCommand("group list", "countersign group list --tenant T [flags]", `
+	var db, tenant, name string
+	cmd := newCommand("group list", "countersign group list --tenant T [--name GROUP] [flags]", `
 Lists a tenant's reviewer groups, one a line: the name, then its members.
+With --name, only that group (not_found when the tenant has none of that
+name), so that a script can ask who is in one group.
 
-  countersign group list --tenant acme`, c.stdout)
+  countersign group list --tenant acme
+  countersign group list --tenant acme --name finance`, c.stdout)
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
+	cmd.fs.StringVar(&name, "name", "", "list only the group of this `NAME`")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -108,6 +114,13 @@ Lists a tenant's reviewer groups, one a line: the name, then its members.
 		groups, err := st.ListGroups(ctx, a.TenantID)
 		if err != nil {
 			return err
+		}
+		if name != "" {
+			i := slices.IndexFunc(groups, func(g models.ReviewerGroup) bool { return g.Name == name })
+			if i < 0 {
+				return models.Errorf(models.ENotFound, "tenant %s has no group %q", tenant, name)
+			}
+			groups = groups[i : i+1]
 		}
 		for _, g := range groups {
 			names := make([]string, 0, len(g.Members))

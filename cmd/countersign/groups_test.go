@@ -34,6 +34,15 @@ func TestGroupCommands(t *testing.T) {
 	if want := "finance\talice bob\nsecurity\t\n"; got != want {
 		t.Fatalf("list:\n%q\nwant\n%q", got, want)
 	}
+	// The synopsis "group create|list --tenant T [--name GROUP]": list
+	// takes --name too, and then lists that group alone.
+	got = mustExec(t, nil, "", "group", "list", "--tenant", "acme", "--name", "finance", "--db", db).stdout
+	if want := "finance\talice bob\n"; got != want {
+		t.Fatalf("list --name finance:\n%q\nwant\n%q", got, want)
+	}
+	if r := invoke(t, nil, "", "group", "list", "--tenant", "acme", "--name", "legal", "--db", db); !models.IsCode(r.err, models.ENotFound) || r.stdout != "" {
+		t.Fatalf("list --name of no group: %v, stdout %q", r.err, r.stdout)
+	}
 }
 
 // review show counts what a proposal still needs, not the tier's quorum
