@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -404,12 +405,20 @@ var (
 	}
 )
 
+// zoneOffset is the numeric offset ending a zoned date-time, hours and
+// minutes. time.Parse takes an hour of 24 and a minute of 60 there, which
+// RFC 3339 (time-hour 00–23, time-minute 00–59) does not.
+var zoneOffset = regexp.MustCompile(`[+-]([0-9]{2}):?([0-9]{2})$`)
+
 // rfc3339UTC rewrites a zoned date-time as RFC 3339 in UTC. A date-time
 // without a zone is ambiguous: it is never read in some assumed zone.
 func rfc3339UTC(s string) (string, error) {
 	u := strings.ToUpper(strings.TrimSpace(s))
 	for _, l := range zonedLayouts {
 		if tm, err := time.Parse(l, u); err == nil {
+			if m := zoneOffset.FindStringSubmatch(u); m != nil && (m[1] > "23" || m[2] > "59") {
+				return s, &normError{msg: fmt.Sprintf("%q has the offset %s; an RFC 3339 offset runs from 00:00 to 23:59", s, m[0])}
+			}
 			return tm.UTC().Format(time.RFC3339Nano), nil
 		}
 	}
