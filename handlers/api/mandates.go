@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/countersign/countersign/handlers/jsonstrict"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/writes"
 )
@@ -44,15 +44,9 @@ func (h *Handlers) RequestMandate(c echo.Context) error {
 	if err := h.decodeJSON(c, &req); err != nil {
 		return err
 	}
-	var terms models.MandateTerms
-	if err := strictJSON(req.Terms, &terms); err != nil {
-		msg := "must be a JSON object of mandate terms"
-		var de *models.Error
-		if errors.As(err, &de) {
-			msg = de.Message
-		}
-		return &models.Error{Code: models.EInvalidRequest, Message: "field \"terms\" must be a JSON object of mandate terms",
-			Fields: []models.FieldProblem{{Pointer: "/terms", Message: msg}}}
+	terms, err := mandateTerms(req.Terms)
+	if err != nil {
+		return err
 	}
 	p, created, err := h.mandates.RequestMandate(c.Request().Context(), agent,
 		writes.MandateInput{Terms: terms, RequestKey: req.RequestKey, Context: req.Context})
@@ -68,18 +62,34 @@ func (h *Handlers) RequestMandate(c echo.Context) error {
 	return c.JSON(status, newProposalJSON(p, agent, h.clock.Now()))
 }
 
-// Its errors are the API's own (decodeError): never the decoder's text,
-// which names Go types.
-func strictJSON(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || raw[0] != '{' {
-		return models.Errorf(models.EInvalidRequest, "not a JSON object")
+// mandateTerms decodes a request's terms by the rules of the body around
+// them (jsonstrict: a field name in another case, say "TOOL", is refused
+// here as at the top level) and refuses policy_version, which the server
+// sets from the registry. Errors: EInvalidRequest, their pointers under
+// /terms.
+func mandateTerms(raw json.RawMessage) (models.MandateTerms, error) {
+	var terms models.MandateTerms
+	if len(raw) == 0 {
+		return terms, &models.Error{Code: models.EInvalidRequest, Message: "field \"terms\" is required",
+			Fields: []models.FieldProblem{{Pointer: "/terms", Message: "is required"}}}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+	err := jsonstrict.Decode(raw, &terms, "terms object")
+	if err == nil && terms.PolicyVersion != "" {
+		err = &models.Error{Code: models.EInvalidRequest, Message: "policy_version is set by the server from the registry; leave it out",
+			Fields: []models.FieldProblem{{Pointer: "/policy_version", Message: "is set by the server; leave it out"}}}
 	}
-	return nil
+	var me *models.Error
+	if !errors.As(err, &me) {
+		return terms, err
+	}
+	out := &models.Error{Code: models.EInvalidRequest, Message: "the mandate's terms are not valid: " + me.Message, Err: err}
+	for _, f := range me.Fields {
+		out.Fields = append(out.Fields, models.FieldProblem{Pointer: "/terms" + f.Pointer, Message: f.Message})
+	}
+	if len(out.Fields) == 0 {
+		out.Fields = []models.FieldProblem{{Pointer: "/terms", Message: me.Message}}
+	}
+	return terms, out
 }
 
 // mandateJSON is a mandate as agents see it, with its live usage.

@@ -1,4 +1,4 @@
-package api
+package jsonstrict
 
 import (
 	"math/rand/v2"
@@ -46,11 +46,11 @@ func TestPlainStructureOnlyWhereTheWalkAgrees(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if err := checkStructure([]byte(body)); err != nil {
+		if err := checkStructure([]byte(body), "request body"); err != nil {
 			t.Errorf("%q passed as plain, but the walk says: %v", body, err)
 			continue
 		}
-		want, err := topLevelNames([]byte(body))
+		want, err := topLevelNames([]byte(body), "request body")
 		slices.Sort(top)
 		slices.Sort(want)
 		if err != nil || !slices.Equal(top, want) {

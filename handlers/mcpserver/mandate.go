@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/countersign/countersign/handlers/jsonstrict"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/writes"
 )
@@ -23,6 +24,8 @@ var mandateSchema = json.RawMessage(`{
   "type": "object",
   "properties": {
     "tool": {"type": "string", "description": "The registry tool the mandate covers."},
+    "agents": {"type": ["array", "null"], "items": {"type": "string"},
+      "description": "The ids of the agents covered: only your own may be named; null for yourself."},
     "tiers": {"type": ["array", "null"], "items": {"type": "string"},
       "description": "The strictest risk tier covered first (less strict ones come with it); null for every tier."},
     "resource_pattern": {"type": "string", "description": "RE2 pattern the whole resource id must match, or \"\"."},
@@ -38,7 +41,7 @@ var mandateSchema = json.RawMessage(`{
     "expires_at": {"type": "string", "format": "date-time"},
     "reason": {"type": "string", "description": "Why the mandate is needed; reviewers read it."}
   },
-  "required": ["tool", "tiers", "resource_pattern", "resources", "money", "enums", "patterns", "max_uses", "expires_at", "reason"],
+  "required": ["tool", "agents", "tiers", "resource_pattern", "resources", "money", "enums", "patterns", "max_uses", "expires_at", "reason"],
   "additionalProperties": false
 }`)
 
@@ -73,12 +76,11 @@ func (h *Handler) requestMandate(ctx context.Context, req *mcp.CallToolRequest) 
 		// the mandate request the first round created, never a new one.
 		return h.afterInput(ctx, req, agent, models.KindMandate, "")
 	}
-	var terms models.MandateTerms
-	if err := decodeArgs(req, &terms); err != nil {
+	terms, err := mandateTerms(req)
+	if err != nil {
 		return h.toolError(ctx, err)
 	}
 	in := writes.MandateInput{Terms: terms}
-	var err error
 	if in.RequestKey, in.Context, err = metaKeys(req); err != nil {
 		return h.toolError(ctx, err)
 	}
@@ -90,4 +92,21 @@ func (h *Handler) requestMandate(ctx context.Context, req *mcp.CallToolRequest) 
 		return res, nil
 	}
 	return h.proposalResult(p), nil
+}
+
+// mandateTerms decodes request_mandate's arguments, the terms, as POST
+// /api/v1/mandates decodes its "terms" (jsonstrict), and answers as it
+// does: invalid_request for terms that cannot be read, unknown ones
+// included, each with its pointer. policy_version is the server's to set
+// from the registry, and is refused.
+func mandateTerms(req *mcp.CallToolRequest) (models.MandateTerms, error) {
+	var terms models.MandateTerms
+	if err := jsonstrict.Decode(arguments(req), &terms, "arguments object"); err != nil {
+		return terms, err
+	}
+	if terms.PolicyVersion != "" {
+		return terms, &models.Error{Code: models.EInvalidRequest, Message: "policy_version is set by the server from the registry; leave it out",
+			Fields: []models.FieldProblem{{Pointer: "/policy_version", Message: "is set by the server; leave it out"}}}
+	}
+	return terms, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/countersign/countersign/handlers/jsonerr"
+	"github.com/countersign/countersign/handlers/jsonstrict"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/registry"
 	"github.com/countersign/countersign/models/writes"
@@ -180,11 +180,7 @@ func (h *Handler) requestTool(t *registry.Tool) mcp.ToolHandler {
 			// the proposal the first round created, never a new one.
 			return h.afterInput(ctx, req, agent, "", t.Name)
 		}
-		args := bytes.TrimSpace(req.Params.Arguments)
-		if len(args) == 0 || string(args) == "null" {
-			args = []byte("{}")
-		}
-		in := writes.ProposeInput{Tool: t.Name, Arguments: args}
+		in := writes.ProposeInput{Tool: t.Name, Arguments: arguments(req)}
 		var err error
 		if in.RequestKey, in.Context, err = metaKeys(req); err != nil {
 			return h.toolError(ctx, err)
@@ -330,33 +326,29 @@ func (h *Handler) waitOwn(ctx context.Context, agent models.Agent, p *models.Pro
 	return next, nil
 }
 
-// decodeArgs decodes a call's arguments strictly: unknown fields are a
-// schema violation naming their pointer.
+// decodeArgs decodes a built-in tool's arguments by the rules the API
+// decodes request bodies by (jsonstrict): a value that does not fit the
+// tool's input schema (an unknown or misspelled parameter, a wrong type, a
+// fraction for an integer) is a schema violation naming its pointer; a
+// document that is not well-formed (a key named twice) is invalid_request,
+// as the API answers it.
 func decodeArgs(req *mcp.CallToolRequest, v any) error {
+	err := jsonstrict.Decode(arguments(req), v, "arguments object")
+	var me *models.Error
+	if !errors.As(err, &me) {
+		return err
+	}
+	if jsonstrict.IsFieldError(err) {
+		return &models.Error{Code: models.ESchemaViolation, Message: me.Message, Fields: me.Fields, Err: err}
+	}
+	return me
+}
+
+// arguments are a call's arguments, {} when absent or null.
+func arguments(req *mcp.CallToolRequest) []byte {
 	args := bytes.TrimSpace(req.Params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
-		args = []byte("{}")
+		return []byte("{}")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(args, &fields); err != nil {
-		return &models.Error{Code: models.ESchemaViolation, Message: "arguments must be a JSON object",
-			Fields: []models.FieldProblem{{Pointer: "", Message: "must be an object"}}}
-	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		// Never the decoder's own text: it names Go types and fields.
-		msg := "does not match the tool's schema"
-		ptr := ""
-		if name, ok := jsonerr.UnknownField(err); ok {
-			ptr = "/" + name
-			msg = "is not a parameter of this tool"
-		} else if field, _, want, ok := jsonerr.WrongType(err); ok {
-			ptr = "/" + strings.ReplaceAll(field, ".", "/")
-			msg = "must be " + want
-		}
-		return &models.Error{Code: models.ESchemaViolation, Message: "the arguments break the tool's schema",
-			Fields: []models.FieldProblem{{Pointer: ptr, Message: msg}}}
-	}
-	return nil
+	return args
 }

@@ -29,7 +29,7 @@ func TestMCPRequestMandate(t *testing.T) {
 	if res.IsError || m.Kind != models.KindMandate || m.Status != models.StatusAwaitingConfirmation {
 		t.Fatalf("request_mandate: %s", text(res))
 	}
-	if code := toolErrorCode(t, a.call(mcpserver.MandateToolName, map[string]any{"tool": "refund_order", "bogus": 1}, nil)); code != models.ESchemaViolation {
+	if code := toolErrorCode(t, a.call(mcpserver.MandateToolName, map[string]any{"tool": "refund_order", "bogus": 1}, nil)); code != models.EInvalidRequest {
 		t.Errorf("unknown term: %s", code)
 	}
 	c.approve(m.ProposalID)
