@@ -14,7 +14,7 @@ import (
 )
 
 // decodeJSON reads the request body into dst strictly: the content type must
-// be application/json (UTF-8), the body at most
+// be application/json (UTF-8) with no content encoding, the body at most
 // h.maxBody bytes; what it holds is decoded by jsonstrict, the rules the
 // MCP server's tool arguments follow too (one JSON object of valid UTF-8,
 // no duplicate key at any depth, field names spelled exactly, no unknown
@@ -26,6 +26,9 @@ import (
 func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 	req := c.Request()
 	if err := checkContentType(req.Header.Get(echo.HeaderContentType)); err != nil {
+		return err
+	}
+	if err := checkContentEncoding(req.Header.Values("Content-Encoding")); err != nil {
 		return err
 	}
 	if req.ContentLength > h.maxBody {
@@ -43,6 +46,22 @@ func (h *Handlers) decodeJSON(c echo.Context, dst any) error {
 		return h.tooLarge()
 	}
 	return jsonstrict.Decode(body, dst, "request body")
+}
+
+// checkContentEncoding refuses a compressed body: the server does not
+// inflate one, and read as JSON its bytes would only be reported as
+// invalid UTF-8, which does not say what to change. The status stays 400
+// (invalid_request), since every code answers with one status.
+func checkContentEncoding(values []string) error {
+	for _, v := range values {
+		for _, enc := range strings.Split(v, ",") {
+			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+				return models.Errorf(models.EInvalidRequest,
+					"Content-Encoding %q is not supported: send the JSON body uncompressed, without a Content-Encoding header", enc)
+			}
+		}
+	}
+	return nil
 }
 
 func (h *Handlers) tooLarge() error {
