@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/internal/secret"
+	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
 
@@ -66,8 +67,9 @@ const restoreAbout = `
 Replaces an SQLite database with a backup made by "countersign backup".
 The backup is checked first (integrity and schema); the copy is written
 beside the target and renamed over it, so the target is never half-written.
-Stop every server using the target first. A target that exists and is not
-empty is kept unless --force is given.
+Stop every server using the target first: a target another process has open
+is refused, even with --force. A target that exists and is not empty is
+kept unless --force is given.
 
 For PostgreSQL, use pg_restore (see "countersign backup -h").`
 
@@ -99,6 +101,13 @@ func (c *cli) restore(ctx context.Context, args []string) error {
 	}
 	if fi, err := os.Stat(target); err == nil && fi.Size() > 0 && !force {
 		return fmt.Errorf("refusing to restore: %s exists and is not empty; stop the servers using it and give --force to replace it", target)
+	}
+	if used, err := store.SQLiteInUse(target); err != nil {
+		return err
+	} else if used {
+		// Renamed over, the file a server has open would live on under it:
+		// the server would go on writing to the old database, and lose it.
+		return models.Errorf(models.EInvalidState, "refusing to restore: another process (a server?) has %s open; stop it first, --force or not", target)
 	}
 	suffix, err := secret.RandomToken(6)
 	if err != nil {
