@@ -113,6 +113,7 @@ func Check(t testing.TB, req *http.Request, status int, header http.Header, body
 	}
 	reqIn := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
 		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	checkRequest(t, what, reqIn, status, body)
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: reqIn,
 		Status:                 status,
@@ -123,6 +124,52 @@ func Check(t testing.TB, req *http.Request, status int, header http.Header, body
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Errorf("openapi: %s answered %d outside the document: %v\nbody: %s", what, status, err, truncate(body))
 	}
+}
+
+// checkRequest holds the request to the document too, where the answer
+// says what the server made of it: a request the server accepted (2xx)
+// must be one the document allows, or the document forbids what clients
+// may send; and a GET the server refused as invalid_request must break a
+// rule the document states for its parameters, or the document hides a
+// rule clients must keep. (A body can be refused for what no schema says,
+// such as malformed JSON; a GET has only its parameters.)
+func checkRequest(t testing.TB, what string, in *openapi3filter.RequestValidationInput, status int, body []byte) {
+	t.Helper()
+	req := in.Request
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			in.Options.ExcludeRequestBody = true // sent and gone: only the parameters can be checked
+		} else {
+			rc, err := req.GetBody()
+			if err != nil {
+				t.Errorf("openapi: %s: re-reading the request body: %v", what, err)
+				return
+			}
+			clone := req.Clone(req.Context())
+			clone.Body = rc
+			in.Request = clone
+			defer func() { in.Request = req }()
+		}
+	}
+	in.Options.SkipSettingDefaults = true // the request is the caller's: leave it as sent
+	err := openapi3filter.ValidateRequest(context.Background(), in)
+	switch {
+	case status >= 200 && status < 300 && err != nil:
+		t.Errorf("openapi: %s answered %d to a request the document does not allow: %v", what, status, err)
+	case status == http.StatusBadRequest && req.Method == http.MethodGet && err == nil && errorCode(body) == "invalid_request":
+		t.Errorf("openapi: %s answered 400 invalid_request to parameters the document allows: %s", what, truncate(body))
+	}
+}
+
+// errorCode is the code of an error envelope, or "".
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return e.Error.Code
 }
 
 // Transport wraps next (http.DefaultTransport when nil) so that every
@@ -150,6 +197,18 @@ type roundTripper struct {
 }
 
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil && Covered(req.URL.Path) {
+		// Keep the body to check the request by, on a copy: a
+		// RoundTripper must not change its caller's request.
+		sent, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(sent))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(sent)), nil }
+	}
 	res, err := rt.next.RoundTrip(req)
 	if err != nil || !Covered(req.URL.Path) {
 		return res, err
