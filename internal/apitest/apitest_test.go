@@ -65,6 +65,7 @@ func TestCheckRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"page the document refuses, refused", httptest.NewRequest("GET", "/api/v1/audit?limit=5000", nil), 400, badLimit, true, ""},
 		{"page the document allows, refused", httptest.NewRequest("GET", "/api/v1/audit?limit=10", nil), 400, badLimit, false, "to parameters the document allows"},
 		{"body the document refuses, accepted", bodyRequest("POST", "/api/v1/webhooks", `{"url":42}`), 201, `{}`, false, "a request the document does not allow"},
+		{"OPTIONS of a documented route", httptest.NewRequest("OPTIONS", "/api/v1/proposals", nil), 204, ``, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &recorder{TB: t}

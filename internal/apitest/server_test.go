@@ -106,6 +106,19 @@ func TestDocumentDescribesTheServer(t *testing.T) {
 	}
 }
 
+// OPTIONS is answered by the router on every route, 204 with Allow and
+// without a key; the document says so for every path it lists.
+func TestOptionsIsDocumented(t *testing.T) {
+	base, _, _ := demoServer(t)
+	doc := apitest.Document(t)
+	for path := range doc.Paths.Map() {
+		concrete := strings.ReplaceAll(path, "{id}", "x_1")
+		if got := call(t, http.MethodOptions, base+concrete, "", ""); got != http.StatusNoContent {
+			t.Errorf("OPTIONS %s: %d, want 204", concrete, got)
+		}
+	}
+}
+
 func proposal(extra string, amount int) string {
 	return `{"tool":"refund_order","arguments":{"order_id":"ord_1001","amount_minor":` + strconv.Itoa(amount) +
 		`,"currency":"CNY","reason":"apitest"},` + extra + `}`
