@@ -46,7 +46,8 @@ Usage:
   countersign agent limits --tenant T --agent A [--open-proposals N] ...
                                      show or set per-agent limits for a
                                      tenant's agents or one agent
-  countersign group create|list --tenant T [--name GROUP]
+  countersign group create --tenant T --name GROUP
+  countersign group list --tenant T [--name GROUP]
   countersign group add|remove --tenant T --group GROUP --user USER
                                      manage reviewer groups that risk tiers
                                      require approvers from
