@@ -34,8 +34,7 @@ func TestGroupCommands(t *testing.T) {
 	if want := "finance\talice bob\nsecurity\t\n"; got != want {
 		t.Fatalf("list:\n%q\nwant\n%q", got, want)
 	}
-	// The synopsis "group create|list --tenant T [--name GROUP]": list
-	// takes --name too, and then lists that group alone.
+	// "group list --tenant T [--name GROUP]": with --name, that group alone.
 	got = mustExec(t, nil, "", "group", "list", "--tenant", "acme", "--name", "finance", "--db", db).stdout
 	if want := "finance\talice bob\n"; got != want {
 		t.Fatalf("list --name finance:\n%q\nwant\n%q", got, want)
