@@ -1,12 +1,17 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/countersign/countersign/models/auth"
+	"github.com/countersign/countersign/models/writes"
 )
 
 // overflowJS names, in one string, what of the page lies outside the
@@ -68,6 +73,67 @@ func TestBrowserLongValuesStayInView(t *testing.T) {
 				`[data-testid=batch-id]`, `[data-testid=effect]`, `[data-testid=change] td`); got != "" {
 				j.shot("long-" + strings.ReplaceAll(name, " ", "-") + "-" + s.name + ".png")
 				t.Errorf("%s at %s px: out of view: %s", name, s.name, got)
+			}
+		}
+	}
+}
+
+// TestBrowserAdminPagesFitAPhone: at 360 px no page with a table of people,
+// agents, mandates or webhooks scrolls sideways — reviewers, agents, the
+// mandates page with a granted mandate, the webhooks page with an endpoint
+// and a delivery. A table wider than the screen scrolls within its own box
+// (a visually hidden column header included), never the page; at 1366 px
+// nothing scrolls either.
+func TestBrowserAdminPagesFitAPhone(t *testing.T) {
+	t.Parallel()
+	d := startDemo(t, allowLoopbackHooks)
+	j := newJourney(t)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	term := d.terminal(t)
+	alice := terminalUser(t, term, d.creds.Reviewer)
+	hook := newHookReceiver(t)
+
+	expires := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	res, body := agent.do("POST", "/api/v1/mandates", fmt.Sprintf(`{"terms":{"tool":"refund_order","tiers":["low"],
+		"resource_pattern":"ord_1[0-9]{3}","money":{"field":"amount_minor","currency":"CNY","per_call_cap":1000,"budget":5000},
+		"max_uses":10,"expires_at":%q,"reason":"sale refunds"}}`, expires), nil)
+	if res.StatusCode != 201 {
+		t.Fatalf("request mandate: %d %s", res.StatusCode, body)
+	}
+	var mp struct{ ID string }
+	json.Unmarshal(body, &mp)
+	if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: alice, ProposalID: mp.ID,
+		DigestSeen: mustDigest(t, term, alice, mp.ID), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+
+	j.signIn(d.base, d.creds.Admin, d.creds.AdminPassword)
+	j.step("add a webhook endpoint", chromedp.Navigate(d.base+"/admin/webhooks"),
+		chromedp.SendKeys(chromedp.CSS(`#webhook-url`), hook.URL+"/countersign/webhooks/a-rather-long-path"),
+		chromedp.Click(chromedp.CSS(`[data-testid=webhook-create] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=webhook-secret]`)))
+	agent.propose(`{"tool":"refund_order","arguments":{"order_id":"ord_2001","amount_minor":50000,"currency":"CNY","reason":"Damaged"}}`)
+
+	pages := []struct{ name, path, ready string }{
+		{"admin-reviewers", "/admin/reviewers", `[data-testid=reviewer-row]`},
+		{"admin-agents", "/admin/agents", `[data-testid=agent-row]`},
+		{"mandates", "/mandates", `[data-testid=mandate-row]`},
+		{"webhooks", "/admin/webhooks", `[data-testid=webhook-row]`},
+	}
+	for _, s := range screens {
+		for _, pg := range pages {
+			j.step(pg.name+" at "+s.name, chromedp.EmulateViewport(s.width, s.height),
+				chromedp.Navigate(d.base+pg.path), chromedp.WaitVisible(chromedp.CSS(pg.ready)))
+			if pg.name == "webhooks" {
+				j.within(10*time.Second, "a delivery is listed", `document.querySelector('[data-testid=delivery-row]')`)
+			}
+			got := j.outOfView(`.table-wrap`)
+			if w := j.eval(`String(document.documentElement.scrollWidth)`); w != fmt.Sprint(s.width) && got == "" {
+				got = "page " + w + " px wide"
+			}
+			j.shot(pg.name + "-" + s.name + ".png")
+			if got != "" {
+				t.Errorf("%s at %s px: %s", pg.name, s.name, got)
 			}
 		}
 	}
