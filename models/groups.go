@@ -197,3 +197,31 @@ func CheckFactors(fs []Factor) error {
 	}
 	return nil
 }
+
+// NoStricterThan reports whether tier t asks for nothing more than tier u:
+// no security key where u needs none, no more approvers, no group
+// requirement that u does not make at least as large, and no ban on
+// self-approval that u does not have. A standing mandate granted under u
+// may confirm a write of t only if this holds; the order of a tool's risk
+// rules (the first that matches decides) says nothing about it.
+func (t Tier) NoStricterThan(u Tier) bool {
+	if t.Confirmation == ConfirmWebAuthn && u.Confirmation != ConfirmWebAuthn {
+		return false
+	}
+	if t.Quorum > u.Quorum || t.Approvers() > u.Approvers() {
+		return false
+	}
+	if !t.AllowSelfApproval && u.AllowSelfApproval {
+		return false
+	}
+	for _, f := range t.Require {
+		ok := false
+		for _, g := range u.Require {
+			ok = ok || (g.Group == f.Group && g.Count >= f.Count)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -79,13 +79,53 @@ type MandateMoney struct {
 
 // MandateTool is what terms are checked against: the tool's top-level
 // argument names, its money fields (display kind money, with the field
-// naming their currency) and its tiers, strictest first.
+// naming their currency) and its tiers, in the order of its risk rules
+// (which says nothing of their strictness: NoStricterThan does).
 type MandateTool struct {
 	Name          string
 	PolicyVersion string
 	Properties    []string
 	Money         map[string]string // amount field → currency field
-	Tiers         []string
+	Tiers         []Tier
+}
+
+// tier returns the tool's tier of that name.
+func (t MandateTool) tier(name string) (Tier, bool) {
+	for _, x := range t.Tiers {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Tier{}, false
+}
+
+// covered is what terms naming tier top cover: top and every tier of the
+// tool strictly less strict than it, top first. A tier as strict as top
+// in every respect but another is a category of its own (scheduled
+// refunds beside immediate ones) and is named on its own.
+func (t MandateTool) covered(top Tier) []string {
+	out := []string{top.Name}
+	for _, x := range t.Tiers {
+		if x.Name != top.Name && x.NoStricterThan(top) && !top.NoStricterThan(x) {
+			out = append(out, x.Name)
+		}
+	}
+	return out
+}
+
+// strictest returns the tool's tier that is at least as strict as every
+// other, if one is.
+func (t MandateTool) strictest() (Tier, bool) {
+	for _, x := range t.Tiers {
+		all := true
+		for _, y := range t.Tiers {
+			all = all && y.NoStricterThan(x)
+		}
+		if all {
+			return x, true
+		}
+	}
+	return Tier{}, false
 }
 
 var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
@@ -114,15 +154,22 @@ func (t *MandateTerms) Check(tool MandateTool, now time.Time) error {
 	if !t.ExpiresAt.After(now) || t.ExpiresAt.Sub(now) > MaxMandateDuration {
 		bad("/expires_at", "must be in the future and at most %d days ahead", int(MaxMandateDuration.Hours()/24))
 	}
-	// Tiers: the strictest covered tier and every less strict one.
+	// Tiers: the strictest covered tier and every less strict one, by
+	// what each requires (NoStricterThan), never by the order of the
+	// tool's rules; by default the tier that is at least as strict as all.
 	if len(t.Tiers) == 0 {
-		t.Tiers = []string{tool.Tiers[0]}
+		if top, ok := tool.strictest(); ok {
+			t.Tiers = []string{top.Name}
+		} else {
+			bad("/tiers", "no tier of tool %s is at least as strict as all the others: name the strictest tier to cover", tool.Name)
+		}
 	}
-	top := slices.Index(tool.Tiers, t.Tiers[0])
-	if top < 0 {
-		bad("/tiers", "tool %s has no tier %q", tool.Name, t.Tiers[0])
-	} else {
-		t.Tiers = slices.Clone(tool.Tiers[top:])
+	if len(t.Tiers) > 0 {
+		if top, ok := tool.tier(t.Tiers[0]); !ok {
+			bad("/tiers", "tool %s has no tier %q", tool.Name, t.Tiers[0])
+		} else {
+			t.Tiers = tool.covered(top)
+		}
 	}
 	if t.ResourcePattern != "" && len(t.Resources) > 0 {
 		bad("/resources", "give a resource pattern or a resource set, not both")

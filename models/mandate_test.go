@@ -9,7 +9,9 @@ import (
 )
 
 var refundTool = models.MandateTool{Name: "refund_order", PolicyVersion: "refund-1", Properties: []string{"order_id", "amount_minor", "currency", "reason"},
-	Money: map[string]string{"amount_minor": "currency"}, Tiers: []string{"quorum", "high", "low"}}
+	Money: map[string]string{"amount_minor": "currency"}, Tiers: []models.Tier{
+		{Name: "quorum", Confirmation: models.ConfirmWebAuthn, Quorum: 2}, {Name: "high", Confirmation: models.ConfirmWebAuthn, Quorum: 1},
+		{Name: "low", Confirmation: models.ConfirmClick, Quorum: 1}}}
 
 var t0 = time.Date(2026, 9, 1, 6, 20, 0, 0, time.UTC)
 
@@ -165,5 +167,52 @@ func TestMandatePreviewNamesToolAndAgents(t *testing.T) {
 	}
 	if got := string(shown["agents"].Value); got != `["agt_a","agt_b"]` {
 		t.Errorf("agents stored as %s", got)
+	}
+}
+
+// Which tiers terms cover follows what each tier asks for, not the order
+// of the tool's risk rules: a tool listing its lenient tier first covers
+// nothing stricter under it, and terms with no tiers take the one tier at
+// least as strict as every other, or are refused when there is none.
+func TestMandateTiersFollowStrictness(t *testing.T) {
+	click := models.Tier{Name: "small", Confirmation: models.ConfirmClick, Quorum: 1}
+	key := models.Tier{Name: "big", Confirmation: models.ConfirmWebAuthn, Quorum: 2}
+	finance := models.Tier{Name: "finance", Confirmation: models.ConfirmClick, Quorum: 1,
+		Require: []models.Factor{{Group: "finance", Count: 1}}}
+	tool := refundTool
+	tool.Tiers = []models.Tier{click, key}
+	covered := func(tiers ...string) ([]string, error) {
+		x := terms()
+		x.Tiers = tiers
+		err := x.Check(tool, t0)
+		return x.Tiers, err
+	}
+	if got, err := covered("small"); err != nil || len(got) != 1 || got[0] != "small" {
+		t.Errorf("small: %v %v", got, err)
+	}
+	if got, err := covered("big"); err != nil || len(got) != 2 || got[0] != "big" || got[1] != "small" {
+		t.Errorf("big: %v %v", got, err)
+	}
+	if got, err := covered(); err != nil || len(got) != 2 || got[0] != "big" {
+		t.Errorf("by default: %v %v", got, err)
+	}
+	tool.Tiers = []models.Tier{click, key, finance}
+	if _, err := covered(); !models.IsCode(err, models.EInvalidRequest) {
+		t.Errorf("no tier at least as strict as all: %v", err)
+	}
+	if got, err := covered("finance"); err != nil || len(got) != 2 || got[1] != "small" {
+		t.Errorf("finance: %v %v", got, err)
+	}
+	for _, c := range []struct {
+		a, b models.Tier
+		want bool
+	}{
+		{click, key, true}, {key, click, false}, {finance, click, false}, {click, finance, true},
+		{finance, key, false}, {key, finance, false},
+		{models.Tier{Confirmation: models.ConfirmClick, Quorum: 1}, models.Tier{Confirmation: models.ConfirmClick, Quorum: 1, AllowSelfApproval: true}, false},
+	} {
+		if got := c.a.NoStricterThan(c.b); got != c.want {
+			t.Errorf("%+v no stricter than %+v = %v", c.a, c.b, got)
+		}
 	}
 }

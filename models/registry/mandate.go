@@ -4,8 +4,9 @@ import "github.com/countersign/countersign/models"
 
 // MandateTool describes the tool for checking a standing mandate's terms:
 // its top-level arguments, its money fields (display kind money) with the
-// field naming their currency, and its risk tiers strictest first (the
-// order of its risk rules, a tier named once).
+// field naming their currency, and its risk tiers in the order of its risk
+// rules, each once (their strictness is what each requires:
+// models.Tier.NoStricterThan).
 func (t *Tool) MandateTool() models.MandateTool {
 	mt := models.MandateTool{Name: t.Name, PolicyVersion: t.PolicyVersion, Properties: append([]string(nil), t.order...), Money: map[string]string{}}
 	for f, d := range t.display {
@@ -15,11 +16,11 @@ func (t *Tool) MandateTool() models.MandateTool {
 	}
 	for _, r := range t.risk {
 		seen := false
-		for _, n := range mt.Tiers {
-			seen = seen || n == r.tier.Name
+		for _, x := range mt.Tiers {
+			seen = seen || x.Name == r.tier.Name
 		}
 		if !seen {
-			mt.Tiers = append(mt.Tiers, r.tier.Name)
+			mt.Tiers = append(mt.Tiers, r.tier)
 		}
 	}
 	return mt

@@ -138,6 +138,9 @@ func (s *Service) applyMandates(ctx context.Context, agent models.Agent, p *mode
 			continue
 		}
 		amount, reason := m.Fit(p, now)
+		if reason == "" && !s.grantCovers(m, p) {
+			reason = models.MandateTierAbove
+		}
 		if reason == "" {
 			out, err := s.store.ConfirmByMandate(ctx, p.TenantID, p.ID, m.ID, amount, now, func(q *models.Proposal) (models.Token, error) {
 				return s.issue(ctx, q, now)
@@ -170,6 +173,19 @@ func (s *Service) applyMandates(ctx context.Context, agent models.Agent, p *mode
 	}
 	p.MandateNote = note
 	return p
+}
+
+// grantCovers reports whether the tier mandate m was granted under (the
+// first its terms name) asks for at least what p's tier asks for: a
+// mandate whose terms list a stricter tier, as terms checked before tiers
+// were compared by what they require could, confirms none of its writes.
+func (s *Service) grantCovers(m models.Mandate, p *models.Proposal) bool {
+	tool, ok := s.reg.Tool(p.Tool)
+	if !ok || len(m.Terms.Tiers) == 0 {
+		return false
+	}
+	grant, ok := tool.TierNamed(m.Terms.Tiers[0])
+	return ok && p.Tier.NoStricterThan(grant)
 }
 
 // Mandates returns the tenant's mandates, newest first, with their

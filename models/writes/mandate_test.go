@@ -496,3 +496,86 @@ func TestMandateNoteComesFromTheNearestMandate(t *testing.T) {
 		}
 	})
 }
+
+// A tool whose risk rules read in the natural first-match order — the
+// lenient tier for small amounts first, the strict catch-all last — must
+// not let a mandate granted with one click confirm its strict writes: the
+// tiers a mandate covers are the named one and those that ask for no more
+// (a security key, approvers, groups), whatever the order of the rules.
+// A mandate whose stored terms list a stricter tier after the one it was
+// granted under (as terms could before tiers were compared) confirms none
+// of those writes either.
+func TestMandateCoversNoStricterTierThanItWasGrantedUnder(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, e *env) {
+		demoRisk := `    risk:
+      - tier: quorum
+        when: amount_minor > 200000
+        confirmation: webauthn
+        quorum: 2
+        ttl: 600s
+      - tier: high
+        when: amount_minor > 20000
+        confirmation: webauthn
+        ttl: 120s
+      - tier: low
+        confirmation: click
+        ttl: 300s`
+		firstMatch := `    risk:
+      - tier: low
+        when: amount_minor <= 1000
+        confirmation: click
+        ttl: 300s
+      - tier: quorum
+        confirmation: webauthn
+        quorum: 2
+        ttl: 600s`
+		doc := string(registry.DemoYAML())
+		if !strings.Contains(doc, demoRisk) {
+			t.Fatal("the demo registry's refund rules moved; update the test")
+		}
+		reg, err := registry.Parse([]byte(strings.Replace(doc, demoRisk, firstMatch, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.svc = e.newService(reg)
+
+		terms := lowRefunds(e, 100000, 500000, 10)
+		terms.Tiers = []string{"low"}
+		p, _, err := e.svc.RequestMandate(e.ctx, e.agent, writes.MandateInput{Terms: terms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Tier.Confirmation != models.ConfirmClick || !strings.Contains(string(p.Arguments), `"tiers":["low"]`) {
+			t.Fatalf("a mandate for low: tier %+v, terms %s", p.Tier, p.Arguments)
+		}
+		m := e.grant(terms, e.alice)
+		if got := e.propose("ord_1001", 5000); got.Status != models.StatusAwaitingConfirmation || got.MandateNote != models.MandateTierAbove {
+			t.Fatalf("a quorum-tier refund under a one-click mandate: %s, note %q", got.Status, got.MandateNote)
+		}
+		if got := e.propose("ord_1002", 500); got.Status != models.StatusConfirmed || got.MandateID != m.ID {
+			t.Fatalf("a low refund: %s, note %q", got.Status, got.MandateNote)
+		}
+
+		// Terms by default cover the tier that asks for the most, and the
+		// grant takes its rules: a security key from two approvers.
+		all := lowRefunds(e, 100000, 500000, 10)
+		all.Tiers = nil
+		q, _, err := e.svc.RequestMandate(e.ctx, e.agent, writes.MandateInput{Terms: all, RequestKey: "mandate-all"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Tier.Name != "quorum" || q.Tier.Confirmation != models.ConfirmWebAuthn || q.Tier.Approvers() != 2 {
+			t.Fatalf("a mandate for every tier is granted under %+v", q.Tier)
+		}
+
+		// Stored terms listing the strict tier after the granted one.
+		e.tamper(`UPDATE mandates SET terms = REPLACE(terms, '"tiers":["low"]', '"tiers":["low","quorum"]') WHERE id = ?`, m.ID)
+		if got := e.mandate(m.ID); len(got.Terms.Tiers) != 2 {
+			t.Fatalf("terms after the edit: %+v", got.Terms.Tiers)
+		}
+		if got := e.propose("ord_1003", 5000); got.Status != models.StatusAwaitingConfirmation || got.MandateNote != models.MandateTierAbove {
+			t.Fatalf("a quorum-tier refund under terms listing quorum after low: %s, note %q", got.Status, got.MandateNote)
+		}
+	})
+}
