@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/views/admin"
+	"github.com/countersign/countersign/views/layout"
 	"github.com/countersign/countersign/web/session"
 )
 
@@ -92,7 +93,9 @@ func (h *AdminHandlers) setDisabled(c echo.Context, disabled bool) error {
 
 // ResetPassword handles POST /admin/reviewers/{id}/password: a new
 // generated password, shown once; the old one stops working and the user's
-// sessions end.
+// sessions end. An administrator resetting their own password ends their
+// own session with it, so the page is shown signed out and leads to the
+// sign-in page rather than offering links that would land there anyway.
 func (h *AdminHandlers) ResetPassword(c echo.Context) error {
 	s, err := h.admin(c)
 	if err != nil {
@@ -102,6 +105,11 @@ func (h *AdminHandlers) ResetPassword(c echo.Context) error {
 	u, pw, err := h.svc.ResetPassword(c.Request().Context(), s.User, c.Param("id"))
 	if err != nil {
 		return err
+	}
+	if u.ID == s.User.ID {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return render(c, http.StatusOK, admin.Password(admin.PasswordPage{
+			Layout: layout.Page{Title: "Your new password", Assets: h.assets}, UserName: u.Name, Password: pw, Own: true}))
 	}
 	return h.passwordPage(c, s, u, pw, false)
 }
