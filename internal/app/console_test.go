@@ -732,6 +732,10 @@ func TestCSRF(t *testing.T) {
 		// A request the browser marks as cross-site is refused.
 		p = b.post(tc.path, url.Values{"csrf_token": {b.csrf}}, "Sec-Fetch-Site", "cross-site")
 		wantStatus(t, "cross-site "+tc.path, p, http.StatusForbidden)
+		// The right token in the query string, where logs and the history
+		// keep it, is not taken.
+		p = b.post(tc.path+"?csrf_token="+url.QueryEscape(b.csrf), tc.form)
+		wantStatus(t, "token in the query on "+tc.path, p, http.StatusForbidden)
 	}
 
 	// Nothing changed: still signed in, one agent, active; no new users;

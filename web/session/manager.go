@@ -419,7 +419,9 @@ func requestToken(c echo.Context) string {
 	if t := c.Request().Header.Get(CSRFHeader); t != "" {
 		return t
 	}
-	return c.FormValue(CSRFField)
+	// The form body only: a token in the query string would end up in
+	// access logs, proxies and the browser's history.
+	return c.Request().PostFormValue(CSRFField)
 }
 
 func tokenMatches(got, want string) bool {
