@@ -154,7 +154,7 @@ func (h *Pages) historyItem(ctx context.Context, p *models.Proposal, viewer mode
 		Target:       visible.Reveal(target(p), visible.Strict).Shown,
 		Summary:      visible.Reveal(h.summary(p).Line, visible.Strict).Shown,
 		Result:       visible.Reveal(h.resultText(p), visible.FreeText).Shown,
-		Status:       statusBadge(p.Status),
+		Status:       proposalStatus(p),
 		Tier:         tierBadge(p.Tier),
 		Requester:    p.AgentName,
 		Created:      h.formatTime(p.CreatedAt),

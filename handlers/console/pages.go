@@ -222,6 +222,16 @@ var statusBadges = map[models.Status]ui.Badge{
 	models.StatusSuperseded:           {Text: "Edited by a reviewer, replaced", Symbol: "↦", Tone: "neutral"},
 }
 
+// proposalStatus is the badge of proposal p: its state's, except for a
+// granted mandate, which is confirmed but never executed (no token is
+// issued for it), so it says that the mandate was granted.
+func proposalStatus(p *models.Proposal) ui.Badge {
+	if p.Kind == models.KindMandate && p.MandateID != "" && p.Status == models.StatusConfirmed {
+		return ui.Badge{Text: "Mandate granted", Symbol: "✓", Tone: "ok"}
+	}
+	return statusBadge(p.Status)
+}
+
 func statusBadge(s models.Status) ui.Badge {
 	if b, ok := statusBadges[s]; ok {
 		return b

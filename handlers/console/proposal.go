@@ -264,7 +264,7 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		ID:            p.ID,
 		Tool:          p.Tool,
 		Title:         title,
-		Status:        statusBadge(p.Status),
+		Status:        proposalStatus(p),
 		Digest:        digest(p.ArgsDigest),
 		Resource:      seen.show(p.Resource, visible.Strict),
 		ResourceLabel: seen.show(p.ResourceLabel, visible.Strict),
@@ -291,6 +291,9 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 		page.Description = tool.Description
 	}
 	page.Mandate = mandateText(p)
+	if p.MandateID != "" {
+		page.MandateURL = "/mandates#" + mandateAnchor(p.MandateID)
+	}
 	if p.Kind == models.KindMandate {
 		page.Title = "Standing mandate: " + title
 		page.Description = "Granting this lets the agent's writes that fit these terms be confirmed without a person, until the budget, uses or time run out."
@@ -477,6 +480,8 @@ func (h *Pages) settledNote(p *models.Proposal, expired bool) string {
 		return fmt.Sprintf("This proposal expired at %s without a decision. Nothing was approved; the agent has to propose again.", h.formatTime(p.ExpiresAt))
 	case p.Status == models.StatusConfirmed && p.Token != nil:
 		return fmt.Sprintf("Confirmed. The agent holds a one-time token, valid until %s, to execute exactly this write once.", h.formatTime(p.Token.ExpiresAt))
+	case p.Status == models.StatusConfirmed && p.Kind == models.KindMandate && p.MandateID != "":
+		return "Granted. Nothing is executed for a grant itself; the mandate confirms the writes that fit it."
 	case p.Status == models.StatusConfirmed:
 		return "Confirmed."
 	case p.Status == models.StatusDeclined:
@@ -504,12 +509,15 @@ func (h *Pages) settledNote(p *models.Proposal, expired bool) string {
 	}
 }
 
+// mandateAnchor is the id of a mandate's row on the mandates page.
+func mandateAnchor(id string) string { return "mandate-" + id }
+
 // mandateText says what a standing mandate did for the proposal: granted
 // by it, confirmed under it, or why one covering it could not.
 func mandateText(p *models.Proposal) string {
 	switch {
 	case p.Kind == models.KindMandate && p.MandateID != "":
-		return "Granted: mandate " + p.MandateID + " is live (see Mandates)."
+		return "Granted as standing mandate " + p.MandateID + ": it confirms, without a person, the agent's writes that fit these terms until its budget, uses or time run out or it is revoked."
 	case p.MandateID != "":
 		return "Confirmed without a person under standing mandate " + p.MandateID + "."
 	case p.MandateNote != "":
