@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
 	"strconv"
@@ -77,7 +78,22 @@ type comparison struct {
 	length bool
 	op     string
 	lit    literal
+	// types are the field's declared JSON types. A value of another type
+	// breaks the schema and fails evaluation; a value of a declared type
+	// other than the literal's is simply not equal to it.
+	types map[string]bool
 }
+
+// evalError is a comparison that cannot be made on the value given: the
+// value breaks the tool's schema (Parse makes sure that every value the
+// schema allows can be compared). Tier reports it as a schema violation at
+// the field.
+type evalError struct {
+	field string
+	msg   string
+}
+
+func (e *evalError) Error() string { return e.msg }
 
 func (c *comparison) String() string {
 	if c.length {
@@ -88,6 +104,12 @@ func (c *comparison) String() string {
 
 func (c *comparison) eval(args map[string]any) (bool, error) {
 	v := args[c.field] // a missing argument counts as null
+	fail := func(format string, a ...any) (bool, error) {
+		return false, &evalError{field: c.field, msg: fmt.Sprintf("%s: %s", c, fmt.Sprintf(format, a...))}
+	}
+	if c.types != nil && !valueFits(v, c.types) {
+		return fail("%s is %s, not %s as declared", c.field, jsonTypeName(v), typeList(c.types))
+	}
 	if c.length {
 		var n int
 		switch x := v.(type) {
@@ -96,43 +118,71 @@ func (c *comparison) eval(args map[string]any) (bool, error) {
 		case []any:
 			n = len(x)
 		default:
-			return false, fmt.Errorf("%s: %s is %s, which has no length", c, c.field, jsonTypeName(v))
+			return fail("%s is %s, which has no length", c.field, jsonTypeName(v))
 		}
 		return compareOrder(big.NewRat(int64(n), 1).Cmp(c.lit.num), c.op), nil
 	}
 	if c.lit.kind == litNull {
 		return equality(v == nil, c.op), nil
 	}
-	if v == nil && (c.op == "==" || c.op == "!=") {
+	ordering := c.op != "==" && c.op != "!="
+	if v == nil && !ordering {
 		return equality(false, c.op), nil
 	}
-	mismatch := func() error {
-		return fmt.Errorf("%s: %s is %s, which cannot be compared with %s", c, c.field, jsonTypeName(v), c.lit.text)
+	mismatch := func() (bool, error) {
+		if !ordering && c.types != nil {
+			return equality(false, c.op), nil // another declared type: not equal
+		}
+		return fail("%s is %s, which cannot be compared with %s", c.field, jsonTypeName(v), c.lit.text)
 	}
 	switch c.lit.kind {
 	case litNumber:
 		n, ok := v.(json.Number)
 		if !ok {
-			return false, mismatch()
+			return mismatch()
 		}
 		r, err := parseRat(string(n))
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", c, err)
+			return fail("%v", err)
 		}
 		return compareOrder(r.Cmp(c.lit.num), c.op), nil
 	case litString:
 		s, ok := v.(string)
 		if !ok {
-			return false, mismatch()
+			return mismatch()
 		}
 		return equality(s == c.lit.str, c.op), nil
 	default: // litBool
 		b, ok := v.(bool)
 		if !ok {
-			return false, mismatch()
+			return mismatch()
 		}
 		return equality(b == c.lit.b, c.op), nil
 	}
+}
+
+// valueFits reports whether a value decoded with UseNumber is of one of the
+// JSON types declared (a missing value counts as null).
+func valueFits(v any, types map[string]bool) bool {
+	switch x := v.(type) {
+	case nil:
+		return types["null"]
+	case bool:
+		return types["boolean"]
+	case json.Number:
+		if types["number"] {
+			return true
+		}
+		r, err := parseRat(string(x))
+		return types["integer"] && err == nil && r.IsInt()
+	case string:
+		return types["string"]
+	case []any:
+		return types["array"]
+	case map[string]any:
+		return types["object"]
+	}
+	return false
 }
 
 func equality(equal bool, op string) bool {
@@ -221,7 +271,102 @@ func parseWhen(src string, props map[string]*propInfo) (condition, error) {
 	if t := p.peek(); t.kind != tokEOF {
 		return nil, fmt.Errorf("unexpected %s at offset %d", t, t.pos)
 	}
+	if props != nil {
+		if _, _, err := checkGuards(c, props, nil); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// checkGuards makes sure that no comparison of c can fail on a value the
+// schema allows: ordering (and len) of a nullable argument must be guarded,
+// evaluated only where an earlier part of the expression has established
+// that the argument is not null (`x != null and x > 1`, `x == null or x > 1`).
+// known holds the arguments known not to be null where c is evaluated. It
+// returns the arguments known not to be null after c held, and after it did
+// not hold.
+func checkGuards(c condition, props map[string]*propInfo, known map[string]bool) (ifTrue, ifFalse map[string]bool, err error) {
+	with := func(base map[string]bool, more ...map[string]bool) map[string]bool {
+		out := maps.Clone(base)
+		if out == nil {
+			out = map[string]bool{}
+		}
+		for _, m := range more {
+			for k := range m {
+				out[k] = true
+			}
+		}
+		return out
+	}
+	switch x := c.(type) {
+	case andCond:
+		// Each term runs only when the ones before it held; the whole is
+		// false when some term is false with the ones before it true.
+		ctx := with(known)
+		var falseSets []map[string]bool
+		for _, sub := range x {
+			t, f, err := checkGuards(sub, props, ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			falseSets = append(falseSets, with(ctx, f))
+			ctx = with(ctx, t)
+		}
+		return ctx, intersect(falseSets), nil
+	case orCond:
+		ctx := with(known)
+		var trueSets []map[string]bool
+		for _, sub := range x {
+			t, f, err := checkGuards(sub, props, ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			trueSets = append(trueSets, with(ctx, t))
+			ctx = with(ctx, f)
+		}
+		return intersect(trueSets), ctx, nil
+	case *comparison:
+		ordering := x.length || (x.op != "==" && x.op != "!=")
+		nonNull := map[string]bool{x.field: true}
+		switch {
+		case ordering:
+			if x.types["null"] && !known[x.field] {
+				what := "order"
+				if x.length {
+					what = "length"
+				}
+				return nil, nil, fmt.Errorf("%s: %s may be null, which has no %s; guard it: %s != null and %s", x, x.field, what, x.field, x)
+			}
+			return with(known, nonNull), with(known, nonNull), nil
+		case x.lit.kind == litNull && x.op == "!=":
+			return with(known, nonNull), with(known), nil
+		case x.lit.kind == litNull:
+			return with(known), with(known, nonNull), nil
+		case x.op == "==":
+			return with(known, nonNull), with(known), nil
+		default:
+			return with(known), with(known, nonNull), nil
+		}
+	}
+	return with(known), with(known), nil
+}
+
+func intersect(sets []map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	if len(sets) == 0 {
+		return out
+	}
+	for k := range sets[0] {
+		in := true
+		for _, s := range sets[1:] {
+			in = in && s[k]
+		}
+		if in {
+			out[k] = true
+		}
+	}
+	return out
 }
 
 type tokKind int
@@ -469,7 +614,28 @@ func (c *comparison) check(props map[string]*propInfo) error {
 	}
 	types := props[c.field].types
 	if types == nil {
-		return nil // no declared type to check against
+		return fmt.Errorf("%s: %s declares no type; declare one so that the rule can be checked", c, c.field)
+	}
+	c.types = types
+	if ordering && !c.length {
+		for t := range types {
+			if t != "integer" && t != "number" && t != "null" {
+				return fmt.Errorf("%s: %s is declared as %s; %s compares numbers only", c, c.field, typeList(types), c.op)
+			}
+		}
+	}
+	if c.length {
+		for t := range types {
+			if t != "string" && t != "array" && t != "null" {
+				return fmt.Errorf("%s: %s is declared as %s; len() is for strings and arrays", c, c.field, typeList(types))
+			}
+		}
+	}
+	if c.lit.kind == litNumber && !c.lit.num.IsInt() && (c.length || !types["number"]) {
+		if c.length {
+			return fmt.Errorf("%s: a length is an integer, and %s is not", c, c.lit.text)
+		}
+		return fmt.Errorf("%s: %s is declared as %s, and %s is not an integer", c, c.field, typeList(types), c.lit.text)
 	}
 	var fits bool
 	switch {
@@ -488,4 +654,91 @@ func (c *comparison) check(props map[string]*propInfo) error {
 		return fmt.Errorf("%s: %s is declared as %s", c, c.field, typeList(types))
 	}
 	return nil
+}
+
+// subsumed reports whether every argument set for which a holds makes b
+// hold too, as far as that can be decided on single comparisons of one
+// argument with a number (a rule after b with when a could then never
+// fire). It answers false when it cannot tell.
+func subsumed(a, b condition) bool {
+	switch y := b.(type) {
+	case orCond:
+		for _, sub := range y {
+			if subsumed(a, sub) {
+				return true
+			}
+		}
+	case andCond:
+		all := true
+		for _, sub := range y {
+			all = all && subsumed(a, sub)
+		}
+		if all {
+			return true
+		}
+	}
+	switch x := a.(type) {
+	case andCond:
+		for _, sub := range x {
+			if subsumed(sub, b) {
+				return true
+			}
+		}
+		return false
+	case orCond:
+		for _, sub := range x {
+			if !subsumed(sub, b) {
+				return false
+			}
+		}
+		return true
+	}
+	ca, ok1 := a.(*comparison)
+	cb, ok2 := b.(*comparison)
+	if !ok1 || !ok2 || ca.field != cb.field || ca.length != cb.length {
+		return false
+	}
+	if ca.String() == cb.String() {
+		return true
+	}
+	if ca.lit.kind != litNumber || cb.lit.kind != litNumber {
+		return false
+	}
+	// b holds for every number a holds for, and a holds for no null or
+	// other value that b does not: only "!=" holds for those.
+	if ca.op == "!=" && cb.op != "!=" {
+		return false
+	}
+	return numbersWithin(ca.op, ca.lit.num, cb.op, cb.lit.num)
+}
+
+// numbersWithin reports whether {x : x opA a} ⊆ {x : x opB b} over the
+// rationals.
+func numbersWithin(opA string, a *big.Rat, opB string, b *big.Rat) bool {
+	cmp := a.Cmp(b)
+	switch opA {
+	case "==":
+		return compareOrder(cmp, opB)
+	case ">", ">=":
+		switch opB {
+		case ">":
+			return cmp > 0 || (cmp == 0 && opA == ">")
+		case ">=":
+			return cmp >= 0
+		case "!=":
+			return cmp > 0 || (cmp == 0 && opA == ">")
+		}
+	case "<", "<=":
+		switch opB {
+		case "<":
+			return cmp < 0 || (cmp == 0 && opA == "<")
+		case "<=":
+			return cmp <= 0
+		case "!=":
+			return cmp < 0 || (cmp == 0 && opA == "<")
+		}
+	case "!=":
+		return opB == "!=" && cmp == 0
+	}
+	return false
 }

@@ -41,6 +41,9 @@ type Prepared struct {
 	ResourceSetDigest string
 }
 
+// noCurrency is the question for an amount whose currency is missing.
+const noCurrency = "an amount without a currency is ambiguous; say which currency"
+
 // Prepare turns an agent's raw arguments into the snapshot a proposal
 // stores, in this order: parse, declared normalizations, clarification check,
 // strict JSON Schema validation, resource extraction, canonical JSON. It
@@ -48,7 +51,8 @@ type Prepared struct {
 //   - EInvalidRequest when raw is not a single JSON object, or an object
 //     holds the same key twice;
 //   - EClarificationNeeded when a value is ambiguous (a field with a clarify
-//     rule is missing, null or empty; a date-time has no zone) and nothing
+//     rule is missing, null or empty; a date-time has no zone; an amount's
+//     currency is missing, null or empty) and nothing
 //     else is wrong, with Fields listing every such field by JSON pointer;
 //   - ESchemaViolation when the arguments break the schema, with Fields
 //     holding one FieldProblem per offending field, its JSON pointer relative
@@ -71,6 +75,20 @@ func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 	for _, c := range t.clarify {
 		if val, ok := args[c.field]; !ok || val == nil || val == "" {
 			ambiguous = append(ambiguous, models.FieldProblem{Pointer: "/" + escapePointer(c.field), Message: c.message})
+		}
+	}
+	// An amount is meaningless without its currency, and a currency is not
+	// guessed: a null one (allowed by a nullable currency_field) is asked
+	// about, as the errors table of the README says.
+	for _, name := range sortedKeys(t.display) {
+		spec := t.display[name]
+		if spec.kind != kindMoney || args[name] == nil {
+			continue
+		}
+		ptr := "/" + escapePointer(spec.currencyField)
+		if cur, ok := args[spec.currencyField]; (!ok || cur == nil || cur == "") &&
+			!slices.ContainsFunc(ambiguous, func(a models.FieldProblem) bool { return a.Pointer == ptr }) {
+			ambiguous = append(ambiguous, models.FieldProblem{Pointer: ptr, Message: noCurrency})
 		}
 	}
 	problems := invalid
@@ -142,9 +160,10 @@ func (t *Tool) Prepare(raw json.RawMessage) (Prepared, error) {
 // Tier evaluates the tool's ordered risk rules over normalized arguments
 // (Prepared.Arguments) and returns the tier of the first rule that matches;
 // the last rule always matches. It returns EInvalidRequest when args is not a
-// JSON object, and a plain error when a rule cannot be evaluated on these
-// values (e.g. ordering a null), which is a flaw of the registry, not of the
-// agent's request.
+// single JSON object, and ESchemaViolation, with the field's pointer, when a
+// value breaks the schema so that a rule cannot compare it (a string where
+// a number is declared). Parse makes sure that every value the schema
+// allows can be compared, so arguments from Prepare never fail.
 func (t *Tool) Tier(args json.RawMessage) (models.Tier, error) {
 	v, err := decodeStrict(args)
 	if err != nil {
@@ -160,7 +179,14 @@ func (t *Tool) Tier(args json.RawMessage) (models.Tier, error) {
 		}
 		ok, err := r.when.eval(m)
 		if err != nil {
-			return models.Tier{}, fmt.Errorf("registry: %s: risk tier %s: %w", t.Name, r.tier.Name, err)
+			var ee *evalError
+			if !errors.As(err, &ee) {
+				return models.Tier{}, fmt.Errorf("registry: %s: risk tier %s: %w", t.Name, r.tier.Name, err)
+			}
+			ptr := "/" + escapePointer(ee.field)
+			e := models.Errorf(models.ESchemaViolation, "arguments do not match the %s schema: %s", t.Name, ptr)
+			e.Fields = []models.FieldProblem{{Pointer: ptr, Message: ee.msg}}
+			return models.Tier{}, e
 		}
 		if ok {
 			return r.tier, nil

@@ -29,7 +29,8 @@ const listPreviewItems = 10
 // argument or holds one the schema does not declare (a reviewer must see
 // every value), and ESchemaViolation, with the field's pointer, when a value
 // cannot be shown faithfully: money in a currency without a known exponent,
-// a date-time that is not RFC 3339 with a zone, a value of the wrong type.
+// a date-time that is not RFC 3339 with a zone, a value of the wrong type;
+// EClarificationNeeded when an amount has no currency (Prepare asks first).
 func (t *Tool) Preview(args json.RawMessage, resourceLabel string, loc *time.Location) ([]models.PreviewField, error) {
 	if loc == nil {
 		loc = time.UTC
@@ -104,8 +105,8 @@ func (t *Tool) displayValue(name string, spec displaySpec, values map[string]any
 		}
 		cur, ok := values[spec.currencyField].(string)
 		if !ok {
-			e := models.Errorf(models.ESchemaViolation, "an amount needs its currency")
-			e.Fields = []models.FieldProblem{{Pointer: "/" + escapePointer(spec.currencyField), Message: "an amount needs its currency"}}
+			e := models.Errorf(models.EClarificationNeeded, "%s", noCurrency)
+			e.Fields = []models.FieldProblem{{Pointer: "/" + escapePointer(spec.currencyField), Message: noCurrency}}
 			return "", e
 		}
 		s, err := FormatMoney(minor, cur)

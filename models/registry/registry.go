@@ -371,14 +371,23 @@ var (
 // string, true, false or null. Ordering operators compare numbers only,
 // exactly (no float rounding); == and != compare any literal, and a null
 // argument equals only null. A literal that does not fit the argument's
-// declared type is a Parse error; a comparison that cannot be made at
-// evaluation (ordering a null) is an error from Tier, so guard nullable
-// arguments: `amount != null and amount > 100`.
+// declared type (a fraction against an integer too) is a Parse error, and so
+// is a comparison over an argument without a declared type, ordering or len
+// of a nullable argument that an earlier part of the expression does not
+// guard (`amount != null and amount > 100`), a rule that an earlier rule
+// makes unreachable (decided for comparisons of one argument with numbers)
+// and a tier name used twice in a tool: so every value the schema allows
+// can be compared and gets the tier the file means.
+//
+// Unknown keys are listed with their line, tool and place, and the other
+// checks still run, so that one Parse names every problem. In a schema,
+// unknown keywords are annotations, except misspellings of JSON Schema
+// keywords ("minimun") and formats the validator does not assert, which
+// are errors.
 func Parse(data []byte) (*Registry, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var doc fileDoc
-	if err := dec.Decode(&doc); err != nil {
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("registry: the file is empty; it needs a tools list")
 		}
@@ -388,11 +397,26 @@ func Parse(data []byte) (*Registry, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("registry: the file must hold exactly one YAML document")
 	}
+	// Unknown keys are listed with their tool and place, and the checks go
+	// on, so that one run names every problem of the file. A value of the
+	// wrong YAML type leaves its field empty, which the checks below report
+	// too; the decoder's message says which line.
+	errs := unknownKeys(&root)
+	var doc fileDoc
+	if err := root.Decode(&doc); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		for _, msg := range te.Errors {
+			errs = append(errs, errors.New(msg))
+		}
+	}
 	if len(doc.Tools) == 0 {
-		return nil, errors.New("registry: no tools declared")
+		errs = append(errs, errors.New("no tools declared"))
+		return nil, fmt.Errorf("registry: %w", errors.Join(errs...))
 	}
 
-	var errs []error
 	sum := sha256.Sum256(data)
 	r := &Registry{tools: map[string]*Tool{}, digest: "sha256:" + hex.EncodeToString(sum[:])}
 	for i := range doc.Tools {
@@ -526,12 +550,19 @@ func buildTool(d *toolDoc, bad func(format string, args ...any)) *Tool {
 
 func buildRejectInvisible(t *Tool, names []string, props map[string]*propInfo, bad func(string, ...any)) {
 	t.rejectInvisible = map[string]bool{}
+	if slices.Contains(names, "*") && len(names) > 1 {
+		bad(`reject_invisible: "*" already names every argument; list it alone`)
+	}
 	for _, n := range names {
 		switch {
 		case n == "*":
 			t.rejectInvisibleAll = true
+		case t.rejectInvisible[n]:
+			bad("reject_invisible: %q is listed twice", n)
 		case props != nil && props[n] == nil:
 			bad("reject_invisible: %q is not a property of the schema", n)
+		case props != nil && props[n].types != nil && !props[n].types["string"] && !props[n].types["array"] && !props[n].types["object"]:
+			bad("reject_invisible: %q is declared as %s, which holds no string", n, typeList(props[n].types))
 		default:
 			t.rejectInvisible[n] = true
 		}
@@ -559,8 +590,11 @@ func buildAdapter(d *adapterDoc, bad func(string, ...any)) AdapterConfig {
 		case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 			bad("adapter: base_url %q must not carry credentials, a query or a fragment", d.BaseURL)
 		}
-		if !envNameRE.MatchString(d.SecretEnv) {
+		switch {
+		case d.SecretEnv == "":
 			bad("adapter: http needs secret_env, the name of the environment variable holding the HMAC secret")
+		case !envNameRE.MatchString(d.SecretEnv):
+			bad("adapter: secret_env %q is not a valid environment variable name (letters, digits and _, not starting with a digit)", d.SecretEnv)
 		}
 		a.UnsignedResponses = d.UnsignedResponses != nil && *d.UnsignedResponses
 		a.Timeout = DefaultAdapterTimeout
@@ -612,6 +646,7 @@ func buildSchema(t *Tool, n *yaml.Node, bad func(string, ...any)) map[string]*pr
 	if !strict {
 		return nil
 	}
+	checkKeywords(root, "", func(ptr, msg string) { bad("schema %s: %s", ptr, msg) })
 	t.schema, err = compileSchema(t.Name, root)
 	if err != nil {
 		bad("schema does not compile: %v", err)
@@ -854,6 +889,14 @@ func buildRisk(t *Tool, d []riskDoc, props map[string]*propInfo, bad func(string
 		if !tierNameRE.MatchString(rd.Tier) {
 			bad("%s: tier %q must match %s", where, rd.Tier, tierNameRE)
 		}
+		// Mandates and tokens name a tier; two rules of one name would make
+		// them ambiguous.
+		for j, prev := range d[:i] {
+			if prev.Tier == rd.Tier && rd.Tier != "" {
+				bad("%s: tier %q is named by risk[%d] already; each rule needs its own tier name", where, rd.Tier, j)
+				break
+			}
+		}
 		switch rule.tier.Confirmation {
 		case models.ConfirmClick, models.ConfirmWebAuthn:
 		default:
@@ -891,8 +934,15 @@ func buildRisk(t *Tool, d []riskDoc, props map[string]*propInfo, bad func(string
 			c, err := parseWhen(rule.src, props)
 			if err != nil {
 				bad("%s: when %q: %v", where, rule.src, err)
+				break
 			}
 			rule.when = c
+			for j, prev := range t.risk {
+				if prev.when != nil && subsumed(c, prev.when) {
+					bad("%s: when %q can never pick tier %s: every argument set it matches is matched first by risk[%d] (%s); put the stricter rule first", where, rule.src, rd.Tier, j, prev.src)
+					break
+				}
+			}
 		}
 		t.risk = append(t.risk, rule)
 	}

@@ -313,7 +313,7 @@ func TestParseRejects(t *testing.T) {
 		{name: "clarify unknown condition", old: "    display:\n", new: "    clarify:\n      - {field: currency, when: vague, message: say which}\n    display:\n",
 			want: tool + `clarify[0]: when "vague" must be missing`},
 		{name: "unknown key", old: "side_effect:", new: "side_efect:",
-			want: "field side_efect not found"},
+			want: `line 5: tool "refund_order": unknown key "side_efect" in the tool (known: name, title,`},
 		{name: "empty file", yaml: " ", want: "the file is empty"},
 		{name: "no tools", yaml: "tools: []\n", want: "no tools declared"},
 		{name: "two documents", yaml: baseYAML + "---\ntools: []\n", want: "exactly one YAML document"},

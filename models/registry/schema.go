@@ -347,3 +347,143 @@ func compileSchema(tool string, doc any) (*jsonschema.Schema, error) {
 	}
 	return c.Compile(url)
 }
+
+// schemaKeywords are the keywords of JSON Schema draft 2020-12 (every
+// vocabulary), with the earlier drafts' definitions and dependencies, which
+// the validator also reads.
+var schemaKeywords = map[string]bool{
+	"$schema": true, "$id": true, "$ref": true, "$anchor": true, "$dynamicRef": true,
+	"$dynamicAnchor": true, "$vocabulary": true, "$comment": true, "$defs": true,
+	"definitions": true, "dependencies": true,
+	"prefixItems": true, "items": true, "contains": true, "additionalProperties": true,
+	"properties": true, "patternProperties": true, "dependentSchemas": true,
+	"propertyNames": true, "if": true, "then": true, "else": true, "allOf": true,
+	"anyOf": true, "oneOf": true, "not": true,
+	"unevaluatedItems": true, "unevaluatedProperties": true,
+	"type": true, "const": true, "enum": true, "multipleOf": true, "maximum": true,
+	"exclusiveMaximum": true, "minimum": true, "exclusiveMinimum": true,
+	"maxLength": true, "minLength": true, "pattern": true, "maxItems": true,
+	"minItems": true, "uniqueItems": true, "maxContains": true, "minContains": true,
+	"maxProperties": true, "minProperties": true, "required": true,
+	"dependentRequired": true, "format": true,
+	"contentEncoding": true, "contentMediaType": true, "contentSchema": true,
+	"title": true, "description": true, "default": true, "deprecated": true,
+	"readOnly": true, "writeOnly": true, "examples": true,
+}
+
+// knownFormats are the formats the validator asserts (santhosh-tekuri/
+// jsonschema: its built-in formats and regex). Any other format would be
+// an annotation only, so a typo would silently turn a check off.
+var knownFormats = []string{
+	"date", "date-time", "duration", "email", "hostname", "ipv4", "ipv6",
+	"iri", "iri-reference", "json-pointer", "period", "regex",
+	"relative-json-pointer", "semver", "time", "uri", "uri-reference",
+	"uri-template", "uuid",
+}
+
+// checkKeywords reports, in every subschema, a format the validator does
+// not assert and a keyword that is a misspelling of a JSON Schema keyword
+// ("minimun", "maxLenght", "Pattern"): either would load as a mere
+// annotation and leave the value unchecked. Other unknown keywords are
+// annotations, which JSON Schema allows (x-… extensions, notes).
+func checkKeywords(s any, ptr string, report func(ptr, msg string)) {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(m) {
+		if schemaKeywords[k] {
+			continue
+		}
+		if kw := misspelledKeyword(k); kw != "" {
+			report(ptr+"/"+escapePointer(k), fmt.Sprintf("unknown keyword %q; did you mean %q?", k, kw))
+		}
+	}
+	if f, ok := m["format"]; ok {
+		name, _ := f.(string)
+		if !slices.Contains(knownFormats, name) {
+			report(ptr+"/format", fmt.Sprintf("unknown format %v; the validator asserts only %s", jsonQuote(f), strings.Join(knownFormats, ", ")))
+		}
+	}
+	for _, kw := range []string{"properties", "$defs", "definitions", "dependentSchemas"} {
+		if sub, ok := m[kw].(map[string]any); ok {
+			for _, name := range sortedKeys(sub) {
+				checkKeywords(sub[name], ptr+"/"+kw+"/"+escapePointer(name), report)
+			}
+		}
+	}
+	for _, kw := range []string{"prefixItems", "allOf", "anyOf", "oneOf"} {
+		if sub, ok := m[kw].([]any); ok {
+			for i, s := range sub {
+				checkKeywords(s, ptr+"/"+kw+"/"+strconv.Itoa(i), report)
+			}
+		}
+	}
+	for _, kw := range []string{"items", "contains", "not", "if", "then", "else", "unevaluatedItems",
+		"unevaluatedProperties", "propertyNames", "additionalProperties", "contentSchema"} {
+		if sub, ok := m[kw]; ok {
+			checkKeywords(sub, ptr+"/"+kw, report)
+		}
+	}
+}
+
+func jsonQuote(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// misspelledKeyword returns the JSON Schema keyword k is a likely
+// misspelling of, or "": the same keyword in other case, or one edit
+// (insertion, deletion, substitution, transposition) from a keyword of five
+// letters or more, two from one of eight or more. Shorter keywords ("not",
+// "if", "enum") would match too many ordinary annotation names.
+func misspelledKeyword(k string) string {
+	best, bestDist := "", 3
+	for _, kw := range sortedKeys(schemaKeywords) {
+		if strings.EqualFold(k, kw) {
+			return kw
+		}
+		limit := 0
+		switch {
+		case len(kw) >= 8:
+			limit = 2
+		case len(kw) >= 5:
+			limit = 1
+		}
+		if d := editDistance(strings.ToLower(k), strings.ToLower(kw)); d <= limit && d < bestDist {
+			best, bestDist = kw, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b (bytes).
+func editDistance(a, b string) int {
+	if d := len(a) - len(b); d > 2 || d < -2 {
+		return 3 // far apart; the callers only care about 0, 1 and 2
+	}
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,141 @@
+package registry
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// unknownKeys reports every mapping key of the registry file that the format
+// does not know, outside a schema (which is JSON Schema, checked on its own)
+// and resource (checked by buildResource). It walks the YAML node tree
+// against the yaml tags of fileDoc, so that one pass names every typo with its
+// line, its tool and its place in the tool, instead of stopping at the first
+// or naming Go types.
+func unknownKeys(root *yaml.Node) []error {
+	var errs []error
+	for root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil
+	}
+	fileType := reflect.TypeOf(fileDoc{})
+	walkKeys(root, fileType, "", func(line int, where, key string, known []string) {
+		errs = append(errs, fmt.Errorf("line %d: unknown key %q%s (known: %s)", line, key, where, strings.Join(known, ", ")))
+	})
+	for i, n := range items(mappingValue(root, "tools")) {
+		tool := fmt.Sprintf("tools[%d]", i)
+		if name := mappingValue(n, "name"); name != nil && name.Kind == yaml.ScalarNode && name.Value != "" {
+			tool = fmt.Sprintf("tool %q", name.Value)
+		}
+		walkKeys(n, reflect.TypeOf(toolDoc{}), "", func(line int, where, key string, known []string) {
+			if where == "" {
+				where = " in the tool"
+			}
+			errs = append(errs, fmt.Errorf("line %d: %s: unknown key %q%s (known: %s)", line, tool, key, where, strings.Join(known, ", ")))
+		})
+	}
+	return errs
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxYAMLDepth; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// mappingValue returns the value of key in a mapping node, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return deref(n.Content[i+1])
+		}
+	}
+	return nil
+}
+
+// items returns the items of a sequence node, nil for anything else.
+func items(n *yaml.Node) []*yaml.Node {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	return n.Content
+}
+
+var yamlNodeType = reflect.TypeOf(yaml.Node{})
+
+// walkKeys checks the keys of n against the yaml tags of t, recursing into
+// nested structs, slices and maps. where is the place inside the tool, as
+// the tool's other messages name it ("adapter", "risk[0]", "display: note").
+// Sub-trees the decoder keeps as yaml.Node (schema, resource) are not walked
+// here; the top-level tools list is walked by the caller, tool by tool.
+func walkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int, where, key string, known []string)) {
+	n = deref(n)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n == nil || t == yamlNodeType {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		var known []string
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			fields[tag] = t.Field(i).Type
+			known = append(known, tag)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fields[k.Value]
+			if !ok {
+				in := ""
+				if where != "" {
+					in = " in " + where
+				}
+				report(k.Line, in, k.Value, known)
+				continue
+			}
+			if t == reflect.TypeOf(fileDoc{}) && k.Value == "tools" {
+				continue // walked tool by tool
+			}
+			walkKeys(n.Content[i+1], ft, joinWhere(where, k.Value), report)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, c := range n.Content {
+			walkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", where, i), report)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			walkKeys(n.Content[i+1], t.Elem(), where+": "+n.Content[i].Value, report)
+		}
+	}
+}
+
+func joinWhere(where, key string) string {
+	if where == "" {
+		return key
+	}
+	return where + " " + key
+}
