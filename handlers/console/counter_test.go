@@ -13,8 +13,9 @@ import (
 )
 
 // A reviewer edits a proposal from its page: the browser goes to the new
-// version, which shows the edit (who, why, what changed) and refuses the
-// editor's own approval; the original shows what replaced it.
+// version, which shows the edit (who, why, what changed), does not offer
+// the editor to approve it (saying why) and refuses the editor's own
+// approval; the original shows what replaced it.
 func TestEditProposalFromItsPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -46,6 +47,17 @@ func TestEditProposalFromItsPage(t *testing.T) {
 	wantContains(t, "supersedes", text(sup), "bob", p.ID, "three items came back", "/amount_minor", "10000", "30000")
 	wantContains(t, "tier", text(one(t, r.doc, "tier")), "high")
 
+	// The editor is not offered Approve on the edit, and is told why; the
+	// server refuses it all the same.
+	r = e.get(loc, "bob")
+	wantStatus(t, r, http.StatusOK)
+	if b := one(t, r.doc, "approve"); !hasAttr(b, "disabled") || hasAttr(b.Parent, "data-webauthn-approve") {
+		t.Error("the editor is offered to approve their own edit")
+	}
+	wantContains(t, "approve blocked", text(one(t, r.doc, "approve-blocked")), "You edited this proposal", "another reviewer must approve it")
+	if len(all(r.doc, "decline")) != 1 {
+		t.Error("the editor is not offered to decline their own edit")
+	}
 	r = e.post(loc+"/approve", "bob", url.Values{"digest": {rev.ArgsDigest}, "effect": {rev.EffectDigest}, "csrf_token": {"t"}})
 	wantStatus(t, r, http.StatusForbidden)
 	wantContains(t, "alert", text(one(t, r.doc, "alert")), "You edited this proposal", "Nothing was approved")

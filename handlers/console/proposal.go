@@ -365,6 +365,9 @@ func (h *Pages) proposalPage(ctx context.Context, s *session.Session, p *models.
 	page.ApproveLabel = sum.Approve
 	page.CanApprove = page.CanDecide
 	switch {
+	case page.CanDecide && !models.EditorMayApprove(p, s.User.ID):
+		page.CanApprove = false
+		page.ApproveBlockedReason = "You edited this proposal, so it is your request: another reviewer must approve it. You may still decline it."
 	case page.CanDecide && !p.MayApprove(s.User.ID):
 		page.CanApprove = false
 		page.ApproveBlockedReason = fmt.Sprintf("You own this agent (%s), another reviewer must decide. You may still decline it.", p.AgentName)

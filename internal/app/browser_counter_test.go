@@ -13,7 +13,8 @@ import (
 // TestBrowserEditsAProposal: in a real browser a reviewer opens a refund,
 // edits its amount instead of declining it, and lands on the new version,
 // which names the edit, its reason and the changed amount, and now needs a
-// security key; the agent's long-poll on the original sees it superseded,
+// security key, and does not offer its editor to approve it (saying why);
+// the agent's long-poll on the original sees it superseded,
 // with the diff.
 func TestBrowserEditsAProposal(t *testing.T) {
 	t.Parallel()
@@ -46,6 +47,13 @@ func TestBrowserEditsAProposal(t *testing.T) {
 	}
 	if got := text(`[data-testid=tier]`); !strings.Contains(got, "high") {
 		t.Errorf("tier of the edit = %q, want high", got)
+	}
+	// The editor is not offered to approve their own edit, and reads why.
+	if n := j.eval(`String(document.querySelectorAll('[data-testid=approve]:not([disabled])').length)`); n != "0" {
+		t.Error("the editor is offered Approve on their own edit")
+	}
+	if got := text(`[data-testid=approve-blocked]`); !strings.Contains(got, "You edited this proposal") {
+		t.Errorf("why the editor may not approve: %q", got)
 	}
 	j.shot("proposal-edited.png")
 
