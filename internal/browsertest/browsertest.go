@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -82,9 +83,25 @@ func New(t testing.TB) context.Context {
 
 // Screenshot saves a full-page PNG (quality 100 makes Chromium encode PNG) of the current tab under dir/name and
 // returns its path.
+//
+// Each try is bounded: on a loaded machine Chromium has been seen to leave
+// a capture of a live page unanswered for good, which held the whole test
+// binary until its deadline. A capture that does not come within 30s is
+// tried again, twice, before the test fails saying so.
 func Screenshot(t testing.TB, ctx context.Context, dir, name string) string {
 	t.Helper()
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	var (
+		buf []byte
+		err error
+	)
+	for try := 0; try < 3; try++ {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		buf, err = chromedp.Run(tctx, chromedp.FullScreenshot(100))
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
