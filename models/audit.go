@@ -54,6 +54,20 @@ const (
 	// AuditGroupChanged: a reviewer group was created or a member added
 	// or removed.
 	AuditGroupChanged = "admin.group_changed"
+	// AuditWebhookCreated: a webhook endpoint was registered, by an
+	// administrator for the whole organization or by an agent for its own
+	// proposals (endpoint_id, url, scope "tenant" or "agent", agent_id).
+	// From then on it receives every event of its scope; its signing
+	// secret never enters the log.
+	AuditWebhookCreated = "admin.webhook_created"
+	// AuditWebhookDisabled: a webhook endpoint was disabled (deleted), by
+	// an administrator or by the agent it belongs to; the same data as
+	// AuditWebhookCreated and how many pending deliveries it cancelled.
+	AuditWebhookDisabled = "admin.webhook_disabled"
+	// AuditDeliveryRedelivered: an administrator made a delivery of an
+	// event due again (delivery_id, event_id, proposal_id, channel and,
+	// for a webhook, the endpoint's id, url and scope).
+	AuditDeliveryRedelivered = "admin.delivery_redelivered"
 	// AuditMandateGranted: the approvals of a mandate proposal made a
 	// standing mandate live (its id, terms digest and grantors' decisions).
 	// A token it issues is a token.issued entry naming the mandate.

@@ -16,11 +16,12 @@ type Events interface {
 	// RegisterEndpoint returns the endpoint and its signing secret, shown
 	// once (EInvalidRequest for a URL that is not http(s) or when the agent
 	// has as many endpoints as it may; EAlreadyExists for a URL it has an
-	// endpoint for).
-	RegisterEndpoint(ctx context.Context, sc models.EndpointScope, url, description string) (models.WebhookEndpoint, string, error)
+	// endpoint for). actor, here the agent itself, is who the audit entry
+	// names.
+	RegisterEndpoint(ctx context.Context, actor string, sc models.EndpointScope, url, description string) (models.WebhookEndpoint, string, error)
 	Endpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error)
 	// DisableEndpoint answers ENotFound outside the scope.
-	DisableEndpoint(ctx context.Context, sc models.EndpointScope, id string) error
+	DisableEndpoint(ctx context.Context, actor string, sc models.EndpointScope, id string) error
 	// OpenStream follows the agent's events (EInvalidRequest for an
 	// unknown Last-Event-ID).
 	OpenStream(ctx context.Context, agent models.Agent, lastEventID string) (*events.Stream, error)
@@ -72,7 +73,7 @@ func (h *Handlers) CreateWebhook(c echo.Context) error {
 	if err := h.decodeJSON(c, &in); err != nil {
 		return err
 	}
-	ep, secret, err := h.events.RegisterEndpoint(c.Request().Context(), scopeOf(agent), in.URL, in.Description)
+	ep, secret, err := h.events.RegisterEndpoint(c.Request().Context(), agent.ID, scopeOf(agent), in.URL, in.Description)
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func (h *Handlers) DeleteWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.events.DisableEndpoint(c.Request().Context(), scopeOf(agent), c.Param("id")); err != nil {
+	if err := h.events.DisableEndpoint(c.Request().Context(), agent.ID, scopeOf(agent), c.Param("id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -16,15 +16,16 @@ import (
 
 // WebhookService is what the webhook admin pages need from the domain
 // (*events.Service). Scopes and tenant ids come from the signed-in
-// administrator's session; other tenants' ids are not found.
+// administrator's session; other tenants' ids are not found. The changes
+// take the administrator's user id as actor, whom their audit entries name.
 type WebhookService interface {
-	RegisterEndpoint(ctx context.Context, sc models.EndpointScope, url, description string) (models.WebhookEndpoint, string, error)
+	RegisterEndpoint(ctx context.Context, actor string, sc models.EndpointScope, url, description string) (models.WebhookEndpoint, string, error)
 	Endpoints(ctx context.Context, sc models.EndpointScope) ([]models.WebhookEndpoint, error)
-	DisableEndpoint(ctx context.Context, sc models.EndpointScope, id string) error
+	DisableEndpoint(ctx context.Context, actor string, sc models.EndpointScope, id string) error
 	Deliveries(ctx context.Context, tenantID, target string, limit int) ([]models.Delivery, error)
 	Delivery(ctx context.Context, tenantID, deliveryID string) (models.Delivery, error)
 	Attempts(ctx context.Context, tenantID, deliveryID string) ([]models.DeliveryAttempt, error)
-	Redeliver(ctx context.Context, tenantID, deliveryID string) error
+	Redeliver(ctx context.Context, actor, tenantID, deliveryID string) error
 }
 
 var _ WebhookService = (*events.Service)(nil)
@@ -183,7 +184,7 @@ func (h *Webhooks) Create(c echo.Context) error {
 		return err
 	}
 	form := admin.WebhookForm{URL: c.FormValue("url"), Description: c.FormValue("description")}
-	ep, secret, err := h.svc.RegisterEndpoint(c.Request().Context(), sc, form.URL, form.Description)
+	ep, secret, err := h.svc.RegisterEndpoint(c.Request().Context(), s.User.ID, sc, form.URL, form.Description)
 	if formRefusal(err) {
 		return h.page(c, s, statusOf(err), form, models.ErrorMessage(err), "")
 	}
@@ -206,7 +207,7 @@ func (h *Webhooks) Disable(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DisableEndpoint(c.Request().Context(), sc, c.Param("id")); err != nil {
+	if err := h.svc.DisableEndpoint(c.Request().Context(), s.User.ID, sc, c.Param("id")); err != nil {
 		return err
 	}
 	return seeOther(c, "/admin/webhooks?disabled=1")
@@ -224,7 +225,7 @@ func (h *Webhooks) Redeliver(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.Redeliver(c.Request().Context(), sc.TenantID, c.Param("id")); err != nil {
+	if err := h.svc.Redeliver(c.Request().Context(), s.User.ID, sc.TenantID, c.Param("id")); err != nil {
 		return err
 	}
 	return seeOther(c, "/admin/webhooks?redelivered=1")

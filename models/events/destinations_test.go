@@ -79,7 +79,7 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 		// Not a port.
 		"https://example.com:99999/", "https://example.com:0/", "https://example.com:65536/",
 	} {
-		_, _, err := strict.RegisterEndpoint(e.ctx, scope, u, "")
+		_, _, err := strict.RegisterEndpoint(e.ctx, scope.AgentID, scope, u, "")
 		var me *models.Error
 		if !models.IsCode(err, models.EInvalidRequest) || !errors.As(err, &me) || len(me.Fields) != 1 || me.Fields[0].Pointer != "/url" {
 			t.Errorf("%s: %v, want invalid_request on /url", u, err)
@@ -87,28 +87,28 @@ func TestEndpointsNamingARefusedAddressAreRefused(t *testing.T) {
 	}
 	for _, u := range []string{"https://hooks.example.com/countersign", "http://93.184.215.14/hook",
 		"https://hooks.1example.com/", "https://a1.example/"} {
-		if _, _, err := strict.RegisterEndpoint(e.ctx, scope, u, ""); err != nil {
+		if _, _, err := strict.RegisterEndpoint(e.ctx, scope.AgentID, scope, u, ""); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
 	}
 	internal := e.strictEvents(events.Config{AllowAddresses: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}})
-	if _, _, err := internal.RegisterEndpoint(e.ctx, scope, "http://10.1.2.3/hook", ""); err != nil {
+	if _, _, err := internal.RegisterEndpoint(e.ctx, scope.AgentID, scope, "http://10.1.2.3/hook", ""); err != nil {
 		t.Errorf("an allowed range: %v", err)
 	}
 	// An IPv4 address with a trailing dot is refused as such (a delivery
 	// would look it up as a name), not as a shorthand form.
-	_, _, err := strict.RegisterEndpoint(e.ctx, scope, "http://1.1.1.1./", "")
+	_, _, err := strict.RegisterEndpoint(e.ctx, scope.AgentID, scope, "http://1.1.1.1./", "")
 	if !models.IsCode(err, models.EInvalidRequest) || !strings.Contains(err.Error(), "trailing dot") || strings.Contains(err.Error(), "other than") {
 		t.Errorf("http://1.1.1.1./: %v", err)
 	}
-	if _, _, err := strict.RegisterEndpoint(e.ctx, scope, "https://example.com:65535/", ""); err != nil {
+	if _, _, err := strict.RegisterEndpoint(e.ctx, scope.AgentID, scope, "https://example.com:65535/", ""); err != nil {
 		t.Errorf("the highest port: %v", err)
 	}
 	// localhost is either loopback address: allowing one allows the name.
 	for i, allow := range []string{"127.0.0.0/8", "::1/128"} {
 		local := e.strictEvents(events.Config{AllowAddresses: []netip.Prefix{netip.MustParsePrefix(allow)}})
 		// Another URL each time: the same one twice is refused.
-		if _, _, err := local.RegisterEndpoint(e.ctx, scope, fmt.Sprintf("http://localhost:900%d/hook", i), ""); err != nil {
+		if _, _, err := local.RegisterEndpoint(e.ctx, scope.AgentID, scope, fmt.Sprintf("http://localhost:900%d/hook", i), ""); err != nil {
 			t.Errorf("localhost with %s allowed: %v", allow, err)
 		}
 	}
@@ -124,7 +124,7 @@ func TestDeliveriesConnectOnlyWherePermitted(t *testing.T) {
 	clock := models.NewFixedClock(time.Now().UTC())
 	e := newEnv(t, dbURL(t, "sqlite"), clock)
 	r := newReceiver(t)
-	ep, sec, err := e.events(events.Config{}).RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL+"/hook", "")
+	ep, sec, err := e.events(events.Config{}).RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL+"/hook", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestEndpointDescriptionWithNULIsRefused(t *testing.T) {
 		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
 		svc := e.events(events.Config{})
 		scope := models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}
-		_, _, err := svc.RegisterEndpoint(e.ctx, scope, "http://127.0.0.1:9/hook", "a\x00b")
+		_, _, err := svc.RegisterEndpoint(e.ctx, scope.AgentID, scope, "http://127.0.0.1:9/hook", "a\x00b")
 		var me *models.Error
 		if !errors.As(err, &me) || me.Code != models.EInvalidRequest || len(me.Fields) != 1 || me.Fields[0].Pointer != "/description" {
 			t.Fatalf("%v, want invalid_request at /description", err)

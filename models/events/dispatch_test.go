@@ -94,11 +94,11 @@ func TestSlowEndpointDoesNotHoldBackOthers(t *testing.T) {
 		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
 		ev := e.events(events.Config{Timeout: time.Minute})
 		slow := newStallingReceiver(t)
-		if _, _, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, slow.URL+"/slow", ""); err != nil {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, slow.URL+"/slow", ""); err != nil {
 			t.Fatal(err)
 		}
 		healthy := newReceiver(t)
-		_, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, healthy.URL, "")
+		_, sec, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, healthy.URL, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestSlowMailServerDoesNotHoldBackWebhooks(t *testing.T) {
 	box := newMailboxOn(t, srv)
 	ev := e.events(events.Config{SMTP: events.SMTPConfig{Addr: box, From: "countersign@example.com"}})
 	healthy := newReceiver(t)
-	_, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, healthy.URL, "")
+	_, sec, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, healthy.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}

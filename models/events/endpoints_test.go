@@ -27,7 +27,7 @@ func TestEndpointsPerScopeAreBounded(t *testing.T) {
 		)
 		for i := range 3 * models.MaxAgentWebhookEndpoints {
 			wg.Go(func() {
-				ep, _, err := ev.RegisterEndpoint(e.ctx, agent, fmt.Sprintf("https://hooks.example.com/%d", i), "")
+				ep, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, fmt.Sprintf("https://hooks.example.com/%d", i), "")
 				mu.Lock()
 				defer mu.Unlock()
 				var me *models.Error
@@ -48,10 +48,10 @@ func TestEndpointsPerScopeAreBounded(t *testing.T) {
 			t.Fatalf("%d registered, %d refused; want %d and %d", ok, full, models.MaxAgentWebhookEndpoints, 2*models.MaxAgentWebhookEndpoints)
 		}
 		// A deleted endpoint makes room.
-		if err := ev.DisableEndpoint(e.ctx, agent, first); err != nil {
+		if err := ev.DisableEndpoint(e.ctx, agent.AgentID, agent, first); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := ev.RegisterEndpoint(e.ctx, agent, "https://hooks.example.com/again", ""); err != nil {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, "https://hooks.example.com/again", ""); err != nil {
 			t.Fatalf("after a deletion: %v", err)
 		}
 		// Another agent, and the tenant's own endpoints, count apart.
@@ -59,16 +59,16 @@ func TestEndpointsPerScopeAreBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, "https://hooks.example.com/0", ""); err != nil {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, other.ID, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, "https://hooks.example.com/0", ""); err != nil {
 			t.Fatalf("another agent: %v", err)
 		}
 		tenant := models.EndpointScope{TenantID: e.tenant}
 		for i := range models.MaxTenantWebhookEndpoints {
-			if _, _, err := ev.RegisterEndpoint(e.ctx, tenant, fmt.Sprintf("https://all.example.com/%d", i), ""); err != nil {
+			if _, _, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, tenant, fmt.Sprintf("https://all.example.com/%d", i), ""); err != nil {
 				t.Fatalf("tenant-wide endpoint %d: %v", i, err)
 			}
 		}
-		if _, _, err := ev.RegisterEndpoint(e.ctx, tenant, "https://all.example.com/more", ""); !models.IsCode(err, models.EInvalidRequest) {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, tenant, "https://all.example.com/more", ""); !models.IsCode(err, models.EInvalidRequest) {
 			t.Fatalf("one tenant-wide endpoint too many: %v", err)
 		}
 	})
@@ -91,7 +91,7 @@ func TestDuplicateEndpointIsRefused(t *testing.T) {
 		)
 		for range 6 {
 			wg.Go(func() {
-				ep, _, err := ev.RegisterEndpoint(e.ctx, agent, "https://hooks.example.com/same", "")
+				ep, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, "https://hooks.example.com/same", "")
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -112,18 +112,18 @@ func TestDuplicateEndpointIsRefused(t *testing.T) {
 			}
 		}
 		// The URL as CheckURL writes it is what counts.
-		if _, _, err := ev.RegisterEndpoint(e.ctx, agent, " https://hooks.example.com/same", ""); !models.IsCode(err, models.EAlreadyExists) {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, " https://hooks.example.com/same", ""); !models.IsCode(err, models.EAlreadyExists) {
 			t.Errorf("the same URL with a space before it: %v", err)
 		}
 		// The tenant's own endpoints are another scope; a deleted
 		// endpoint's URL may be registered again (with a new secret).
-		if _, _, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, "https://hooks.example.com/same", ""); err != nil {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, "https://hooks.example.com/same", ""); err != nil {
 			t.Errorf("tenant-wide: %v", err)
 		}
-		if err := ev.DisableEndpoint(e.ctx, agent, made[0]); err != nil {
+		if err := ev.DisableEndpoint(e.ctx, agent.AgentID, agent, made[0]); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := ev.RegisterEndpoint(e.ctx, agent, "https://hooks.example.com/same", ""); err != nil {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, "https://hooks.example.com/same", ""); err != nil {
 			t.Errorf("after deleting it: %v", err)
 		}
 	})

@@ -55,7 +55,7 @@ func (e *env) endpoint(ev *events.Service, code int) *receiver {
 	e.t.Helper()
 	r := newReceiver(e.t)
 	r.answer = func(int) int { return code }
-	_, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, r.URL+"/hook", "")
+	_, sec, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, r.URL+"/hook", "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestPruneOutboxDeletesOnlyWhatNothingOwes(t *testing.T) {
 				owed = d
 			}
 		}
-		if err := ev.Redeliver(e.ctx, e.tenant, owed.ID); err != nil {
+		if err := ev.Redeliver(e.ctx, e.demo.Admin.ID, e.tenant, owed.ID); err != nil {
 			t.Fatal(err)
 		}
 		// Events minted after the horizon stay, whatever their deliveries.
@@ -145,7 +145,7 @@ func TestPruneOutboxDeletesOnlyWhatNothingOwes(t *testing.T) {
 			if id == owed.ID {
 				continue
 			}
-			if err := ev.Redeliver(e.ctx, e.tenant, id); !models.IsCode(err, models.ENotFound) {
+			if err := ev.Redeliver(e.ctx, e.demo.Admin.ID, e.tenant, id); !models.IsCode(err, models.ENotFound) {
 				t.Errorf("redelivering a pruned delivery: %v", err)
 			}
 		}
@@ -251,7 +251,7 @@ func TestPruneRacesRedeliveries(t *testing.T) {
 		for id := range before.deliveries {
 			wg.Go(func() {
 				<-start
-				err := ev.Redeliver(e.ctx, e.tenant, id)
+				err := ev.Redeliver(e.ctx, e.demo.Admin.ID, e.tenant, id)
 				switch {
 				case err == nil:
 					mu.Lock()

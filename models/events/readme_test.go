@@ -38,7 +38,7 @@ func realDelivery(t *testing.T) (string, http.Header, []byte) {
 	e := newEnv(t, dbURL(t, "sqlite"), models.SystemClock{})
 	ev := e.events(events.Config{})
 	r := newReceiver(t)
-	_, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL, "")
+	_, sec, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,8 +181,10 @@ func CheckURL(raw string) (string, error) {
 // live endpoints as it may (models.MaxAgentWebhookEndpoints,
 // MaxTenantWebhookEndpoints; details.limit is "webhook_endpoints");
 // EAlreadyExists when the scope has a live endpoint for the same URL
-// (details.endpoint_id names it).
-func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
+// (details.endpoint_id names it). actor is who registers it (the agent, or
+// the administrator of a tenant-wide one): the audit entry of the
+// registration names it.
+func (s *Service) RegisterEndpoint(ctx context.Context, actor string, sc models.EndpointScope, rawURL, description string) (models.WebhookEndpoint, string, error) {
 	u, err := s.dest.checkEndpointURL(rawURL)
 	if err != nil {
 		return models.WebhookEndpoint{}, "", err
@@ -198,7 +200,7 @@ func (s *Service) RegisterEndpoint(ctx context.Context, sc models.EndpointScope,
 	if err != nil {
 		return models.WebhookEndpoint{}, "", models.Wrap(models.EInternal, err, "cannot create a secret")
 	}
-	ep, err := s.st.CreateWebhookEndpoint(ctx, models.WebhookEndpoint{TenantID: sc.TenantID, AgentID: sc.AgentID,
+	ep, err := s.st.CreateWebhookEndpoint(ctx, actor, models.WebhookEndpoint{TenantID: sc.TenantID, AgentID: sc.AgentID,
 		URL: u, Description: description}, secret)
 	if err != nil {
 		return models.WebhookEndpoint{}, "", err
@@ -212,9 +214,9 @@ func (s *Service) Endpoints(ctx context.Context, sc models.EndpointScope) ([]mod
 }
 
 // DisableEndpoint stops deliveries to an endpoint in scope (ENotFound
-// otherwise).
-func (s *Service) DisableEndpoint(ctx context.Context, sc models.EndpointScope, id string) error {
-	return s.st.DisableWebhookEndpoint(ctx, sc, id, s.clock.Now())
+// otherwise); the audit entry names actor as who did.
+func (s *Service) DisableEndpoint(ctx context.Context, actor string, sc models.EndpointScope, id string) error {
+	return s.st.DisableWebhookEndpoint(ctx, actor, sc, id, s.clock.Now())
 }
 
 // Deliveries returns the tenant's latest deliveries (optionally to one
@@ -233,9 +235,10 @@ func (s *Service) Attempts(ctx context.Context, tenantID, deliveryID string) ([]
 	return s.st.DeliveryAttempts(ctx, tenantID, deliveryID)
 }
 
-// Redeliver makes a delivery of the tenant due again now.
-func (s *Service) Redeliver(ctx context.Context, tenantID, deliveryID string) error {
-	return s.st.Redeliver(ctx, tenantID, deliveryID, s.clock.Now())
+// Redeliver makes a delivery of the tenant due again now; the audit entry
+// names actor (the administrator) as who did.
+func (s *Service) Redeliver(ctx context.Context, actor, tenantID, deliveryID string) error {
+	return s.st.Redeliver(ctx, actor, tenantID, deliveryID, s.clock.Now())
 }
 
 // Backlog counts pending deliveries per channel.

@@ -53,10 +53,10 @@ func TestWebhooksAreSignedAndScoped(t *testing.T) {
 		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
 		ev := e.events(events.Config{})
 		r := newReceiver(t)
-		if _, _, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, "ftp://127.0.0.1/x", ""); !models.IsCode(err, models.EInvalidRequest) {
+		if _, _, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, "ftp://127.0.0.1/x", ""); !models.IsCode(err, models.EInvalidRequest) {
 			t.Fatalf("ftp endpoint: %v", err)
 		}
-		ep, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL+"/hook", "mine")
+		ep, sec, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL+"/hook", "mine")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 			}
 			return http.StatusOK
 		}
-		ep, sec, err := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, r.URL, "")
+		ep, sec, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, r.URL, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,11 +182,11 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 		if _, err := ev.Attempts(e.ctx, "ten_other", log[0].ID); !models.IsCode(err, models.ENotFound) {
 			t.Errorf("foreign attempts: %v", err)
 		}
-		if err := ev.Redeliver(e.ctx, "ten_other", log[0].ID); !models.IsCode(err, models.ENotFound) {
+		if err := ev.Redeliver(e.ctx, e.demo.Admin.ID, "ten_other", log[0].ID); !models.IsCode(err, models.ENotFound) {
 			t.Errorf("foreign redeliver: %v", err)
 		}
 		// Redeliver sends it again, with the same id.
-		if err := ev.Redeliver(e.ctx, e.tenant, log[0].ID); err != nil {
+		if err := ev.Redeliver(e.ctx, e.demo.Admin.ID, e.tenant, log[0].ID); err != nil {
 			t.Fatal(err)
 		}
 		drain(t, ev)
@@ -203,7 +203,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	ev := e.events(events.Config{RetryBase: time.Millisecond, MaxAttempts: 2})
 	r := newReceiver(t)
 	r.answer = func(int) int { return http.StatusServiceUnavailable }
-	ep, sec, _ := ev.RegisterEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant}, r.URL, "")
+	ep, sec, _ := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, r.URL, "")
 	r.secret = sec
 	e.propose("ord_1001", 100)
 	for range 50 {
@@ -234,7 +234,7 @@ func TestDeliveryAfterRestart(t *testing.T) {
 
 		first := newEnv(t, url, clock)
 		ev1 := first.events(events.Config{Timeout: time.Second})
-		_, sec, err := ev1.RegisterEndpoint(first.ctx, models.EndpointScope{TenantID: first.tenant}, r.URL, "")
+		_, sec, err := ev1.RegisterEndpoint(first.ctx, first.demo.Admin.ID, models.EndpointScope{TenantID: first.tenant}, r.URL, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func TestDeliveryAfterRestart(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v %v", claimed, err)
 		}
-		if err := ev1.Redeliver(first.ctx, first.tenant, claimed[0].ID); !models.IsCode(err, models.EInvalidState) {
+		if err := ev1.Redeliver(first.ctx, first.demo.Admin.ID, first.tenant, claimed[0].ID); !models.IsCode(err, models.EInvalidState) {
 			t.Errorf("redeliver during an attempt: %v", err)
 		}
 		first.store.Close()
@@ -276,7 +276,7 @@ func TestTwoDispatchersOnePostgresNoDuplicates(t *testing.T) {
 	b := newEnv(t, url, models.SystemClock{})
 	r := newReceiver(t)
 	evA, evB := a.events(events.Config{}), b.events(events.Config{})
-	_, sec, err := evA.RegisterEndpoint(a.ctx, models.EndpointScope{TenantID: a.tenant}, r.URL, "")
+	_, sec, err := evA.RegisterEndpoint(a.ctx, a.demo.Admin.ID, models.EndpointScope{TenantID: a.tenant}, r.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,16 @@ type webhookEndpointRow struct {
 
 func (webhookEndpointRow) TableName() string { return "webhook_endpoints" }
 
+// endpointData is what an audit entry records of an endpoint: its id, URL
+// and scope, never its secret.
+func endpointData(r webhookEndpointRow) map[string]any {
+	data := map[string]any{"endpoint_id": r.ID, "url": r.URL, "scope": "tenant", "agent_id": ""}
+	if r.AgentID != nil && *r.AgentID != "" {
+		data["scope"], data["agent_id"] = "agent", *r.AgentID
+	}
+	return data
+}
+
 func (r webhookEndpointRow) model() models.WebhookEndpoint {
 	return models.WebhookEndpoint{ID: r.ID, TenantID: r.TenantID, AgentID: deref(r.AgentID), URL: r.URL,
 		Description: r.Description, CreatedAt: fromMS(r.CreatedAt), DisabledAt: fromMSPtr(r.DisabledAt)}
@@ -63,8 +73,11 @@ const endpointsLock = 0x63730010
 // /url with details.limit "webhook_endpoints" when the scope is full,
 // EAlreadyExists with details.endpoint_id when the URL has a live endpoint
 // in the scope already (a second one would sign the same events, same
-// webhook-id, with another secret).
-func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep models.WebhookEndpoint, secret string) (models.WebhookEndpoint, error) {
+// webhook-id, with another secret). The same transaction appends an
+// admin.webhook_created entry naming actor (the agent, or the
+// administrator who registered a tenant-wide endpoint); a refused
+// registration appends none.
+func (s *Store) CreateWebhookEndpoint(ctx context.Context, actor string, ep models.WebhookEndpoint, secret string) (models.WebhookEndpoint, error) {
 	id := models.NewID("whep")
 	// The secret is key material: sealed under the KEK when there is one.
 	row := webhookEndpointRow{ID: id, TenantID: ep.TenantID, AgentID: optional(ep.AgentID),
@@ -91,8 +104,11 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, ep models.WebhookEndp
 			  AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.tenant_id = $2 AND COALESCE(w.agent_id, '') = $8
 			    AND w.url = $4 AND w.disabled_at IS NULL)`,
 			row.ID, row.TenantID, row.AgentID, row.URL, row.Secret, row.Description, row.CreatedAt, ep.AgentID, limit)
-		if err != nil || n == 1 {
+		if err != nil {
 			return err
+		}
+		if n == 1 {
+			return appendAudit(tx, row.TenantID, fromMS(row.CreatedAt), adminEvent(models.AuditWebhookCreated, actor, endpointData(row)))
 		}
 		var same []string
 		if err := tx.Model(&webhookEndpointRow{}).Where("tenant_id = ? AND COALESCE(agent_id, '') = ? AND url = ? AND disabled_at IS NULL",
@@ -135,9 +151,11 @@ func (s *Store) WebhookEndpoints(ctx context.Context, sc models.EndpointScope) (
 }
 
 // DisableWebhookEndpoint stops new deliveries to an endpoint in scope and
-// cancels its pending ones (they become failed with the reason). ENotFound
-// for endpoints outside the scope or already disabled.
-func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc models.EndpointScope, id string, now time.Time) error {
+// cancels its pending ones (they become failed with the reason), and
+// appends an admin.webhook_disabled entry naming actor (the agent or the
+// administrator) in the same transaction. ENotFound for endpoints outside
+// the scope or already disabled, which appends nothing.
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, actor string, sc models.EndpointScope, id string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := scopeWhere(sc, tx.Model(&webhookEndpointRow{})).Where("id = ? AND disabled_at IS NULL", id).
 			Update("disabled_at", ms(now))
@@ -147,10 +165,21 @@ func (s *Store) DisableWebhookEndpoint(ctx context.Context, sc models.EndpointSc
 		if res.RowsAffected == 0 {
 			return models.Errorf(models.ENotFound, "no webhook endpoint %q", id)
 		}
-		return tx.Model(&deliveryRow{}).
+		cancelled := tx.Model(&deliveryRow{}).
 			Where("channel = ? AND target = ? AND status = ?", models.ChannelWebhook, id, string(models.DeliveryPending)).
 			Updates(map[string]any{"status": string(models.DeliveryFailed), "last_error": "endpoint disabled",
-				"updated_at": ms(now)}).Error
+				"updated_at": ms(now)})
+		if cancelled.Error != nil {
+			return cancelled.Error
+		}
+		var row webhookEndpointRow
+		if err := tx.Select("id", "tenant_id", "agent_id", "url").Where("tenant_id = ? AND id = ?", sc.TenantID, id).
+			Take(&row).Error; err != nil {
+			return err
+		}
+		data := endpointData(row)
+		data["cancelled_deliveries"] = cancelled.RowsAffected
+		return appendAudit(tx, row.TenantID, now, adminEvent(models.AuditWebhookDisabled, actor, data))
 	})
 }
 
@@ -317,9 +346,11 @@ func (s *Store) FinishDelivery(ctx context.Context, id string, attempt int, r At
 
 // Redeliver makes a delivery of the tenant due again now, whatever its
 // outcome so far, unless an attempt holds it at this moment
-// (EInvalidState). The attempt count goes on. ENotFound for other tenants'
-// deliveries.
-func (s *Store) Redeliver(ctx context.Context, tenantID, id string, now time.Time) error {
+// (EInvalidState). The attempt count goes on. The same transaction
+// appends an admin.delivery_redelivered entry naming actor, the
+// administrator; a refused redelivery appends none. ENotFound for other
+// tenants' deliveries.
+func (s *Store) Redeliver(ctx context.Context, actor, tenantID, id string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&deliveryRow{}).Where("tenant_id = ? AND id = ? AND lease_until <= ?", tenantID, id, ms(now)).
 			Updates(map[string]any{"status": string(models.DeliveryPending), "next_attempt_at": ms(now),
@@ -328,7 +359,11 @@ func (s *Store) Redeliver(ctx context.Context, tenantID, id string, now time.Tim
 			return res.Error
 		}
 		if res.RowsAffected == 1 {
-			return nil
+			data, err := redeliveryData(tx, tenantID, id)
+			if err != nil {
+				return err
+			}
+			return appendAudit(tx, tenantID, now, adminEvent(models.AuditDeliveryRedelivered, actor, data))
 		}
 		var row deliveryRow
 		if err := tx.Select("id").Where("tenant_id = ? AND id = ?", tenantID, id).Take(&row).Error; err != nil {
@@ -336,6 +371,32 @@ func (s *Store) Redeliver(ctx context.Context, tenantID, id string, now time.Tim
 		}
 		return models.Errorf(models.EInvalidState, "the delivery is being attempted right now")
 	})
+}
+
+// redeliveryData is what an admin.delivery_redelivered entry records: the
+// delivery, its event and proposal, its channel and, for a webhook, the
+// endpoint (as endpointData).
+func redeliveryData(tx *gorm.DB, tenantID, id string) (map[string]any, error) {
+	var d deliveryRow
+	if err := tx.Select("id", "event_id", "channel", "target").Where("tenant_id = ? AND id = ?", tenantID, id).Take(&d).Error; err != nil {
+		return nil, err
+	}
+	var ev eventRow
+	if err := tx.Select("id", "proposal_id").Where("tenant_id = ? AND id = ?", tenantID, d.EventID).Take(&ev).Error; err != nil {
+		return nil, err
+	}
+	data := map[string]any{"delivery_id": d.ID, "event_id": d.EventID, "proposal_id": ev.ProposalID, "channel": d.Channel}
+	if d.Channel != models.ChannelWebhook {
+		return data, nil
+	}
+	var ep webhookEndpointRow
+	if err := tx.Select("id", "tenant_id", "agent_id", "url").Where("tenant_id = ? AND id = ?", tenantID, d.Target).Take(&ep).Error; err != nil {
+		return nil, err
+	}
+	for k, v := range endpointData(ep) {
+		data[k] = v
+	}
+	return data, nil
 }
 
 // DeliveryFilter selects deliveries for DeliveryLog.

@@ -294,7 +294,7 @@ func TestWebhookSecretsSealed(t *testing.T) {
 			t.Fatal(err)
 		}
 		const secret = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTMy"
-		ep, err := st.CreateWebhookEndpoint(ctx, models.WebhookEndpoint{TenantID: tn.ID, URL: "http://127.0.0.1:9/hook"}, secret)
+		ep, err := st.CreateWebhookEndpoint(ctx, models.ActorSystem, models.WebhookEndpoint{TenantID: tn.ID, URL: "http://127.0.0.1:9/hook"}, secret)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -163,9 +163,9 @@ func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		own, _ := e.store.CreateWebhookEndpoint(e.ctx, models.WebhookEndpoint{TenantID: e.tenant, AgentID: e.agent.ID, URL: "http://127.0.0.1:1/own"}, "whsec_x")
-		foreign, _ := e.store.CreateWebhookEndpoint(e.ctx, models.WebhookEndpoint{TenantID: e.tenant, AgentID: other.ID, URL: "http://127.0.0.1:1/other"}, "whsec_y")
-		wide, _ := e.store.CreateWebhookEndpoint(e.ctx, models.WebhookEndpoint{TenantID: e.tenant, URL: "http://127.0.0.1:1/all"}, "whsec_z")
+		own, _ := e.store.CreateWebhookEndpoint(e.ctx, e.agent.ID, models.WebhookEndpoint{TenantID: e.tenant, AgentID: e.agent.ID, URL: "http://127.0.0.1:1/own"}, "whsec_x")
+		foreign, _ := e.store.CreateWebhookEndpoint(e.ctx, other.ID, models.WebhookEndpoint{TenantID: e.tenant, AgentID: other.ID, URL: "http://127.0.0.1:1/other"}, "whsec_y")
+		wide, _ := e.store.CreateWebhookEndpoint(e.ctx, models.ActorSystem, models.WebhookEndpoint{TenantID: e.tenant, URL: "http://127.0.0.1:1/all"}, "whsec_z")
 		p := e.propose("ord_1001", 100)
 		log, err := e.store.DeliveryLog(e.ctx, store.DeliveryFilter{TenantID: e.tenant, Limit: 200})
 		if err != nil {
@@ -181,10 +181,10 @@ func TestDeliveriesFollowTheEndpointsScope(t *testing.T) {
 		if per[own.ID] != 2 || per[wide.ID] != 2 || per[foreign.ID] != 0 || len(per) != 2 {
 			t.Errorf("deliveries per endpoint = %v", per)
 		}
-		if err := e.store.DisableWebhookEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, own.ID, start); !models.IsCode(err, models.ENotFound) {
+		if err := e.store.DisableWebhookEndpoint(e.ctx, other.ID, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, own.ID, start); !models.IsCode(err, models.ENotFound) {
 			t.Errorf("another agent disabled the endpoint: %v", err)
 		}
-		if err := e.store.DisableWebhookEndpoint(e.ctx, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, own.ID, start); err != nil {
+		if err := e.store.DisableWebhookEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, own.ID, start); err != nil {
 			t.Fatal(err)
 		}
 		log, _ = e.store.DeliveryLog(e.ctx, store.DeliveryFilter{TenantID: e.tenant, Target: own.ID})
