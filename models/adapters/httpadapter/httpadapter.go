@@ -429,6 +429,13 @@ func (a *Adapter) do(ctx context.Context, method string, u *url.URL, idemKey str
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+		// net/http sends a request that carries an Idempotency-Key again,
+		// by itself, when a kept-alive connection fails under it: a write
+		// the business system made before it dropped the connection would
+		// reach it a second time, unseen by the attempt count. Without a
+		// way to rewind the body it does not; the answer is then unknown,
+		// and countersign asks the status endpoint as the contract says.
+		req.GetBody = nil
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "countersign-httpadapter")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -717,4 +718,44 @@ func TestCallerClientIsNotModified(t *testing.T) {
 func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// A business system that takes an execute on a kept-alive connection and
+// drops the connection without answering gets the execute once: the
+// answer is unknown (countersign then asks the status endpoint), and the
+// HTTP client does not send the write again by itself, as net/http would
+// for a request carrying an Idempotency-Key.
+func TestDroppedConnectionIsNotSentAgain(t *testing.T) {
+	var mu sync.Mutex
+	executes := 0
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/execute") {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"ok":true,"state_version":"1","resource_label":"Order 1"}`))
+			return
+		}
+		mu.Lock()
+		executes++
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(ts.Close)
+	a := newAdapter(t, httpadapter.Config{BaseURL: ts.URL, Secret: testSecret, Timeout: 5 * time.Second, UnsignedResponses: true})
+	// A first call leaves a kept-alive connection for the execute to reuse.
+	if _, err := a.Validate(context.Background(), validateReq("ord_1", 1000)); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	_, err := a.Execute(context.Background(), executeReq("req_1", "ord_1", 1000, "1"))
+	if !errors.Is(err, models.ErrOutcomeUnknown) {
+		t.Fatalf("Execute: %v, want ErrOutcomeUnknown", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if executes != 1 {
+		t.Fatalf("the business system got the execute %d times, want once", executes)
+	}
 }
