@@ -560,6 +560,11 @@ func (s *Service) reconcileOne(ctx context.Context, e models.Execution) error {
 		}
 		return err
 	case err != nil:
+		// The business system was asked and its answer refused (a bad
+		// signature, a body that does not decode, an HTTP error) or it
+		// could not be reached: the operator needs to know which.
+		s.log.Warn("asking the business system about an execution failed; it will be asked again",
+			"execution", claimed.ID, "tool", e.Operation, "attempts", claimed.Attempts, "err", err)
 		_, err = s.finish(ctx, p, claimed, store.Outcome{Status: models.StatusUnknown, ErrorCode: "outcome_unknown",
 			ErrorMessage: "the business system could not be asked; will ask again",
 			RetryAt:      s.clock.Now().Add(backoff(claimed.Attempts))})
