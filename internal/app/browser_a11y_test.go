@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -93,12 +94,13 @@ func TestBrowserBusyButtonsAreReadable(t *testing.T) {
 }
 
 // TestBrowserDestructiveActionsAskFirst: revoking an agent's key,
-// disabling a reviewer and resetting a password ask for confirmation, and
-// nothing happens when it is refused; the reviewers page shows who has a
-// security key.
+// disabling a reviewer, resetting a password, revoking a standing mandate
+// and disabling a webhook endpoint ask for confirmation, and nothing
+// happens when it is refused; the reviewers page shows who has a security
+// key.
 func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 	t.Parallel()
-	d := startDemo(t)
+	d := startDemo(t, allowLoopbackHooks)
 	j := newJourney(t)
 	term := d.terminal(t)
 	alice := terminalUser(t, term, d.creds.Reviewer)
@@ -107,7 +109,25 @@ func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.ownedAgent(t, term, "spare-bot", d.creds.Admin)
+	agent := &agentClient{t: t, base: d.base, key: d.creds.AgentKey}
+	res, body := agent.do("POST", "/api/v1/mandates", fmt.Sprintf(`{"terms":{"tool":"refund_order","tiers":["low"],
+		"resource_pattern":"ord_1[0-9]{3}","money":{"field":"amount_minor","currency":"CNY","per_call_cap":1000,"budget":5000},
+		"expires_at":%q,"reason":"sale refunds"}}`, time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339)), nil)
+	if res.StatusCode != 201 {
+		t.Fatalf("request mandate: %d %s", res.StatusCode, body)
+	}
+	var mp struct{ ID string }
+	json.Unmarshal(body, &mp)
+	if _, err := term.Protocol.Confirm(context.Background(), writes.ConfirmInput{Reviewer: alice, ProposalID: mp.ID,
+		DigestSeen: mustDigest(t, term, alice, mp.ID), Evidence: auth.ApprovalEvidence(alice, nil)}); err != nil {
+		t.Fatalf("grant the mandate: %v", err)
+	}
+	hook := newHookReceiver(t)
 	j.signIn(d.base, d.creds.Admin, d.creds.AdminPassword)
+	j.step("add a webhook endpoint", chromedp.Navigate(d.base+"/admin/webhooks"),
+		chromedp.SendKeys(chromedp.CSS(`#webhook-url`), hook.URL+"/hook"),
+		chromedp.Click(chromedp.CSS(`[data-testid=webhook-create] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=webhook-secret]`)))
 
 	var answer bool
 	asked := make(chan string, 4)
@@ -161,9 +181,33 @@ func TestBrowserDestructiveActionsAskFirst(t *testing.T) {
 		if n := j.eval(`String(document.querySelectorAll('[data-testid=agent-revoke]').length)`); n == "0" {
 			t.Errorf("%s: a refused revocation revoked the key", s.name)
 		}
+		j.step("mandates", chromedp.Navigate(d.base+"/mandates"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=mandate-revoke]`)))
+		answer = false
+		j.step("revoke the mandate, refused", chromedp.Click(chromedp.CSS(`[data-testid=mandate-revoke]`)))
+		expectAsk("mandate revoke", "Revoke the mandate for refund_order")
+		time.Sleep(300 * time.Millisecond)
+		if got := j.text(`[data-testid=mandate-left]`); strings.Contains(got, "revoked") {
+			t.Errorf("%s: a refused revocation revoked the mandate", s.name)
+		}
+		j.step("webhooks", chromedp.Navigate(d.base+"/admin/webhooks"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=webhook-disable]`)))
+		answer = false
+		j.step("disable the endpoint, refused", chromedp.Click(chromedp.CSS(`[data-testid=webhook-disable]`)))
+		expectAsk("webhook disable", "Disable the endpoint "+hook.URL+"/hook")
+		time.Sleep(300 * time.Millisecond)
+		if n := j.eval(`String(document.querySelectorAll('[data-testid=webhook-disable]').length)`); n == "0" {
+			t.Errorf("%s: a refused confirmation disabled the endpoint", s.name)
+		}
 	}
 	// Accepted, it happens.
 	answer = true
+	j.step("mandates", chromedp.Navigate(d.base+"/mandates"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=mandate-revoke]`)))
+	j.step("revoke the mandate, confirmed", chromedp.Click(chromedp.CSS(`[data-testid=mandate-revoke]`)))
+	expectAsk("mandate revoke", "Revoke the mandate for refund_order")
+	j.within(5*time.Second, "mandate revoked", `(document.querySelector('[data-testid=mandate-left]') || {textContent: ''}).textContent.includes('revoked')`)
+	j.step("webhooks", chromedp.Navigate(d.base+"/admin/webhooks"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=webhook-disable]`)))
+	j.step("disable the endpoint, confirmed", chromedp.Click(chromedp.CSS(`[data-testid=webhook-disable]`)))
+	expectAsk("webhook disable", "Disable the endpoint")
+	j.within(5*time.Second, "endpoint disabled", `document.querySelectorAll('[data-testid=webhook-disable]').length === 0`)
 	j.step("reviewers", chromedp.Navigate(d.base+"/admin/reviewers"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=reviewers]`)))
 	row := fmt.Sprintf(`[data-testid=reviewer-row][data-user-id="%s"] `, alice.ID)
 	j.step("disable, confirmed", chromedp.Click(chromedp.CSS(row+`[data-testid=reviewer-disable]`)))
