@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -24,6 +25,36 @@ type ValidateResult struct {
 	StateVersion  string   `json:"state_version"`
 	ResourceLabel string   `json:"resource_label"`
 	Problems      []string `json:"problems"`
+}
+
+// Bounds of a validate answer: what it says is stored with the proposal
+// and shown to reviewers, so a business system cannot fill either.
+const (
+	MaxResourceLabel = 200 // characters of ResourceLabel
+	MaxProblems      = 20  // entries of Problems
+	MaxProblem       = 500 // characters of one problem
+)
+
+// Check refuses a validate answer outside the bounds, or whose text
+// carries U+0000, which cannot be stored.
+func (r ValidateResult) Check() error {
+	if n := utf8.RuneCountInString(r.ResourceLabel); n > MaxResourceLabel {
+		return fmt.Errorf("a resource label of %d characters, at most %d", n, MaxResourceLabel)
+	}
+	if len(r.Problems) > MaxProblems {
+		return fmt.Errorf("%d problems, at most %d", len(r.Problems), MaxProblems)
+	}
+	for _, p := range r.Problems {
+		if n := utf8.RuneCountInString(p); n > MaxProblem {
+			return fmt.Errorf("a problem of %d characters, at most %d", n, MaxProblem)
+		}
+	}
+	for _, s := range append([]string{r.ResourceLabel, r.StateVersion}, r.Problems...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return errors.New("text holding U+0000")
+		}
+	}
+	return nil
 }
 
 // ExecuteRequest performs a write once. IdempotencyKey is the execution's

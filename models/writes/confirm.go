@@ -101,6 +101,9 @@ func (s *Service) stateUnchanged(ctx context.Context, p *models.Proposal) error 
 	if err != nil {
 		return adapterErr(err)
 	}
+	if err := vr.Check(); err != nil {
+		return answerOutOfBounds(err)
+	}
 	if !vr.OK || vr.StateVersion != p.StateVersion {
 		e := models.Errorf(models.EStateChanged, "the target changed since this preview was made; the agent must propose again")
 		for _, msg := range vr.Problems {

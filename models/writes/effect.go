@@ -43,6 +43,12 @@ func checkedDescription(d models.Description) (*models.Description, string, erro
 	return &d, digest, nil
 }
 
+// answerOutOfBounds is the refusal of a validate answer outside the
+// bounds (models.ValidateResult.Check): nothing is stored.
+func answerOutOfBounds(err error) error {
+	return models.Wrap(models.EUnavailable, err, "the business system answered the validation out of bounds; nothing was stored")
+}
+
 // validate asks the business system of a new proposal's tool whether the
 // write may happen and, when it may, what it would do (describe): in one
 // call when the adapter answers both from one look at its state
@@ -56,6 +62,9 @@ func (s *Service) validate(ctx context.Context, req models.ValidateRequest) (mod
 		if err != nil {
 			return models.ValidateResult{}, nil, "", adapterErr(err)
 		}
+		if err := vr.Check(); err != nil {
+			return models.ValidateResult{}, nil, "", answerOutOfBounds(err)
+		}
 		if !vr.OK || d == nil {
 			return vr, nil, "", nil
 		}
@@ -65,6 +74,9 @@ func (s *Service) validate(ctx context.Context, req models.ValidateRequest) (mod
 	vr, err := a.Validate(ctx, req)
 	if err != nil {
 		return models.ValidateResult{}, nil, "", adapterErr(err)
+	}
+	if err := vr.Check(); err != nil {
+		return models.ValidateResult{}, nil, "", answerOutOfBounds(err)
 	}
 	if !vr.OK {
 		return vr, nil, "", nil

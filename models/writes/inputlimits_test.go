@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/auth"
@@ -120,5 +121,28 @@ func wantField(t *testing.T, err error, pointer string) {
 	var me *models.Error
 	if !errors.As(err, &me) || me.Code != models.EInvalidRequest || len(me.Fields) != 1 || me.Fields[0].Pointer != pointer {
 		t.Fatalf("error %v, want invalid_request at %s", err, pointer)
+	}
+}
+
+// A business system whose validate answer is out of bounds (a resource
+// label of thousands of characters, text holding U+0000) gets nothing
+// stored: the create is unavailable, and a target labelled within the
+// bounds is proposed as before.
+func TestValidateAnswerOutOfBoundsStoresNothing(t *testing.T) {
+	t.Parallel()
+	e, biz := httpEnv(t, "sqlite", 2*time.Second)
+	biz.AddResource("ord_1002", strings.Repeat("L", models.MaxResourceLabel+1), 19900)
+	biz.AddResource("ord_1003", "Order\x001003", 19900)
+	biz.AddResource("ord_1004", strings.Repeat("L", models.MaxResourceLabel), 19900)
+	for _, order := range []string{"ord_1002", "ord_1003"} {
+		_, _, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs(order, 100)})
+		wantCode(t, err, models.EUnavailable)
+	}
+	if page, err := e.svc.List(e.ctx, e.tenant, writes.ListQuery{}); err != nil || len(page.Items) != 0 {
+		t.Fatalf("stored after the refusals: %d proposals (%v)", len(page.Items), err)
+	}
+	if p, _, err := e.svc.Propose(e.ctx, e.agent, writes.ProposeInput{Tool: "refund_order", Arguments: refundArgs("ord_1004", 100)}); err != nil ||
+		p.ResourceLabel != strings.Repeat("L", models.MaxResourceLabel) {
+		t.Fatalf("a label at the bound: %v", err)
 	}
 }
