@@ -10,8 +10,8 @@
 //	                                   {tool, arguments, tenant, expected_state_version}
 //	                                   → {status, provider_ref, result}; 409 on a version conflict
 //	GET  {base}/executions/{key}?tenant=…  → the same body as execute; 404 if it never arrived
-//	POST {base}/facts                  {tool, arguments, tenant}
-//	                                   → {facts: [{label, value}]}; optional: 404 means none
+//	POST {base}/describe               {tool, arguments, tenant}
+//	                                   → {facts: […], changes: […]}; optional: 404 means none
 //
 // Every request is signed (see Sign); business systems written in Go verify
 // calls with VerifyRequest. Every answer must be signed too (SignResponse,
