@@ -3,34 +3,25 @@
 package store_test
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"os/exec"
+	"context"
+	"io"
 	"path/filepath"
 	"testing"
 
+	"github.com/countersign/countersign/internal/testenv"
 	"github.com/countersign/countersign/models/store"
 )
 
-// TestHoldDatabaseOpen is not a test: run as a child process by
-// TestSQLiteInUse, it opens the database named in its environment, says
-// so, and keeps it open until its stdin closes.
+// TestHoldDatabaseOpen is the helper process of TestSQLiteInUse.
 func TestHoldDatabaseOpen(t *testing.T) {
-	path := os.Getenv("COUNTERSIGN_TEST_HOLD_DB")
-	if path == "" {
-		t.Skip("a helper process of TestSQLiteInUse")
-	}
-	st, err := store.Open("sqlite://"+path, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("open")
-	bufio.NewReader(os.Stdin).ReadString('\n')
+	testenv.ServeHold(t, func(path string) (io.Closer, error) {
+		st, err := store.Open("sqlite://"+path, store.Options{})
+		if err != nil {
+			return nil, err
+		}
+		_, err = st.Migrate(context.Background())
+		return st, err
+	})
 }
 
 // Another process holding a database open is seen (a restore must not
@@ -41,24 +32,11 @@ func TestSQLiteInUse(t *testing.T) {
 	if used, err := store.SQLiteInUse(path); err != nil || used {
 		t.Fatalf("a database that does not exist: in use %v, %v", used, err)
 	}
-	child := exec.Command(os.Args[0], "-test.run=^TestHoldDatabaseOpen$")
-	child.Env = append(os.Environ(), "COUNTERSIGN_TEST_HOLD_DB="+path)
-	stdin, _ := child.StdinPipe()
-	stdout, _ := child.StdoutPipe()
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "open\n" {
-		child.Process.Kill()
-		t.Fatalf("the helper process: %q %v", line, err)
-	}
+	release := testenv.HoldOpen(t, "TestHoldDatabaseOpen", path)
 	if used, err := store.SQLiteInUse(path); err != nil || !used {
 		t.Errorf("held open by another process: in use %v, %v", used, err)
 	}
-	stdin.Close()
-	if err := child.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if used, err := store.SQLiteInUse(path); err != nil || used {
 		t.Errorf("after the other process closed it: in use %v, %v", used, err)
 	}
