@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"encoding/json"
-	"github.com/countersign/countersign/models/store"
 	"testing"
 
 	"github.com/countersign/countersign/models"
@@ -96,15 +95,7 @@ func TestReconcilerDoesNotSendEditedArguments(t *testing.T) {
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 700))
-		key := e.downstreamKey(p)
-		now := e.clock.Now()
-		_, consumed, err := e.store.ConsumeToken(e.ctx, store.Consume{TenantID: e.tenant, AgentID: e.agent.ID,
-			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
-			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: key,
-				Operation: p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(10 * time.Second)}})
-		if err != nil || !consumed {
-			t.Fatalf("consume: %v %v", consumed, err)
-		}
+		key := e.consumeUnsent(p)
 		original := string(p.Arguments)
 		e.tamper(`UPDATE proposals SET arguments = REPLACE(arguments, '700', '70000') WHERE id = ?`, p.ID)
 		e.clock.Advance(11 * time.Second)

@@ -140,6 +140,23 @@ func TestRevokeFailedRetryableAlone(t *testing.T) {
 	})
 }
 
+// consumeUnsent consumes p's token as an execute does and sends nothing,
+// as a process that died right after the consumption would leave it (the
+// execution's lease 10s from now), and returns the downstream key.
+func (e *env) consumeUnsent(p *models.Proposal) string {
+	e.t.Helper()
+	key := e.downstreamKey(p)
+	now := e.clock.Now()
+	_, consumed, err := e.store.ConsumeToken(e.ctx, store.Consume{TenantID: e.tenant, AgentID: e.agent.ID,
+		ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
+		Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: key,
+			Operation: p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(10 * time.Second)}})
+	if err != nil || !consumed {
+		e.t.Fatalf("consume: %v %v", consumed, err)
+	}
+	return key
+}
+
 // TestReconcilerDoesNotSendAfterExp: a process consumed the token and died
 // before sending; the reconciler first runs after the token's exp. The
 // business system never saw the write, and sending it now would be a write
@@ -150,15 +167,7 @@ func TestReconcilerDoesNotSendAfterExp(t *testing.T) {
 	eachKind(t, func(t *testing.T, kind string) {
 		e, biz := httpEnv(t, kind, 2*time.Second)
 		p := e.confirm(e.propose("ord_1001", 700))
-		key := e.downstreamKey(p)
-		now := e.clock.Now()
-		_, consumed, err := e.store.ConsumeToken(e.ctx, store.Consume{TenantID: e.tenant, AgentID: e.agent.ID,
-			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
-			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: key,
-				Operation: p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(10 * time.Second)}})
-		if err != nil || !consumed {
-			t.Fatalf("consume: %v %v", consumed, err)
-		}
+		key := e.consumeUnsent(p)
 		e.clock.Set(p.Token.ExpiresAt)
 		if n, err := e.svc.Reconcile(e.ctx); err != nil || n != 1 {
 			t.Fatalf("reconcile: %d %v", n, err)
