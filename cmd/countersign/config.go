@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/countersign/countersign/internal/spell"
 )
 
 // configFlag is the flag that names a configuration file. A command that
@@ -306,7 +308,7 @@ func flagSetError(f *flag.Flag, err error) string {
 func (c *command) suggest(name string) string {
 	best, bestD := "", 3
 	c.fs.VisitAll(func(f *flag.Flag) {
-		if d := editDistance(name, f.Name); d < bestD && f.Name != configFlag {
+		if d := spell.Distance(name, f.Name); d < bestD && f.Name != configFlag {
 			best, bestD = f.Name, d
 		}
 	})
@@ -314,27 +316,6 @@ func (c *command) suggest(name string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 const configCheckAbout = `

@@ -13,6 +13,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/countersign/countersign/internal/spell"
 )
 
 // propInfo is what the registry needs to know about one top-level property
@@ -453,37 +455,9 @@ func misspelledKeyword(k string) string {
 		case len(kw) >= 5:
 			limit = 1
 		}
-		if d := editDistance(strings.ToLower(k), strings.ToLower(kw)); d <= limit && d < bestDist {
+		if d := spell.Distance(strings.ToLower(k), strings.ToLower(kw)); d <= limit && d < bestDist {
 			best, bestDist = kw, d
 		}
 	}
 	return best
-}
-
-// editDistance is the optimal string alignment distance of a and b (bytes).
-func editDistance(a, b string) int {
-	if d := len(a) - len(b); d > 2 || d < -2 {
-		return 3 // far apart; the callers only care about 0, 1 and 2
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
