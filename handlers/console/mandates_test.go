@@ -48,7 +48,9 @@ func TestGrantedMandateSaysGranted(t *testing.T) {
 		t.Errorf("status = %q, speaks of an execution", status)
 	}
 	wantContains(t, "decided note", text(one(t, r.doc, "decided-note")), "Granted", "Nothing is executed")
-	wantContains(t, "mandate note", text(one(t, r.doc, "mandate")), "Granted as standing mandate "+granted.MandateID)
+	note := one(t, r.doc, "mandate")
+	wantContains(t, "mandate note", text(note), "Granted as standing mandate "+granted.MandateID)
+	wantContains(t, "mandate note's class", attr(note, "class"), "alert-ok")
 	link := attr(one(t, r.doc, "mandate-link"), "href")
 	if want := "/mandates#mandate-" + granted.MandateID; link != want {
 		t.Errorf("mandate link %q, want %q", link, want)
