@@ -388,6 +388,11 @@ func TestExecuteOfAnotherAgentsProposalIsNotFound(t *testing.T) {
 		if models.ErrorMessage(err) != strings.ReplaceAll(models.ErrorMessage(unknown), "prop_unknown", theirs.ID) {
 			t.Errorf("the answers differ: %q and %q", models.ErrorMessage(err), models.ErrorMessage(unknown))
 		}
+		// An agent that may read the tenant's proposals may not act on them.
+		reader := e.agent
+		reader.ReadAll = true
+		_, err = e.svc.Execute(e.ctx, reader, theirs.ID, mine.Token.Compact)
+		wantCode(t, err, models.ENotFound)
 		if ex, err := e.svc.Execute(e.ctx, e.agent, mine.ID, mine.Token.Compact); err != nil || ex.Status != models.StatusSucceeded {
 			t.Fatalf("own execute afterwards: %+v %v", ex, err)
 		}

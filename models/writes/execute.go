@@ -74,9 +74,10 @@ func (s *Service) execute(ctx context.Context, agent models.Agent, proposalID, c
 	// nothing; it may run more than once).
 	decide := func(r store.Redeeming) (store.Consume, error) {
 		p, now = r.Proposal, s.clock.Now()
-		if !agent.MayRead(p) {
+		if p.TenantID != agent.TenantID || p.AgentID != agent.ID {
 			// Another agent's proposal is as unknown to this one as it
-			// is everywhere else in the API.
+			// is everywhere else in the API, even to an agent that may
+			// read it: reading never includes acting.
 			return store.Consume{}, models.Errorf(models.ENotFound, "no proposal %q", proposalID)
 		}
 		if err := bindsTo(c, p); err != nil {
