@@ -907,6 +907,8 @@ func TestReport(t *testing.T) {
 		{fmt.Errorf("backup: %w", fs.ErrExist), "error: already_exists: backup: file already exists\n"},
 		{errors.New("password must be 8 to 1024 bytes long"), "error: invalid_request: password must be 8 to 1024 bytes long\n"},
 		{&store.KeyError{What: "token signing key", ID: "k_1", Err: errors.New("altered")}, "error: unauthenticated: token signing key k_1: altered\n"},
+		{models.Wrap(models.EInternal, &store.KeyError{What: "token signing key", ID: "k_1", Err: errors.New("altered")}, "database error"),
+			"error: unauthenticated: token signing key k_1: altered\n"},
 	} {
 		if out, code := reported(c.err); out != c.want || code != exitError {
 			t.Errorf("reported %q (exit %d), want %q", out, code, c.want)

@@ -39,6 +39,14 @@ func report(w io.Writer, err error) int {
 		}
 		return exitUsage
 	}
+	// Stored keys the key-encryption key given does not open: the
+	// operator's setting to fix, whatever layer wrapped it (the store
+	// calls it a database error, as it is to a request).
+	var ke *store.KeyError
+	if errors.As(err, &ke) {
+		fmt.Fprintf(w, "error: %s: %s\n", models.EUnauthenticated, ke.Error())
+		return exitError
+	}
 	var me *models.Error
 	if errors.As(err, &me) {
 		fmt.Fprintf(w, "error: %s: %s\n", me.Code, me.Message)
@@ -76,15 +84,11 @@ func commandPath(synopsis string) string {
 }
 
 // plainCode is the code printed for an error the domain did not give one:
-// the stored keys need another key-encryption key (unauthenticated), a
-// file that is missing, in the way or not allowed, or else input that
+// a file that is missing, in the way or not allowed, or else input that
 // cannot be used as given (a password too short, a file that is not what
 // the command needs).
 func plainCode(err error) models.Code {
-	var ke *store.KeyError
 	switch {
-	case errors.As(err, &ke):
-		return models.EUnauthenticated
 	case errors.Is(err, fs.ErrNotExist):
 		return models.ENotFound
 	case errors.Is(err, fs.ErrExist):

@@ -519,12 +519,6 @@ func dbErr(err error) error {
 	if errors.As(err, &de) {
 		return err
 	}
-	var ke *KeyError
-	if errors.As(err, &ke) {
-		// Not a fault of the database: the key-encryption key given (or
-		// its absence) does not open the stored keys.
-		return models.Wrap(models.EUnauthenticated, err, ke.Error())
-	}
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.Wrap(models.ENotFound, err, "not found")
 	}
