@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	"gorm.io/gorm"
@@ -23,14 +24,28 @@ type webhookEndpointRow struct {
 
 func (webhookEndpointRow) TableName() string { return "webhook_endpoints" }
 
-// endpointData is what an audit entry records of an endpoint: its id, URL
-// and scope, never its secret.
+// endpointData is what an audit entry records of an endpoint: its id, its
+// URL's origin (scheme, host and port) and the URL's digest, and its scope
+// — never its secret, and never the URL itself: receivers commonly carry a
+// credential in the path or the query (a chat service's hook URL), and the
+// chain keeps what it records for good. The digest tells which URL it was
+// to anyone who has the URL.
 func endpointData(r webhookEndpointRow) map[string]any {
-	data := map[string]any{"endpoint_id": r.ID, "url": r.URL, "scope": "tenant", "agent_id": ""}
+	data := map[string]any{"endpoint_id": r.ID, "url_origin": urlOrigin(r.URL), "url_digest": models.CanonicalDigest([]byte(r.URL)),
+		"scope": "tenant", "agent_id": ""}
 	if r.AgentID != nil && *r.AgentID != "" {
 		data["scope"], data["agent_id"] = "agent", *r.AgentID
 	}
 	return data
+}
+
+// urlOrigin is scheme://host[:port] of a URL ("" when it does not parse).
+func urlOrigin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 func (r webhookEndpointRow) model() models.WebhookEndpoint {

@@ -62,6 +62,9 @@ func oneEntry(t *testing.T, st *store.Store, tenantID string, seq int64, kind, a
 			t.Errorf("%s: data %s = %v, want %v (%s)", kind, k, data[k], v, b.Data)
 		}
 	}
+	if _, ok := data["url"]; ok {
+		t.Errorf("%s records the endpoint's whole URL: %s", kind, b.Data)
+	}
 	return data
 }
 
@@ -98,7 +101,8 @@ func TestWebhookChangesAreAudited(t *testing.T) {
 			t.Fatal(err)
 		}
 		oneEntry(t, st, tn, seq, models.AuditWebhookCreated, d.Agent.ID, map[string]any{"endpoint_id": own.ID,
-			"url": "https://hooks.example.com/own", "scope": "agent", "agent_id": d.Agent.ID})
+			"url_origin": "https://hooks.example.com", "url_digest": models.CanonicalDigest([]byte("https://hooks.example.com/own")),
+			"scope": "agent", "agent_id": d.Agent.ID})
 
 		// The same URL again is refused, and records nothing.
 		seq = lastSeq(t, st, tn)
@@ -131,7 +135,8 @@ func TestWebhookChangesAreAudited(t *testing.T) {
 			t.Fatal(err)
 		}
 		oneEntry(t, st, tn, seq, models.AuditWebhookCreated, d.Admin.ID, map[string]any{"endpoint_id": wide.ID,
-			"url": "https://all.example.com/", "scope": "tenant", "agent_id": ""})
+			"url_origin": "https://all.example.com", "url_digest": models.CanonicalDigest([]byte("https://all.example.com/")),
+			"scope": "tenant", "agent_id": ""})
 
 		// A proposal owes a delivery to each endpoint; redelivering one
 		// records the delivery and its endpoint.
@@ -165,7 +170,7 @@ func TestWebhookChangesAreAudited(t *testing.T) {
 		}
 		oneEntry(t, st, tn, seq, models.AuditDeliveryRedelivered, d.Admin.ID, map[string]any{"delivery_id": toWide.ID,
 			"event_id": toWide.Event.ID, "proposal_id": p.ID, "channel": models.ChannelWebhook, "endpoint_id": wide.ID,
-			"url": "https://all.example.com/", "scope": "tenant"})
+			"url_origin": "https://all.example.com", "scope": "tenant"})
 		seq = lastSeq(t, st, tn)
 		if err := st.Redeliver(ctx, d.Admin.ID, "ten_other", toWide.ID, now); !models.IsCode(err, models.ENotFound) {
 			t.Fatalf("another tenant's redelivery: %v", err)
@@ -190,7 +195,7 @@ func TestWebhookChangesAreAudited(t *testing.T) {
 			t.Fatal(err)
 		}
 		oneEntry(t, st, tn, seq, models.AuditWebhookDisabled, d.Agent.ID, map[string]any{"endpoint_id": own.ID,
-			"url": "https://hooks.example.com/own", "scope": "agent", "agent_id": d.Agent.ID, "cancelled_deliveries": owed[own.ID]})
+			"url_origin": "https://hooks.example.com", "scope": "agent", "agent_id": d.Agent.ID, "cancelled_deliveries": owed[own.ID]})
 		seq = lastSeq(t, st, tn)
 		if err := st.DisableWebhookEndpoint(ctx, d.Agent.ID, agentScope, own.ID, now); !models.IsCode(err, models.ENotFound) {
 			t.Fatalf("a second deletion: %v", err)
@@ -204,7 +209,21 @@ func TestWebhookChangesAreAudited(t *testing.T) {
 			t.Fatal(err)
 		}
 		oneEntry(t, st, tn, seq, models.AuditWebhookDisabled, d.Admin.ID, map[string]any{"endpoint_id": wide.ID,
-			"url": "https://all.example.com/", "scope": "tenant", "cancelled_deliveries": owed[wide.ID]})
+			"url_origin": "https://all.example.com", "scope": "tenant", "cancelled_deliveries": owed[wide.ID]})
+
+		// A URL carrying a credential in its path and query leaves only
+		// its origin and digest in the chain.
+		seq = lastSeq(t, st, tn)
+		secretURL := "https://chat.example.com/services/T0/B0/hooksekrit?token=tok-sekrit"
+		if _, err := st.CreateWebhookEndpoint(ctx, d.Agent.ID, models.WebhookEndpoint{TenantID: tn, AgentID: d.Agent.ID,
+			URL: secretURL}, secret); err != nil {
+			t.Fatal(err)
+		}
+		data := oneEntry(t, st, tn, seq, models.AuditWebhookCreated, d.Agent.ID, map[string]any{
+			"url_origin": "https://chat.example.com", "url_digest": models.CanonicalDigest([]byte(secretURL))})
+		if b, _ := json.Marshal(data); strings.Contains(string(b), "sekrit") {
+			t.Errorf("the chain holds the URL's credential: %s", b)
+		}
 
 		entries, err := st.AuditEntries(ctx, tn, 0, 1000)
 		if err != nil {
