@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
+	"github.com/countersign/countersign/models/store"
 )
 
 // stallingReceiver is a real HTTP endpoint that holds every request until
@@ -179,4 +180,31 @@ func newMailboxOn(t *testing.T, srv *smtp.Server) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// An attempt cut off by a shutdown does not end its delivery, even when
+// it was the last attempt allowed: the delivery is due again at once, and
+// a restarted dispatcher sends it.
+func TestShutdownDoesNotUseUpTheLastAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, dbURL(t, "sqlite"), models.SystemClock{})
+	ev := e.events(events.Config{Timeout: time.Minute, MaxAttempts: 1})
+	slow := newStallingReceiver(t)
+	if _, _, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, slow.URL+"/slow", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.propose("ord_1001", 100)
+	stop := run(ev)
+	waitFor(t, 5*time.Second, "the endpoint was not attempted", func() bool { n, _, _ := slow.counts(); return n > 0 })
+	stop()
+	log, err := e.store.DeliveryLog(e.ctx, store.DeliveryFilter{TenantID: e.tenant, Channel: models.ChannelWebhook})
+	if err != nil || len(log) == 0 {
+		t.Fatalf("deliveries: %v %v", log, err)
+	}
+	for _, d := range log {
+		if d.Status == models.DeliveryFailed {
+			t.Errorf("delivery %s ended failed by the shutdown (attempt %d)", d.ID, d.Attempts)
+		}
+	}
+	close(slow.release)
 }

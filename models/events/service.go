@@ -504,7 +504,13 @@ func (s *Service) attempt(ctx context.Context, d models.Delivery) {
 	now := s.clock.Now()
 	if err != nil {
 		r.Error = truncate(err.Error(), 500)
-		if d.Attempts < s.attempts && !errors.Is(err, errGone) {
+		switch {
+		case ctx.Err() != nil && !errors.Is(err, errGone):
+			// Cut off by the shutdown, not refused by the receiver: the
+			// delivery is due again at once, even after its last attempt,
+			// so that a restart never ends one for good.
+			r.RetryAt = now
+		case d.Attempts < s.attempts && !errors.Is(err, errGone):
 			r.RetryAt = now.Add(s.backoff(d.Attempts))
 		}
 		s.log.LogAttrs(ctx, slog.LevelInfo, "delivery attempt failed", slog.String("delivery", d.ID),
