@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,13 @@ func TestNoCheckpointOverACutChain(t *testing.T) {
 	}
 	if cps, _ := st.Checkpoints(ctx, honest.ID, 0); len(cps) != 2 {
 		t.Errorf("the honest chain was not signed: %+v", cps)
+	}
+	// The newest entry rewritten with nothing appended since: the
+	// background pass sees it too.
+	head, _ := st.Head(ctx, honest.ID)
+	exec(`UPDATE audit_entries SET hash = 'sha256:11' WHERE tenant_id = ? AND seq = ?`, honest.ID, head.Seq)
+	if _, err := c.CheckpointAll(ctx, time.Now()); !models.IsCode(err, models.ENotProven) || !strings.Contains(err.Error(), honest.ID) {
+		t.Errorf("a rewritten head under its checkpoint: %v", err)
 	}
 	for _, ten := range []models.Tenant{cut, rewritten} {
 		if _, _, err := c.CheckpointTenant(ctx, ten.ID, time.Now()); !models.IsCode(err, models.ENotProven) {

@@ -357,8 +357,9 @@ type AuditHead struct {
 
 // UncheckpointedHeads returns, for every tenant whose chain moved since its
 // last checkpoint, the current head: grown, as the chain does, or shorter
-// than the checkpoint, which only an edit of the database makes (Seq 0 when
-// no entry is left); the checkpointer refuses to sign over the latter. It
+// than the checkpoint or with another hash at its position, which only an
+// edit of the database makes (Seq 0 when no entry is left); the
+// checkpointer refuses to sign over the latter. It
 // starts from the tenants and finds each head through the chain's key: its
 // cost does not grow with the chains' length (this runs every minute, and
 // a scan of every entry would hold up the writes behind it).
@@ -368,11 +369,13 @@ func (s *Store) UncheckpointedHeads(ctx context.Context) ([]AuditHead, error) {
 		Seq      *int64
 		Hash     *string
 		Signed   *int64
+		SignedAt *string
 	}
 	err := s.read.WithContext(ctx).Raw(`SELECT t.id AS tenant_id,
   (SELECT e.seq FROM audit_entries e WHERE e.tenant_id = t.id ORDER BY e.seq DESC LIMIT 1) AS seq,
   (SELECT e.hash FROM audit_entries e WHERE e.tenant_id = t.id ORDER BY e.seq DESC LIMIT 1) AS hash,
-  (SELECT c.seq FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed
+  (SELECT c.seq FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed,
+  (SELECT c.hash FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed_at
 FROM tenants t ORDER BY t.id`).Scan(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
@@ -380,7 +383,8 @@ FROM tenants t ORDER BY t.id`).Scan(&rows).Error
 	var out []AuditHead
 	for _, r := range rows {
 		switch {
-		case r.Seq != nil && r.Hash != nil && (r.Signed == nil || *r.Seq != *r.Signed):
+		case r.Seq != nil && r.Hash != nil && (r.Signed == nil || *r.Seq != *r.Signed ||
+			(r.SignedAt != nil && *r.SignedAt != *r.Hash)):
 			out = append(out, AuditHead{TenantID: r.TenantID, Seq: *r.Seq, Hash: *r.Hash})
 		case r.Seq == nil && r.Signed != nil:
 			// Every entry gone, checkpoints left: the checkpointer says so.
