@@ -102,6 +102,10 @@ func walkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int, 
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
+			if isMerge(k) {
+				walkMerged(n.Content[i+1], t, where, report)
+				continue
+			}
 			ft, ok := fields[k.Value]
 			if !ok {
 				in := ""
@@ -128,9 +132,29 @@ func walkKeys(n *yaml.Node, t reflect.Type, where string, report func(line int, 
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			if isMerge(n.Content[i]) {
+				walkMerged(n.Content[i+1], t, where, report)
+				continue
+			}
 			walkKeys(n.Content[i+1], t.Elem(), where+": "+n.Content[i].Value, report)
 		}
 	}
+}
+
+// isMerge reports whether k is YAML's merge key ("<<: *anchor").
+func isMerge(k *yaml.Node) bool { return k.Kind == yaml.ScalarNode && k.Tag == "!!merge" }
+
+// walkMerged checks the mappings a merge key brings in (one, or a list of
+// them) as keys of the mapping holding it, of type t.
+func walkMerged(v *yaml.Node, t reflect.Type, where string, report func(line int, where, key string, known []string)) {
+	v = deref(v)
+	if v != nil && v.Kind == yaml.SequenceNode {
+		for _, m := range v.Content {
+			walkKeys(m, t, where, report)
+		}
+		return
+	}
+	walkKeys(v, t, where, report)
 }
 
 func joinWhere(where, key string) string {

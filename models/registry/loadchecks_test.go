@@ -172,3 +172,23 @@ func TestNullCurrencyIsAskedAbout(t *testing.T) {
 		t.Errorf("Preview with a null currency: %v, want %s", err, want)
 	}
 }
+
+// YAML merge keys ("<<: *anchor") share declarations between tools, as the
+// YAML decoder allows: a registry using one loads, its merged keys checked
+// like the mapping's own, and the merge key itself is not an unknown key.
+func TestParseAcceptsMergeKeys(t *testing.T) {
+	rule := "      - tier: low\n        confirmation: click\n        ttl: 300s\n"
+	doc := string(DemoYAML())
+	if strings.Count(doc, rule) < 2 {
+		t.Fatal("the demo registry's low rules moved; update the test")
+	}
+	doc = strings.Replace(doc, rule, "      - &lowrule\n        tier: low\n        confirmation: click\n        ttl: 300s\n", 1)
+	doc = strings.Replace(doc, rule, "      - <<: *lowrule\n", 1)
+	if _, err := Parse([]byte(doc)); err != nil {
+		t.Fatalf("a registry with a merge key: %v", err)
+	}
+	bad := strings.Replace(doc, "      - <<: *lowrule\n", "      - <<: *lowrule\n        ttll: 300s\n", 1)
+	if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), `unknown key "ttll"`) {
+		t.Fatalf("a misspelt key beside a merge: %v", err)
+	}
+}
