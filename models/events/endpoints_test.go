@@ -112,8 +112,17 @@ func TestDuplicateEndpointIsRefused(t *testing.T) {
 			}
 		}
 		// The URL as CheckURL writes it is what counts.
-		if _, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, " https://hooks.example.com/same", ""); !models.IsCode(err, models.EAlreadyExists) {
-			t.Errorf("the same URL with a space before it: %v", err)
+		for _, same := range []string{" https://hooks.example.com/same", "https://Hooks.Example.COM/same", "https://hooks.example.com:443/same",
+			"HTTPS://hooks.example.com:443/same"} {
+			if _, _, err := ev.RegisterEndpoint(e.ctx, agent.AgentID, agent, same, ""); !models.IsCode(err, models.EAlreadyExists) {
+				t.Errorf("the same URL written %q: %v", same, err)
+			}
+		}
+		for raw, want := range map[string]string{"https://A.example:8443": "https://a.example:8443/", "http://b.example:80/x?q=1": "http://b.example/x?q=1",
+			"http://[2001:DB8::1]:80/h": "http://[2001:db8::1]/h"} {
+			if got, err := events.CheckURL(raw); err != nil || got != want {
+				t.Errorf("CheckURL(%q) = %q, %v; want %q", raw, got, err, want)
+			}
 		}
 		// The tenant's own endpoints are another scope; a deleted
 		// endpoint's URL may be registered again (with a new secret).

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -166,6 +167,24 @@ func CheckURL(raw string) (string, error) {
 			return "", &models.Error{Code: models.EInvalidRequest, Message: fmt.Sprintf("the endpoint's port %s is not a port (1 to 65535)", p),
 				Fields: []models.FieldProblem{{Pointer: "/url", Message: "port out of range"}}}
 		}
+	}
+	// One form for one destination, so that the same endpoint written
+	// twice (another case in the host, its scheme's default port, no
+	// path) is the same URL: a scope may hold a URL once.
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	switch {
+	case port != "":
+		u.Host = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		u.Host = "[" + host + "]"
+	default:
+		u.Host = host
+	}
+	if u.Path == "" && u.RawPath == "" {
+		u.Path = "/"
 	}
 	if len(u.String()) > 2000 {
 		return "", models.Errorf(models.EInvalidRequest, "the endpoint URL is longer than 2000 characters")
