@@ -677,7 +677,7 @@ for (let text of wanted) {
   console.log(`ok   ${element}: ${rc.tool} ${d} ${how}${effect}, ${rc.status}; chain entries ${created}..${outcome} under checkpoint ${anchored}`);
 }
 if (!opts.receipt) {
-  const recorded = checkWhole();
-  console.log(`ok   receipts: the export holds each of the ${recorded} receipt${recorded === 1 ? "" : "s"} the chain records, once`);
+  const receiptsRecorded = checkWhole();
+  console.log(`ok   receipts: the export holds each of the ${receiptsRecorded} receipt${receiptsRecorded === 1 ? "" : "s"} the chain records, once`);
 }
 console.log("VERIFIED");

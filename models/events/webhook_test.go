@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/events"
+	"github.com/countersign/countersign/models/store"
 )
 
 func TestSignatureMatchesTheStandardWebhooksExample(t *testing.T) {
@@ -242,11 +243,15 @@ func TestDeliveryAfterRestart(t *testing.T) {
 		first.propose("ord_1001", 100)
 		// The first instance claims one delivery, then stops before
 		// sending it (as if killed).
-		claimed, err := first.store.ClaimDeliveries(first.ctx, []string{models.ChannelWebhook}, clock.Now(), 21*time.Second, 1)
-		if err != nil || len(claimed) != 1 {
+		due, err := first.store.DueDeliveries(first.ctx, store.DueFilter{Channel: models.ChannelWebhook}, clock.Now(), 1)
+		if err != nil || len(due) != 1 {
+			t.Fatalf("due: %v %v", due, err)
+		}
+		claimed, err := first.store.ClaimDelivery(first.ctx, due[0].ID, clock.Now(), 21*time.Second)
+		if err != nil || claimed == nil {
 			t.Fatalf("claim: %v %v", claimed, err)
 		}
-		if err := ev1.Redeliver(first.ctx, first.demo.Admin.ID, first.tenant, claimed[0].ID); !models.IsCode(err, models.EInvalidState) {
+		if err := ev1.Redeliver(first.ctx, first.demo.Admin.ID, first.tenant, claimed.ID); !models.IsCode(err, models.EInvalidState) {
 			t.Errorf("redeliver during an attempt: %v", err)
 		}
 		first.store.Close()
@@ -255,13 +260,13 @@ func TestDeliveryAfterRestart(t *testing.T) {
 		ev2 := second.events(events.Config{Timeout: time.Second})
 		drain(t, ev2)
 		got := r.messages()
-		if len(got) != 1 || got[0].ID == claimed[0].Event.ID {
+		if len(got) != 1 || got[0].ID == claimed.Event.ID {
 			t.Fatalf("after restart: %d messages (claimed one must wait for its lease)", len(got))
 		}
 		clock.Set(clock.Now().Add(21 * time.Second))
 		drain(t, ev2)
 		got = r.messages()
-		if len(got) != 2 || got[1].ID != claimed[0].Event.ID || got[1].Verified != nil {
+		if len(got) != 2 || got[1].ID != claimed.Event.ID || got[1].Verified != nil {
 			t.Fatalf("the abandoned delivery did not go out after its lease: %+v", got)
 		}
 	})

@@ -289,34 +289,6 @@ func (s *Store) ClaimDelivery(ctx context.Context, id string, now time.Time, lea
 	return got, err
 }
 
-// ClaimDeliveries takes up to limit due deliveries of the given channels
-// for one attempt each, oldest due first, claiming each with
-// ClaimDelivery; the returned deliveries carry the new attempt number in
-// Attempts. It applies no bounds per target: the dispatcher lists
-// (DueDeliveries) and claims one by one instead.
-func (s *Store) ClaimDeliveries(ctx context.Context, channels []string, now time.Time, lease time.Duration, limit int) ([]models.Delivery, error) {
-	var out []models.Delivery
-	for _, ch := range channels {
-		due, err := s.DueDeliveries(ctx, DueFilter{Channel: ch}, now, limit-len(out))
-		if err != nil {
-			return out, err
-		}
-		for _, d := range due {
-			got, err := s.ClaimDelivery(ctx, d.ID, now, lease)
-			if err != nil {
-				return out, err
-			}
-			if got != nil {
-				out = append(out, *got)
-			}
-		}
-		if len(out) >= limit {
-			break
-		}
-	}
-	return out, nil
-}
-
 // AttemptResult is the outcome of one delivery attempt.
 type AttemptResult struct {
 	OK         bool
