@@ -3,6 +3,8 @@ package registry
 import (
 	"fmt"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -162,4 +164,93 @@ func joinWhere(where, key string) string {
 		return key
 	}
 	return where + " " + key
+}
+
+// typeErrorRE matches the YAML decoder's message for a value of the wrong
+// kind: "line 5: cannot unmarshal !!str `note` into []string".
+var typeErrorRE = regexp.MustCompile("^line ([0-9]+): cannot unmarshal !!([a-z]+)(?: `([^`]*)`)? into (.+)$")
+
+// typeMessage says the decoder's msg in the file's own words: which tool
+// and key, what kind of value stands there and what kind is needed, with
+// no Go type names. A message it does not know is returned as it is.
+func typeMessage(root *yaml.Node, msg string) string {
+	m := typeErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	line, _ := strconv.Atoi(m[1])
+	got := map[string]string{"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false",
+		"map": "a mapping", "seq": "a list", "null": "nothing", "timestamp": "a date"}[m[2]]
+	if got == "" {
+		got = "a value of another kind"
+	}
+	if m[3] != "" && (m[2] == "str" || m[2] == "int" || m[2] == "float" || m[2] == "bool") {
+		got = fmt.Sprintf("%s (%q)", got, m[3])
+	}
+	want := "a value of another kind"
+	switch gt := m[4]; {
+	case strings.HasPrefix(gt, "[]"):
+		want = "a list"
+	case strings.HasPrefix(gt, "map["), strings.Contains(gt, "."):
+		want = "a mapping"
+	case strings.HasPrefix(gt, "int"), strings.HasPrefix(gt, "uint"):
+		want = "a whole number"
+	case strings.HasPrefix(gt, "float"):
+		want = "a number"
+	case gt == "bool":
+		want = "true or false"
+	case gt == "string":
+		want = "a string"
+	}
+	place := keyAtLine(root, line, "!!"+m[2], m[3])
+	if place == "" {
+		return fmt.Sprintf("line %d: %s stands where %s is needed", line, got, want)
+	}
+	return fmt.Sprintf("line %d: %s must be %s, not %s", line, place, want, got)
+}
+
+// keyAtLine names the key whose value, of YAML tag tag (and text value when
+// not ""), starts on line: `tool "x": key` for a key of a tool, the key
+// alone at the top, "" when none does.
+func keyAtLine(root *yaml.Node, line int, tag, value string) string {
+	for root != nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	var find func(n *yaml.Node, depth int) string
+	find = func(n *yaml.Node, depth int) string {
+		n = deref(n)
+		if n == nil || depth > maxYAMLDepth {
+			return ""
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			// The deepest key whose value starts on line: a flow mapping
+			// ("adapter: {timeout: [1]}") starts on its key's line too.
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if k := find(n.Content[i+1], depth+1); k != "" {
+					return n.Content[i].Value + " " + k
+				}
+				if v := deref(n.Content[i+1]); v != nil && v.Line == line && v.Tag == tag && (value == "" || v.Value == value) {
+					return n.Content[i].Value
+				}
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				if k := find(c, depth+1); k != "" {
+					return k
+				}
+			}
+		}
+		return ""
+	}
+	for _, t := range items(mappingValue(root, "tools")) {
+		if k := find(t, 0); k != "" {
+			name := "tools[?]"
+			if nm := mappingValue(t, "name"); nm != nil && nm.Value != "" {
+				name = fmt.Sprintf("tool %q", nm.Value)
+			}
+			return name + ": " + k
+		}
+	}
+	return find(root, 0)
 }

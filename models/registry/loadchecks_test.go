@@ -192,3 +192,25 @@ func TestParseAcceptsMergeKeys(t *testing.T) {
 		t.Fatalf("a misspelt key beside a merge: %v", err)
 	}
 }
+
+// A value of the wrong kind is named by its tool and key, in YAML's words
+// (a list, a mapping, a string), never in the decoder's Go types.
+func TestWrongKindOfValueIsNamedInTheFilesWords(t *testing.T) {
+	doc := "tools:\n  - name: x_tool\n    reject_invisible: note\n    risk: 5\n    adapter: {kind: demo_ledger, timeout: [1]}\n"
+	_, err := Parse([]byte(doc))
+	if err == nil {
+		t.Fatal("a file of wrong kinds loaded")
+	}
+	for _, want := range []string{
+		`line 3: tool "x_tool": reject_invisible must be a list, not a string ("note")`,
+		`line 4: tool "x_tool": risk must be a list, not a whole number ("5")`,
+		`line 5: tool "x_tool": adapter timeout must be a string, not a list`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "[]string") || strings.Contains(err.Error(), "unmarshal") {
+		t.Errorf("the error speaks Go: %v", err)
+	}
+}

@@ -409,7 +409,7 @@ func Parse(data []byte) (*Registry, error) {
 			return nil, fmt.Errorf("registry: %w", err)
 		}
 		for _, msg := range te.Errors {
-			errs = append(errs, errors.New(msg))
+			errs = append(errs, errors.New(typeMessage(&root, msg)))
 		}
 	}
 	if len(doc.Tools) == 0 {
