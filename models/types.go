@@ -185,6 +185,13 @@ type Proposal struct {
 	Progress []FactorProgress
 }
 
+// MandateGranted reports whether p is a request for a standing mandate
+// that its reviewers granted: confirmed, naming the mandate it made live.
+// No token is issued for it and nothing is executed.
+func (p *Proposal) MandateGranted() bool {
+	return p.Kind == KindMandate && p.Status == StatusConfirmed && p.MandateID != ""
+}
+
 // Batch reports whether the proposal targets a fixed resource set.
 func (p *Proposal) Batch() bool { return p.ResourceSetDigest != "" }
 

@@ -226,7 +226,7 @@ var statusBadges = map[models.Status]ui.Badge{
 // granted mandate, which is confirmed but never executed (no token is
 // issued for it), so it says that the mandate was granted.
 func proposalStatus(p *models.Proposal) ui.Badge {
-	if p.Kind == models.KindMandate && p.MandateID != "" && p.Status == models.StatusConfirmed {
+	if p.MandateGranted() {
 		return ui.Badge{Text: "Mandate granted", Symbol: "✓", Tone: "ok"}
 	}
 	return statusBadge(p.Status)

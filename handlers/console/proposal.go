@@ -483,7 +483,7 @@ func (h *Pages) settledNote(p *models.Proposal, expired bool) string {
 		return fmt.Sprintf("This proposal expired at %s without a decision. Nothing was approved; the agent has to propose again.", h.formatTime(p.ExpiresAt))
 	case p.Status == models.StatusConfirmed && p.Token != nil:
 		return fmt.Sprintf("Confirmed. The agent holds a one-time token, valid until %s, to execute exactly this write once.", h.formatTime(p.Token.ExpiresAt))
-	case p.Status == models.StatusConfirmed && p.Kind == models.KindMandate && p.MandateID != "":
+	case p.MandateGranted():
 		return "Granted. Nothing is executed for a grant itself; the mandate confirms the writes that fit it."
 	case p.Status == models.StatusConfirmed:
 		return "Confirmed."

@@ -156,7 +156,7 @@ func (h *Handler) view(p *models.Proposal) ProposalResult {
 func (h *Handler) next(p *models.Proposal, reason string) string {
 	url := h.ConsoleURL(p.ID)
 	switch {
-	case p.Kind == models.KindMandate && p.Status == models.StatusConfirmed:
+	case p.MandateGranted():
 		return "A person granted the mandate: your writes that fit its terms are now confirmed without a person (call execute_confirmed on each)."
 	case p.Kind == "" && p.Status == models.StatusConfirmed && p.MandateID != "":
 		return "Your standing mandate " + p.MandateID + " confirmed exactly these arguments. Call execute_confirmed with this proposal_id to carry out the write."
