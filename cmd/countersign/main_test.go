@@ -672,6 +672,24 @@ func TestReview(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("a hidden character JSON writes as an escape is shown as one in the machine value", func(t *testing.T) {
+		t.Parallel()
+		args, _ := json.Marshal(map[string]any{"order_id": "ord_1010", "amount_minor": 100, "currency": "CNY", "reason": "late\u0007"})
+		p, _, err := f.a.Protocol.Propose(context.Background(), f.agent, writes.ProposeInput{Tool: "refund_order", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := review(alice, "show", p.ID, "--user", "alice")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		// The console shows the machine value by the same rule.
+		if want := `["late⟨U+0007⟩"]`; !strings.Contains(r.stdout, `[`+visible.RevealJSON(`"late\u0007"`, visible.Strict).Shown+`]`) ||
+			!strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "WARNING:") {
+			t.Errorf("review show lacks %s and a warning:\n%s", want, r.stdout)
+		}
+	})
 }
 
 func TestTenantUserAgentCreate(t *testing.T) {

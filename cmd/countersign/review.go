@@ -353,7 +353,7 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 	}
 	fmt.Fprintln(w, "  arguments:")
 	for _, f := range p.Preview {
-		fmt.Fprintf(w, "    %s: %s  [%s]\n", clean(f.Label), clean(f.Display, &hidden), clean(string(f.Value), &hidden))
+		fmt.Fprintf(w, "    %s: %s  [%s]\n", clean(f.Label), clean(f.Display, &hidden), cleanJSON(string(f.Value), &hidden))
 	}
 	if p.Effect != nil {
 		fmt.Fprintln(w, "  effect, as the business system described it:")
@@ -362,7 +362,7 @@ func (c *cli) printProposal(w io.Writer, a *app.App, p *models.Proposal) {
 		}
 		for _, ch := range p.Effect.Changes {
 			fmt.Fprintf(w, "    %s: %s → %s  [%s: %s → %s]\n", clean(ch.Label, &hidden), clean(ch.BeforeDisplay, &hidden),
-				clean(ch.AfterDisplay, &hidden), clean(ch.Field, &hidden), clean(string(ch.Before), &hidden), clean(string(ch.After), &hidden))
+				clean(ch.AfterDisplay, &hidden), clean(ch.Field, &hidden), cleanJSON(string(ch.Before), &hidden), cleanJSON(string(ch.After), &hidden))
 		}
 		fmt.Fprintf(w, "  effect digest: %s\n", clean(p.EffectDigest))
 	}
@@ -430,6 +430,17 @@ func remainingText(t, now time.Time) string {
 // What it found is kept in *found, when found is not nil, for a warning.
 func clean(s string, found ...*[]visible.Finding) string {
 	t := visible.Reveal(s, visible.Strict)
+	for _, f := range found {
+		*f = append(*f, t.Findings...)
+	}
+	return t.Shown
+}
+
+// cleanJSON is clean for a machine value (JSON text): a hidden character
+// JSON writes as an escape ("\u0000") is shown as ⟨U+0000⟩ too, as the
+// console shows it (visible.RevealJSON).
+func cleanJSON(s string, found ...*[]visible.Finding) string {
+	t := visible.RevealJSON(s, visible.Strict)
 	for _, f := range found {
 		*f = append(*f, t.Findings...)
 	}

@@ -84,8 +84,8 @@ func (h *Pages) counterView(s *session.Session, p *models.Proposal, awaiting boo
 			Reason: visible.Reveal(c.Reason, visible.FreeText).Shown, At: h.formatTime(c.CreatedAt)}
 		for _, ch := range c.Changes {
 			e.Changes = append(e.Changes, proposals.Change{Pointer: ch.Pointer,
-				Before: revealJSON(jsonOrNone(ch.Before), visible.Strict).Shown,
-				After:  revealJSON(jsonOrNone(ch.After), visible.Strict).Shown})
+				Before: visible.RevealJSON(jsonOrNone(ch.Before), visible.Strict).Shown,
+				After:  visible.RevealJSON(jsonOrNone(ch.After), visible.Strict).Shown})
 		}
 		return e
 	}

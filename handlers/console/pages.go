@@ -333,9 +333,9 @@ func (r *revealer) show(s string, mode visible.Mode) string {
 }
 
 // showJSON is show for a machine value, JSON text: its escapes of hidden
-// code points are shown as ⟨U+…⟩ too (revealJSON).
+// code points are shown as ⟨U+…⟩ too (visible.RevealJSON).
 func (r *revealer) showJSON(s string, mode visible.Mode) string {
-	t := revealJSON(s, mode)
+	t := visible.RevealJSON(s, mode)
 	r.found = append(r.found, t.Findings...)
 	return t.Shown
 }

@@ -4,7 +4,8 @@
 // visible escape such as ⟨U+202E⟩, with a warning to show beside it.
 //
 // The console's proposal page, the pending list and `countersign review
-// show` all call Reveal; the registry's reject_invisible option refuses the
+// show` all call Reveal (RevealJSON for machine values, whose JSON escapes
+// can hide a character too); the registry's reject_invisible option refuses the
 // same code points (Find).
 //
 // What counts as hidden:

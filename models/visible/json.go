@@ -1,14 +1,12 @@
-package console
+package visible
 
 import (
 	"strings"
 	"unicode/utf16"
-
-	"github.com/countersign/countersign/models/visible"
 )
 
-// revealJSON shows JSON text (a machine value) by the page's one rule for
-// hidden code points, visible.Reveal, and also shows the hidden code points
+// RevealJSON shows JSON text (a machine value) by Reveal's rule for hidden
+// code points, and also shows the hidden code points
 // JSON writes as escapes: in "body\u0000" Reveal reads six visible
 // characters, yet the value holds a NUL. Such an escape is shown as
 // ⟨U+0000⟩, as the page's warning says hidden characters are, and counted
@@ -16,8 +14,8 @@ import (
 // written (\" \\ \/, and \n and \t in free text), and so does an escaped
 // ⟨: written as \u27e8 it cannot pass for an escape of the page's own.
 // Findings of escapes carry the escape's byte offset in raw.
-func revealJSON(raw string, mode visible.Mode) visible.Text {
-	t := visible.Reveal(raw, visible.Strict)
+func RevealJSON(raw string, mode Mode) Text {
+	t := Reveal(raw, Strict)
 	if !strings.Contains(raw, `\`) {
 		return t
 	}
@@ -44,9 +42,9 @@ func revealJSON(raw string, mode visible.Mode) visible.Text {
 			i, ri = i+1, ri+1
 			continue
 		}
-		if k, hidden := visible.Classify(r, mode); hidden && k != visible.Lookalike {
-			fs = append(fs, visible.Finding{Offset: ri, Rune: r, Kind: k})
-			b.WriteString(visible.Escape(r))
+		if k, hidden := Classify(r, mode); hidden && k != Lookalike {
+			fs = append(fs, Finding{Offset: ri, Rune: r, Kind: k})
+			b.WriteString(Escape(r))
 			changed = true
 		} else {
 			b.WriteString(s[i : i+n])
@@ -56,7 +54,7 @@ func revealJSON(raw string, mode visible.Mode) visible.Text {
 	if !changed {
 		return t
 	}
-	return visible.Text{Shown: b.String(), Findings: fs}
+	return Text{Shown: b.String(), Findings: fs}
 }
 
 // jsonEscape decodes the JSON escape s begins with (a backslash): the code
@@ -81,12 +79,13 @@ func jsonEscape(s string) (rune, int) {
 	case 't':
 		return '\t', 2
 	case 'u':
-		r, ok := hex4(s[2:])
+		esc := []byte(s[:min(len(s), 12)]) // the escape, and a low half after it
+		r, ok := hex4(esc, 2)
 		if !ok {
 			return 0, 0
 		}
 		if utf16.IsSurrogate(r) && r < 0xDC00 && len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-			if lo, ok := hex4(s[8:]); ok {
+			if lo, ok := hex4(esc, 8); ok {
 				if pair := utf16.DecodeRune(r, lo); pair != '\uFFFD' {
 					return pair, 12
 				}
@@ -95,24 +94,4 @@ func jsonEscape(s string) (rune, int) {
 		return r, 6
 	}
 	return 0, 0
-}
-
-func hex4(s string) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range []byte(s[:4]) {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
