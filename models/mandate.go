@@ -66,6 +66,24 @@ type MandateTerms struct {
 	Reason string `json:"reason"`
 }
 
+// RefuseServerSetTerms refuses terms, as a request sent them (a JSON
+// object), that name a member the server sets: policy_version, which
+// Check takes from the registry. Naming it at all is refused, empty or
+// null included, so that no client comes to rely on a value it sends
+// being kept or ignored. Errors: EInvalidRequest at /policy_version.
+// Text that is no object is left to the decoder to refuse.
+func RefuseServerSetTerms(raw []byte) error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return nil
+	}
+	if _, ok := members["policy_version"]; ok {
+		return &Error{Code: EInvalidRequest, Message: "policy_version is set by the server from the registry; leave it out",
+			Fields: []FieldProblem{{Pointer: "/policy_version", Message: "is set by the server; leave it out"}}}
+	}
+	return nil
+}
+
 // MandateMoney is the money term of a mandate: an integer field in minor
 // units, the field naming its currency and the one currency allowed, a
 // cap per call and a total budget (0: none).

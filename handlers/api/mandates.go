@@ -64,8 +64,8 @@ func (h *Handlers) RequestMandate(c echo.Context) error {
 
 // mandateTerms decodes a request's terms by the rules of the body around
 // them (jsonstrict: a field name in another case, say "TOOL", is refused
-// here as at the top level) and refuses policy_version, which the server
-// sets from the registry. Errors: EInvalidRequest, their pointers under
+// here as at the top level) and refuses the members the server sets
+// (models.RefuseServerSetTerms). Errors: EInvalidRequest, their pointers under
 // /terms.
 func mandateTerms(raw json.RawMessage) (models.MandateTerms, error) {
 	var terms models.MandateTerms
@@ -74,9 +74,8 @@ func mandateTerms(raw json.RawMessage) (models.MandateTerms, error) {
 			Fields: []models.FieldProblem{{Pointer: "/terms", Message: "is required"}}}
 	}
 	err := jsonstrict.Decode(raw, &terms, "terms object")
-	if err == nil && terms.PolicyVersion != "" {
-		err = &models.Error{Code: models.EInvalidRequest, Message: "policy_version is set by the server from the registry; leave it out",
-			Fields: []models.FieldProblem{{Pointer: "/policy_version", Message: "is set by the server; leave it out"}}}
+	if err == nil {
+		err = models.RefuseServerSetTerms(raw)
 	}
 	var me *models.Error
 	if !errors.As(err, &me) {

@@ -97,16 +97,12 @@ func (h *Handler) requestMandate(ctx context.Context, req *mcp.CallToolRequest) 
 // mandateTerms decodes request_mandate's arguments, the terms, as POST
 // /api/v1/mandates decodes its "terms" (jsonstrict), and answers as it
 // does: invalid_request for terms that cannot be read, unknown ones
-// included, each with its pointer. policy_version is the server's to set
-// from the registry, and is refused.
+// included, each with its pointer, and the members the server sets
+// (models.RefuseServerSetTerms).
 func mandateTerms(req *mcp.CallToolRequest) (models.MandateTerms, error) {
 	var terms models.MandateTerms
 	if err := jsonstrict.Decode(arguments(req), &terms, "arguments object"); err != nil {
 		return terms, err
 	}
-	if terms.PolicyVersion != "" {
-		return terms, &models.Error{Code: models.EInvalidRequest, Message: "policy_version is set by the server from the registry; leave it out",
-			Fields: []models.FieldProblem{{Pointer: "/policy_version", Message: "is set by the server; leave it out"}}}
-	}
-	return terms, nil
+	return terms, models.RefuseServerSetTerms(arguments(req))
 }

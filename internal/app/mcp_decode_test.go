@@ -91,6 +91,10 @@ func TestMandateTermsAreRefusedAlikeOverMCPAndHTTP(t *testing.T) {
 			"/max_uses", "whole number"},
 		{"the server's policy version", `{"tool":"refund_order","policy_version":"v0","expires_at":"` + expires + `",` + rest + `}`,
 			"/policy_version", "set by the server"},
+		{"an empty policy version", `{"tool":"refund_order","policy_version":"","expires_at":"` + expires + `",` + rest + `}`,
+			"/policy_version", "set by the server"},
+		{"a null policy version", `{"tool":"refund_order","policy_version":null,"expires_at":"` + expires + `",` + rest + `}`,
+			"/policy_version", "set by the server"},
 	} {
 		res := a.call(mcpserver.MandateToolName, json.RawMessage(tc.terms), nil)
 		e, err := toolErrorOf(res)
