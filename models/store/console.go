@@ -385,14 +385,59 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 // voids the user's approvals of proposals still awaiting confirmation, so
 // they stop counting toward a quorum (each such proposal's revision moves,
 // waking waiters). Confirmations already issued stay; an administrator
-// revokes them explicitly. EForbidden unless actor is an active admin;
-// ENotFound for users of other tenants.
+// revokes them explicitly. Disabling the tenant's last active administrator
+// is refused (EForbidden, see keepsAnAdmin). EForbidden unless actor is an
+// active admin; ENotFound for users of other tenants.
 func (s *Store) AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error) {
-	var after func(tx *gorm.DB) error
+	e := userEdit{set: map[string]any{"disabled": disabled}, endSessions: disabled, demotes: disabled}
 	if disabled {
-		after = func(tx *gorm.DB) error { return voidPendingApprovals(tx, actor.TenantID, userID, now) }
+		e.after = func(tx *gorm.DB) error { return voidPendingApprovals(tx, actor.TenantID, userID, now) }
 	}
-	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"disabled": disabled}, disabled, now, after)
+	return s.adminUpdateUser(ctx, actor, userID, e, now)
+}
+
+// AdminSetUserRole gives a user of the actor's tenant role, audited with
+// the role it replaces; a user who has the role already is left as is, and
+// nothing is logged. The user's sessions stay: each request reads the
+// user's role afresh (TouchConsoleSession), so a demoted administrator's
+// next request is a reviewer's. Taking the role of the tenant's last active
+// administrator is refused, whoever asks, the administrator included
+// (EForbidden, see keepsAnAdmin). EInvalidRequest for an unknown role;
+// EForbidden unless actor is an active admin; ENotFound for users of other
+// tenants.
+func (s *Store) AdminSetUserRole(ctx context.Context, actor models.User, userID string, role models.Role, now time.Time) (models.User, error) {
+	if !role.Valid() {
+		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
+	}
+	return s.adminUpdateUser(ctx, actor, userID, roleEdit(role), now)
+}
+
+// SetUserRole is AdminSetUserRole for the command line, the installation's
+// operator: no administrator is needed, the user is named, and the audit
+// log records the system as the actor. The last active administrator keeps
+// the role here too: the operator makes another user one first.
+func (s *Store) SetUserRole(ctx context.Context, tenantID, name string, role models.Role, now time.Time) (models.User, error) {
+	if !role.Valid() {
+		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
+	}
+	var row userRow
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if err := lockTenant(tx, tenantID); err != nil {
+			return err
+		}
+		var err error
+		row, err = editUser(tx, tenantID, "", "name", name, roleEdit(role), now)
+		return err
+	})
+	if err != nil {
+		return models.User{}, err
+	}
+	return row.model(), nil
+}
+
+func roleEdit(role models.Role) userEdit {
+	return userEdit{set: map[string]any{"role": string(role)}, demotes: role != models.RoleAdmin,
+		unchanged: func(r userRow) bool { return r.Role == string(role) }}
 }
 
 // voidPendingApprovals voids userID's approvals of the tenant's proposals
@@ -422,42 +467,119 @@ func voidPendingApprovals(tx *gorm.DB, tenantID, userID string, now time.Time) e
 // sessions, in one transaction. EForbidden unless actor is an active admin;
 // ENotFound for users of other tenants.
 func (s *Store) AdminSetPassword(ctx context.Context, actor models.User, userID, passwordHash string, now time.Time) (models.User, error) {
-	return s.adminUpdateUser(ctx, actor, userID, map[string]any{"password_hash": passwordHash,
-		"password_reset_by": actor.ID, "password_reset_at": ms(now)}, true, now, nil)
+	return s.adminUpdateUser(ctx, actor, userID, userEdit{set: map[string]any{"password_hash": passwordHash,
+		"password_reset_by": actor.ID, "password_reset_at": ms(now)}, endSessions: true}, now)
 }
 
-func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, set map[string]any, endSessions bool, now time.Time, after func(tx *gorm.DB) error) (models.User, error) {
+// userEdit is one change of a user row.
+type userEdit struct {
+	set         map[string]any
+	endSessions bool
+	// demotes: the change may leave the user no active administrator, so
+	// it is refused when that would leave the tenant none.
+	demotes bool
+	// unchanged, when set, reports a row the change would leave as it is:
+	// then nothing is written or logged.
+	unchanged func(userRow) bool
+	after     func(tx *gorm.DB) error
+}
+
+func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, e userEdit, now time.Time) (models.User, error) {
 	var row userRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
+		if e.demotes {
+			// Before requireAdmin: an actor demoted by a change that held
+			// the lock is seen demoted.
+			if err := lockTenant(tx, actor.TenantID); err != nil {
+				return err
+			}
+		}
 		if err := requireAdmin(tx, actor); err != nil {
 			return err
 		}
-		res := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ?", actor.TenantID, userID).Updates(set)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return models.Errorf(models.ENotFound, "no such user")
-		}
-		if endSessions {
-			if err := revokeUserSessions(tx, actor.TenantID, userID, now); err != nil {
-				return err
-			}
-		}
-		if after != nil {
-			if err := after(tx); err != nil {
-				return err
-			}
-		}
-		if err := tx.Where("tenant_id = ? AND id = ?", actor.TenantID, userID).Take(&row).Error; err != nil {
-			return err
-		}
-		return appendAudit(tx, actor.TenantID, now, adminEvent(models.AuditUserChanged, actor.ID, userChange(userID, set)))
+		var err error
+		row, err = editUser(tx, actor.TenantID, actor.ID, "id", userID, e, now)
+		return err
 	})
 	if err != nil {
 		return models.User{}, err
 	}
 	return row.model(), nil
+}
+
+// editUser applies e to the tenant's user whose column by ("id" or "name")
+// is key, inside tx, and logs it as actorID's ("" for the system).
+// ENotFound for no such user; EForbidden when e.demotes and the user is
+// the tenant's last active administrator.
+func editUser(tx *gorm.DB, tenantID, actorID, by, key string, e userEdit, now time.Time) (userRow, error) {
+	var before, row userRow
+	// The row's lock (a no-op update) first: the row read next is the one
+	// the change replaces, for the log.
+	res := tx.Model(&userRow{}).Where("tenant_id = ? AND "+by+" = ?", tenantID, key).Update("role", gorm.Expr("role"))
+	if res.Error != nil {
+		return row, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return row, models.Errorf(models.ENotFound, "no such user")
+	}
+	if err := tx.Where("tenant_id = ? AND "+by+" = ?", tenantID, key).Take(&before).Error; err != nil {
+		return row, err
+	}
+	if e.unchanged != nil && e.unchanged(before) {
+		return before, nil
+	}
+	q := tx.Model(&userRow{}).Where("tenant_id = ? AND id = ?", tenantID, before.ID)
+	if e.demotes {
+		q = keepsAnAdmin(q, tenantID, before.ID)
+	}
+	res = q.Updates(e.set)
+	if res.Error != nil {
+		return row, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return row, models.Errorf(models.EForbidden,
+			"%s is the organization's last active administrator: make another user an administrator first, so that someone can still manage it", before.Name)
+	}
+	if e.endSessions {
+		if err := revokeUserSessions(tx, tenantID, before.ID, now); err != nil {
+			return row, err
+		}
+	}
+	if e.after != nil {
+		if err := e.after(tx); err != nil {
+			return row, err
+		}
+	}
+	if err := tx.Where("tenant_id = ? AND id = ?", tenantID, before.ID).Take(&row).Error; err != nil {
+		return row, err
+	}
+	data := userChange(before.ID, e.set)
+	if _, ok := e.set["role"]; ok {
+		data["previous_role"] = before.Role
+	}
+	return row, appendAudit(tx, tenantID, now, adminEvent(models.AuditUserChanged, actorID, data))
+}
+
+// keepsAnAdmin narrows q, an update of the tenant's user userID, to when
+// the tenant still has an active administrator without that user: the
+// user is none now, or another one is. The condition is part of the
+// UPDATE, never a read before it. On PostgreSQL each statement reads the
+// rows as they were when it started, so two such updates of two
+// administrators running at once would each count the other; the caller
+// holds lockTenant, which makes them take turns, and the second, starting
+// after the first committed, sees it. (SQLite has one writer.)
+func keepsAnAdmin(q *gorm.DB, tenantID, userID string) *gorm.DB {
+	admin, active := string(models.RoleAdmin), false
+	return q.Where("(NOT (role = ? AND disabled = ?) OR EXISTS (SELECT 1 FROM users AS other"+
+		" WHERE other.tenant_id = ? AND other.id <> ? AND other.role = ? AND other.disabled = ?))",
+		admin, active, tenantID, userID, admin, active)
+}
+
+// lockTenant takes the tenant row's lock (a no-op update) until the end of
+// tx. Every change that may take away an active administrator takes it
+// before it reads or writes any user, and nothing else does.
+func lockTenant(tx *gorm.DB, tenantID string) error {
+	return tx.Model(&tenantRow{}).Where("id = ?", tenantID).Update("name", gorm.Expr("name")).Error
 }
 
 // AdminListAgents returns the agents of the actor's tenant, by name, revoked
