@@ -605,8 +605,9 @@ func (s *Service) CreateUser(ctx context.Context, actor models.User, name string
 // SetUserDisabled disables or re-enables a user of the actor's tenant;
 // disabling ends the user's sessions and voids the user's approvals of
 // proposals still awaiting confirmation, in the same transaction. EForbidden
-// unless actor is an admin, and for an admin disabling themselves;
-// ENotFound for users of other tenants.
+// unless actor is an admin, for an admin disabling themselves, and for
+// disabling the tenant's last active administrator; ENotFound for users of
+// other tenants.
 func (s *Service) SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error) {
 	if err := requireAdmin(actor); err != nil {
 		return models.User{}, err
@@ -615,6 +616,22 @@ func (s *Service) SetUserDisabled(ctx context.Context, actor models.User, userID
 		return models.User{}, models.Errorf(models.EForbidden, "you cannot disable your own account")
 	}
 	return s.store.AdminSetUserDisabled(ctx, actor, userID, disabled, s.clock.Now())
+}
+
+// SetUserRole gives a user of the actor's tenant role, the actor
+// included; the user's sessions stay, and read the new role at their next
+// request. EInvalidRequest for an unknown role; EForbidden unless actor is
+// an admin, and for taking the role of the tenant's last active
+// administrator (themselves included); ENotFound for users of other
+// tenants.
+func (s *Service) SetUserRole(ctx context.Context, actor models.User, userID string, role models.Role) (models.User, error) {
+	if err := requireAdmin(actor); err != nil {
+		return models.User{}, err
+	}
+	if !role.Valid() {
+		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
+	}
+	return s.store.AdminSetUserRole(ctx, actor, userID, role, s.clock.Now())
 }
 
 // ResetPassword gives a user of the actor's tenant a new generated
