@@ -217,18 +217,32 @@ func (s *Store) WebhookTarget(ctx context.Context, endpointID string) (url, secr
 }
 
 // DueFilter selects the deliveries DueDeliveries lists: those of one
-// channel, except the ones to the targets and of the tenants a dispatcher
-// already has as many attempts in flight for as it allows.
+// channel, except the ones to the targets, of the tenants and (webhooks)
+// to the endpoint scopes a dispatcher already has as many attempts in
+// flight for as it allows.
 type DueFilter struct {
 	Channel       string
 	ExceptTargets []string
 	ExceptTenants []string
+	// ExceptScopes are endpoint scopes: an agent's own endpoints
+	// (AgentID set) or a tenant's tenant-wide ones (AgentID empty). Only
+	// the webhook channel has them.
+	ExceptScopes []models.EndpointScope
 }
 
 // DueDelivery is a delivery that was due when listed; ClaimDelivery takes
 // it, if no other dispatcher did first.
 type DueDelivery struct {
 	ID, TenantID, Target string
+	// Agent is the agent whose own endpoint Target is; empty for a
+	// tenant-wide endpoint and for a notification. With TenantID it is
+	// the endpoint's scope.
+	Agent string
+}
+
+// Scope is the endpoint scope of a webhook delivery.
+func (d DueDelivery) Scope() models.EndpointScope {
+	return models.EndpointScope{TenantID: d.TenantID, AgentID: d.Agent}
 }
 
 // DueDeliveries lists up to limit deliveries of f's channel that are due at
@@ -236,22 +250,42 @@ type DueDelivery struct {
 // held on them. It claims nothing: a dispatcher picks from the list what
 // its bounds allow and claims each with ClaimDelivery.
 func (s *Store) DueDeliveries(ctx context.Context, f DueFilter, now time.Time, limit int) ([]DueDelivery, error) {
-	q := s.db.WithContext(ctx).Model(&deliveryRow{}).Select("id", "tenant_id", "target").
-		Where("status = ? AND next_attempt_at <= ? AND lease_until <= ? AND channel = ?",
+	q := s.db.WithContext(ctx).Table("deliveries AS d").
+		Where("d.status = ? AND d.next_attempt_at <= ? AND d.lease_until <= ? AND d.channel = ?",
 			string(models.DeliveryPending), ms(now), ms(now), f.Channel)
+	if f.Channel == models.ChannelWebhook {
+		// A webhook's target is its endpoint, whose agent (none for a
+		// tenant-wide one) never changes: the scope is read with the
+		// delivery, in the same statement.
+		q = q.Select("d.id, d.tenant_id, d.target, COALESCE(w.agent_id, '') AS agent").
+			Joins("LEFT JOIN webhook_endpoints w ON w.id = d.target")
+		var agents, tenants []string
+		for _, sc := range f.ExceptScopes {
+			if sc.AgentID != "" {
+				agents = append(agents, sc.AgentID)
+			} else {
+				tenants = append(tenants, sc.TenantID)
+			}
+		}
+		// Agent ids are unique across tenants, and none is empty.
+		if len(agents) > 0 {
+			q = q.Where("COALESCE(w.agent_id, '') NOT IN ?", agents)
+		}
+		if len(tenants) > 0 {
+			q = q.Where("(COALESCE(w.agent_id, '') <> '' OR d.tenant_id NOT IN ?)", tenants)
+		}
+	} else {
+		q = q.Select("d.id, d.tenant_id, d.target, '' AS agent")
+	}
 	if len(f.ExceptTargets) > 0 {
-		q = q.Where("target NOT IN ?", f.ExceptTargets)
+		q = q.Where("d.target NOT IN ?", f.ExceptTargets)
 	}
 	if len(f.ExceptTenants) > 0 {
-		q = q.Where("tenant_id NOT IN ?", f.ExceptTenants)
+		q = q.Where("d.tenant_id NOT IN ?", f.ExceptTenants)
 	}
-	var rows []deliveryRow
-	if err := q.Order("next_attempt_at, id").Limit(limit).Find(&rows).Error; err != nil {
+	var out []DueDelivery
+	if err := q.Order("d.next_attempt_at, d.id").Limit(limit).Scan(&out).Error; err != nil {
 		return nil, dbErr(err)
-	}
-	out := make([]DueDelivery, len(rows))
-	for i, r := range rows {
-		out[i] = DueDelivery{ID: r.ID, TenantID: r.TenantID, Target: r.Target}
 	}
 	return out, nil
 }
