@@ -299,10 +299,12 @@ func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
 // The bounds of one dispatcher (one process). Each channel has its own
 // attempts in flight, so that a slow mail server holds back no webhook and
 // slow webhook receivers hold back no notification. Within the webhook
-// channel one endpoint has at most targetSlots attempts in flight and one
-// tenant half the channel's: a receiver that answers slowly, or never, takes
-// its share of the dispatcher and no more, and the dispatcher goes on
-// claiming for everyone else as attempts finish.
+// channel one endpoint has at most targetSlots attempts in flight, one
+// tenant half the channel's, and within the tenant one endpoint scope (an
+// agent's own endpoints, or the tenant-wide ones) half the tenant's: a
+// receiver that answers slowly, or never, takes its share of the
+// dispatcher and no more, and the dispatcher goes on claiming for everyone
+// else as attempts finish.
 const (
 	webhookSlots = 64 // webhook attempts in flight at once
 	notifySlots  = 8  // attempts in flight per notification channel
@@ -330,13 +332,32 @@ func targetCap(ch string) int {
 // may be in flight.
 func tenantCap(ch string) int { return max(slots(ch)/2, 1) }
 
-// inFlight counts a dispatcher's running attempts per channel, per target
-// and per tenant.
+// scopeCap is how many attempts to the endpoints of one scope (an agent's
+// own, or a tenant's tenant-wide ones) may be in flight: half the
+// tenant's, so that one agent's stalled endpoints leave the others of its
+// tenant, and the tenant-wide ones, at least half. A notification's scope
+// is its tenant, which tenantCap bounds already.
+func scopeCap(ch string) int {
+	if ch == models.ChannelWebhook {
+		return max(tenantCap(ch)/2, 1)
+	}
+	return tenantCap(ch)
+}
+
+// scopeKey names an endpoint scope on a channel: channel, tenant, agent
+// ("" for the tenant-wide endpoints and for notifications).
+type scopeKey [3]string
+
+func keyOf(ch string, d store.DueDelivery) scopeKey { return scopeKey{ch, d.TenantID, d.Agent} }
+
+// inFlight counts a dispatcher's running attempts per channel, per target,
+// per tenant and per endpoint scope.
 type inFlight struct {
 	mu      sync.Mutex
 	channel map[string]int
 	target  map[[2]string]int
 	tenant  map[[2]string]int
+	scope   map[scopeKey]int
 	// freed is signalled when an attempt ends, so that Run claims again
 	// at once.
 	freed chan struct{}
@@ -346,32 +367,37 @@ type inFlight struct {
 
 func newInFlight() *inFlight {
 	return &inFlight{channel: map[string]int{}, target: map[[2]string]int{}, tenant: map[[2]string]int{},
-		freed: make(chan struct{}, 1)}
+		scope: map[scopeKey]int{}, freed: make(chan struct{}, 1)}
 }
 
 // reserve takes a slot for an attempt of d on ch, unless a bound is reached.
 func (f *inFlight) reserve(ch string, d store.DueDelivery) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	tg, tn := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}
-	if f.channel[ch] >= slots(ch) || f.target[tg] >= targetCap(ch) || f.tenant[tn] >= tenantCap(ch) {
+	tg, tn, sc := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}, keyOf(ch, d)
+	if f.channel[ch] >= slots(ch) || f.target[tg] >= targetCap(ch) || f.tenant[tn] >= tenantCap(ch) ||
+		f.scope[sc] >= scopeCap(ch) {
 		return false
 	}
 	f.channel[ch]++
 	f.target[tg]++
 	f.tenant[tn]++
+	f.scope[sc]++
 	return true
 }
 
 func (f *inFlight) release(ch string, d store.DueDelivery) {
 	f.mu.Lock()
-	tg, tn := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}
+	tg, tn, sc := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}, keyOf(ch, d)
 	f.channel[ch]--
 	if f.target[tg]--; f.target[tg] <= 0 {
 		delete(f.target, tg)
 	}
 	if f.tenant[tn]--; f.tenant[tn] <= 0 {
 		delete(f.tenant, tn)
+	}
+	if f.scope[sc]--; f.scope[sc] <= 0 {
+		delete(f.scope, sc)
 	}
 	f.mu.Unlock()
 	select {
@@ -380,22 +406,36 @@ func (f *inFlight) release(ch string, d store.DueDelivery) {
 	}
 }
 
-// free is how many more attempts of ch may start, and the targets and
-// tenants that may start none.
-func (f *inFlight) free(ch string) (n int, fullTargets, fullTenants []string) {
+// room is how many more attempts of a channel may start, and the targets,
+// tenants and endpoint scopes that may start none.
+type room struct {
+	free    int
+	targets []string
+	tenants []string
+	scopes  []models.EndpointScope
+}
+
+// free is the room channel ch has.
+func (f *inFlight) free(ch string) room {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	out := room{free: slots(ch) - f.channel[ch]}
 	for k, v := range f.target {
 		if k[0] == ch && v >= targetCap(ch) {
-			fullTargets = append(fullTargets, k[1])
+			out.targets = append(out.targets, k[1])
 		}
 	}
 	for k, v := range f.tenant {
 		if k[0] == ch && v >= tenantCap(ch) {
-			fullTenants = append(fullTenants, k[1])
+			out.tenants = append(out.tenants, k[1])
 		}
 	}
-	return slots(ch) - f.channel[ch], fullTargets, fullTenants
+	for k, v := range f.scope {
+		if k[0] == ch && ch == models.ChannelWebhook && v >= scopeCap(ch) {
+			out.scopes = append(out.scopes, models.EndpointScope{TenantID: k[1], AgentID: k[2]})
+		}
+	}
+	return out
 }
 
 // timeoutOf bounds one attempt on channel ch.
@@ -445,20 +485,21 @@ func (s *Service) DispatchOnce(ctx context.Context) (int, error) {
 // claim starts an attempt of every due delivery the bounds allow, channel
 // by channel, and returns how many it started; each started attempt is
 // added to wg too when wg is not nil. Each round lists the due deliveries
-// but for the targets and tenants that are full, so that a backlog of one
-// endpoint does not hide the others', and claims each delivery on its own
-// (a conditional UPDATE: several processes share the queue).
+// but for the targets, tenants and endpoint scopes that are full, so that a
+// backlog of one endpoint (or agent) does not hide the others', and claims
+// each delivery on its own (a conditional UPDATE: several processes share
+// the queue).
 func (s *Service) claim(ctx context.Context, wg *sync.WaitGroup) (int, error) {
 	started := 0
 	for _, ch := range s.channels {
 		for ctx.Err() == nil {
-			free, targets, tenants := s.flight.free(ch)
-			if free <= 0 {
+			f := s.flight.free(ch)
+			if f.free <= 0 {
 				break
 			}
-			limit := min(2*free, 128)
-			due, err := s.st.DueDeliveries(ctx, store.DueFilter{Channel: ch, ExceptTargets: targets, ExceptTenants: tenants},
-				s.clock.Now(), limit)
+			limit := min(2*f.free, 128)
+			due, err := s.st.DueDeliveries(ctx, store.DueFilter{Channel: ch, ExceptTargets: f.targets,
+				ExceptTenants: f.tenants, ExceptScopes: f.scopes}, s.clock.Now(), limit)
 			if err != nil {
 				return started, err
 			}

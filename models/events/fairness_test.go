@@ -1,0 +1,157 @@
+package events_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/models"
+	"github.com/countersign/countersign/models/events"
+	"github.com/countersign/countersign/models/store"
+)
+
+// scopeShare is how many webhook attempts one endpoint scope (an agent's
+// own endpoints, or the tenant-wide ones) may have in flight on one
+// server: half of its tenant's half of the 64.
+const scopeShare = 16
+
+// An agent whose endpoints all stall takes its share of its organization's
+// webhook attempts and no more: another agent's endpoint, and the
+// tenant-wide one, get their events while every one of the stalled
+// attempts is still held.
+func TestStalledAgentLeavesOtherAgentsServed(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		ev := e.events(events.Config{Timeout: time.Minute})
+		other, err := e.store.CreateAgent(e.ctx, e.tenant, "agent-b", "", "sha256:b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stalled := newStallingReceiver(t)
+		stalledIDs := map[string]bool{}
+		for i := range models.MaxAgentWebhookEndpoints {
+			ep, _, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID},
+				fmt.Sprintf("%s/a%d", stalled.URL, i), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stalledIDs[ep.ID] = true
+		}
+		b := newReceiver(t)
+		_, sec, err := ev.RegisterEndpoint(e.ctx, other.ID, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, b.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.secret = sec
+		wide := newReceiver(t)
+		_, sec, err = ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, wide.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide.secret = sec
+		// Three proposals: six events, six deliveries to each of the
+		// agent's eight endpoints, of which three each (24) could be in
+		// flight by the endpoints' own bound.
+		for i := range 3 {
+			e.propose("ord_1001", int64(100+i))
+		}
+		stop := run(ev)
+		defer stop()
+		defer close(stalled.release)
+
+		waitFor(t, 20*time.Second, "the stalled agent's endpoints were not attempted up to its share", func() bool {
+			n, _, _ := stalled.counts()
+			return n >= scopeShare
+		})
+		waitFor(t, 20*time.Second, "the tenant-wide endpoint did not get the stalled agent's events", func() bool { return len(wide.messages()) == 6 })
+		// The other agent proposes while the first one's attempts are held.
+		e.proposeAs(other, "ord_1002", 100, "x")
+		waitFor(t, 20*time.Second, "the other agent's events waited for the stalled agent's endpoints", func() bool {
+			return len(b.messages()) == 2 && len(wide.messages()) == 8
+		})
+		// None of the stalled attempts ended before the others' deliveries
+		// arrived, and there were never more than the share.
+		if now, most, total := stalled.counts(); now != scopeShare || most != scopeShare || total != scopeShare {
+			t.Errorf("the stalled agent's endpoints hold %d attempts (at most %d at once, %d in all), want %d, none ended",
+				now, most, total, scopeShare)
+		}
+		for _, m := range append(b.messages(), wide.messages()...) {
+			if m.Verified != nil {
+				t.Error(m.Verified)
+			}
+		}
+		// The attempts that could not take a slot were neither made nor
+		// counted: every one of the agent's deliveries that is not in
+		// flight has had no attempt.
+		log, err := e.store.DeliveryLog(e.ctx, store.DeliveryFilter{TenantID: e.tenant, Channel: models.ChannelWebhook, Limit: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempted, waiting := 0, 0
+		for _, d := range log {
+			if !stalledIDs[d.Target] {
+				continue
+			}
+			if d.Status != models.DeliveryPending {
+				t.Errorf("delivery %s to a stalled endpoint is %s", d.ID, d.Status)
+			}
+			switch d.Attempts {
+			case 0:
+				waiting++
+			case 1:
+				attempted++
+			default:
+				t.Errorf("delivery %s: %d attempts", d.ID, d.Attempts)
+			}
+		}
+		if attempted != scopeShare || attempted+waiting != 6*models.MaxAgentWebhookEndpoints {
+			t.Errorf("%d deliveries attempted and %d waiting, want %d attempted of %d", attempted, waiting,
+				scopeShare, 6*models.MaxAgentWebhookEndpoints)
+		}
+	})
+}
+
+// The tenant-wide endpoints are a scope of their own: when they all stall
+// they take their share, and an agent's own endpoint still gets its
+// events. (Without the scope's bound they fill the organization's half of
+// the server's attempts and the agent's endpoint gets nothing.)
+func TestStalledTenantWideEndpointsLeaveAgentsServed(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		ev := e.events(events.Config{Timeout: time.Minute})
+		stalled := newStallingReceiver(t)
+		for i := range models.MaxTenantWebhookEndpoints {
+			if _, _, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant},
+				fmt.Sprintf("%s/w%d", stalled.URL, i), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		own := newReceiver(t)
+		_, sec, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, own.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		own.secret = sec
+		// Three proposals: 96 deliveries to the 16 tenant-wide endpoints,
+		// 48 of which could be in flight by the endpoints' own bound.
+		for i := range 3 {
+			e.propose("ord_1001", int64(100+i))
+		}
+		stop := run(ev)
+		defer stop()
+		defer close(stalled.release)
+		waitFor(t, 20*time.Second, "the tenant-wide endpoints were not attempted up to their share", func() bool {
+			n, _, _ := stalled.counts()
+			return n >= scopeShare
+		})
+		waitFor(t, 20*time.Second, "the agent's endpoint did not get the first six events", func() bool { return len(own.messages()) == 6 })
+		e.propose("ord_1002", 100)
+		waitFor(t, 20*time.Second, "the agent's events waited for the stalled tenant-wide endpoints", func() bool { return len(own.messages()) == 8 })
+		if now, most, total := stalled.counts(); now != scopeShare || most != scopeShare || total != scopeShare {
+			t.Errorf("the tenant-wide endpoints hold %d attempts (at most %d at once, %d in all), want %d, none ended",
+				now, most, total, scopeShare)
+		}
+	})
+}
