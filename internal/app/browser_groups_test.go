@@ -32,6 +32,9 @@ func TestBrowserGroupChangeConfirmsLive(t *testing.T) {
 		chromedp.Navigate(base+"/proposals/"+p.ID),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=approve]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=approve]`)),
+		// The factor is on the page before the approval too: wait for
+		// the note of alice's decision, which only the answer brings.
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=decided-note]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=factor][data-group=finance]`)),
 	)
 	if got := text(`[data-testid=status]`); !strings.Contains(strings.ToLower(got), "awaiting") {
