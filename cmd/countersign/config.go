@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/countersign/countersign/internal/app"
 	"github.com/countersign/countersign/internal/spell"
 )
 
@@ -322,13 +323,18 @@ const configCheckAbout = `
 Reads a configuration file for "countersign serve" and checks it the way the
 server does at start, without starting anything: every key must be a serve
 flag, every value acceptable to it, and the settings consistent with each
-other. The environment is not read, so what is checked is the file alone.`
+other. The environment is not read, so what is checked is the file alone,
+and the variables serve will read the HTTP adapters' secrets from are listed.
+With --env the environment is read as serve reads it (COUNTERSIGN_* settings
+over the file's, and the adapters' secrets): run it where the server runs.`
 
-// configCheck is "countersign config check --config FILE".
+// configCheck is "countersign config check --config FILE [--env]".
 func (c *cli) configCheck(ctx context.Context, args []string) error {
 	var path string
-	cmd := newCommand("config check", "countersign config check --config FILE", configCheckAbout, c.stdout)
+	var withEnv bool
+	cmd := newCommand("config check", "countersign config check --config FILE [--env]", configCheckAbout, c.stdout)
 	cmd.fs.StringVar(&path, configFlag, "", "the YAML `FILE` to check")
+	cmd.fs.BoolVar(&withEnv, "env", false, "read the environment as serve does, secrets included")
 	pos, err := cmd.parse(args, c.getenv)
 	if err != nil {
 		return err
@@ -340,11 +346,23 @@ func (c *cli) configCheck(ctx context.Context, args []string) error {
 		return err
 	}
 	check := *c
-	check.getenv = func(string) string { return "" }
+	if !withEnv {
+		check.getenv = func(string) string { return "" }
+		check.fileOnly = true
+	}
 	check.checkOnly = true
 	if err := check.serve(ctx, []string{"--" + configFlag, path}, false); err != nil {
 		return err
 	}
+	if withEnv {
+		fmt.Fprintf(c.stdout, "%s: ok, with this environment\n", path)
+		return nil
+	}
 	fmt.Fprintf(c.stdout, "%s: ok\n", path)
+	if reg := check.checked.registry; reg != nil {
+		if secrets := app.AdapterSecrets(reg); len(secrets) > 0 {
+			fmt.Fprintf(c.stdout, "serve reads these secrets from the environment (check them with --env): %s\n", strings.Join(secrets, ", "))
+		}
+	}
 	return nil
 }

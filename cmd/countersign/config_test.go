@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/models/registry"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -235,5 +237,100 @@ func TestConfigCheckReportsEveryProblem(t *testing.T) {
 	sr = invoke(t, nil, "", "serve", "--config", path, "--addr", "nowhere-else")
 	if msg, code := reported(sr.err); code != exitUsage || !strings.Contains(msg, `--addr: "nowhere-else"`) {
 		t.Errorf("serve --addr nowhere-else: status %d, %q", code, msg)
+	}
+}
+
+// TestConfigCheckRelyingParty: a relying party id the origins are not
+// within is refused by config check as by serve, whether the origins are
+// given or come from --base-url, so that security keys do not first fail
+// in a reviewer's browser.
+func TestConfigCheckRelyingParty(t *testing.T) {
+	db := "db: " + tempDB(t) + "\naddr: 127.0.0.1:0\n"
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"origin outside the id", db + "rp-id: example.com\norigin: [https://approve.example.org]\n",
+			[]string{`"https://approve.example.org"`, `relying party id "example.com"`}},
+		{"base url outside the id", db + "base-url: https://approve.example.org\nrp-id: example.com\n",
+			[]string{`"https://approve.example.org"`, `relying party id "example.com"`}},
+		{"an address as the id", db + "rp-id: 10.0.0.5\norigin: [https://10.0.0.5]\n",
+			[]string{"--rp-id", `"10.0.0.5"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.body)
+			r := invoke(t, nil, "", "config", "check", "--config", path)
+			if r.err == nil {
+				t.Fatalf("config check accepted:\n%s", tc.body)
+			}
+			msg, _ := reported(r.err)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not contain %q", msg, w)
+				}
+			}
+			sr := invoke(t, nil, "", "serve", "--config", path)
+			if got, _ := reported(sr.err); sr.err == nil || got != msg {
+				t.Errorf("serve said %q (%v), config check %q", got, sr.err, msg)
+			}
+		})
+	}
+	for _, body := range []string{
+		db + "rp-id: example.com\norigin: [https://approve.example.com, https://example.com:8443]\n",
+		db + "base-url: https://approve.example.com\n",
+		db + "base-url: http://127.0.0.1:8080\n",
+	} {
+		if r := invoke(t, nil, "", "config", "check", "--config", writeConfig(t, body)); r.err != nil {
+			t.Errorf("config check refused:\n%s\n%v", body, r.err)
+		}
+	}
+}
+
+// TestConfigCheckWithTheEnvironment: config check reads the file alone,
+// and says which secrets serve will read from the environment; with --env
+// it reads the environment as serve does, the adapters' HMAC secrets
+// included, and refuses what serve would refuse at start.
+func TestConfigCheckWithTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	yaml := strings.Replace(string(registry.DemoYAML()), "adapter: {kind: demo_ledger}",
+		"adapter: {kind: http, base_url: http://127.0.0.1:9, secret_env: BIZ_SECRET, timeout: 10s}", 1)
+	if err := os.WriteFile(tools, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "addr: 127.0.0.1:0\ndb: "+tempDB(t)+"\ntools: "+tools+"\n")
+	r := mustExec(t, nil, "", "config", "check", "--config", path)
+	if !strings.Contains(r.stdout, "ok") || !strings.Contains(r.stdout, "BIZ_SECRET") {
+		t.Errorf("config check of the file alone printed %q, want ok and the variable serve will read", r.stdout)
+	}
+	good := "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "" when it passes
+	}{
+		{"unset", nil, "environment variable BIZ_SECRET"},
+		{"too short", map[string]string{"BIZ_SECRET": "short"}, "secret must be at least"},
+		{"set", map[string]string{"BIZ_SECRET": good}, ""},
+		{"a bad value in the environment", map[string]string{"BIZ_SECRET": good, "COUNTERSIGN_IDLE_TIMEOUT": "soon"},
+			`COUNTERSIGN_IDLE_TIMEOUT="soon" (--idle-timeout): want a duration`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := invoke(t, tc.env, "", "config", "check", "--env", "--config", path)
+			if tc.want == "" {
+				if r.err != nil || !strings.Contains(r.stdout, "ok") {
+					t.Fatalf("config check --env: %v, %q", r.err, r.stdout)
+				}
+				return
+			}
+			msg, _ := reported(r.err)
+			if r.err == nil || !strings.Contains(msg, tc.want) {
+				t.Fatalf("config check --env: %q (%v), want it to mention %q", msg, r.err, tc.want)
+			}
+			sr := invoke(t, tc.env, "", "serve", "--config", path)
+			if got, _ := reported(sr.err); sr.err == nil || !strings.Contains(got, tc.want) {
+				t.Errorf("serve said %q (%v), want it to mention %q", got, sr.err, tc.want)
+			}
+		})
 	}
 }

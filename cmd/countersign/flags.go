@@ -78,7 +78,7 @@ func (c *command) parse(args []string, getenv func(string) string) ([]string, er
 			return
 		}
 		if err := c.fs.Set(f.Name, v); err != nil {
-			envErr = usagef(c.synopsis, "environment variable %s=%q: %v", name, v, err)
+			envErr = usagef(c.synopsis, "environment variable %s=%q (--%s): %s", name, v, f.Name, flagSetError(f, err))
 		}
 	})
 	if envErr != nil {

@@ -26,6 +26,11 @@ type cli struct {
 	// checkOnly makes serve stop after checking its configuration
 	// (countersign config check).
 	checkOnly bool
+	// fileOnly (config check without --env): the environment is not read,
+	// so the secrets serve reads from it are not checked.
+	fileOnly bool
+	// checked is the configuration serve checked, with checkOnly.
+	checked *serveConfig
 }
 
 const topUsage = `countersign puts a human confirmation between AI agents and the writes they

@@ -43,6 +43,7 @@ const backgroundInterval = 2 * time.Second
 
 // serveConfig is the configuration of countersign serve.
 type serveConfig struct {
+	registry *registry.Registry // the --tools registry, once checked
 	Addr     string
 	DB       string
 	Tools    string
@@ -209,6 +210,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 		return err
 	}
 	if c.checkOnly {
+		c.checked = &cfg
 		return nil
 	}
 	return c.runServer(ctx, cfg)
@@ -257,10 +259,27 @@ func (c *cli) checkServe(ctx context.Context, cmd *command, cfg *serveConfig) er
 	if cfg.OutboxRetention < 0 || (cfg.OutboxRetention > 0 && cfg.OutboxRetention < time.Hour) {
 		p.usagef("outbox-retention", "--outbox-retention must be at least 1h (or 0, to keep everything)")
 	}
+	badOrigin := false
 	for _, o := range cfg.Origins.values {
 		if clean, err := checkBaseURL(o); err != nil || strings.Count(clean, "/") != 2 {
 			p.usagef("origin", "--origin %q: give scheme://host[:port], without a path", o)
+			badOrigin = true
 			break
+		}
+	}
+	// The relying party as the server will complete it, so that keys do
+	// not first fail in a reviewer's browser.
+	if rpID, origins, err := app.WebAuthnDefaults(cfg.BaseURL, cfg.RPID, cfg.Origins.values); err == nil && !badOrigin {
+		if err := stepup.CheckRelyingParty(rpID, origins); err != nil {
+			name := "rp-id"
+			switch {
+			case cfg.RPID != "":
+			case len(cfg.Origins.values) > 0:
+				name = "origin"
+			default:
+				name = "base-url"
+			}
+			p.usagef(name, "--rp-id and --origin (from --base-url when not given): %v", err)
 		}
 	}
 	if err := checkLimits(cfg.Limits); err != nil {
@@ -287,8 +306,17 @@ func (c *cli) checkServe(ctx context.Context, cmd *command, cfg *serveConfig) er
 	}
 	if cfg.Tools != "" {
 		// app.Open reads it again; the check costs one parse of a small file.
-		if _, err := registry.LoadFile(cfg.Tools); err != nil {
+		reg, err := registry.LoadFile(cfg.Tools)
+		switch {
+		case err != nil:
 			p.add("tools", fmt.Errorf("--tools: %w", err))
+		case c.fileOnly:
+			cfg.registry = reg
+		default:
+			cfg.registry = reg
+			if err := app.CheckAdapters(reg, c.getenv); err != nil {
+				p.add("tools", fmt.Errorf("--tools: %w", err))
+			}
 		}
 	}
 	if cfg.FIDOMetadata != "" {

@@ -367,14 +367,9 @@ func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) 
 		case registry.AdapterDemoLedger:
 			out[t.Name] = ledger
 		case registry.AdapterHTTP:
-			sec := getenv(t.Adapter.SecretEnv)
-			if sec == "" {
-				return nil, fmt.Errorf("tool %s: environment variable %s (the adapter's HMAC secret) is empty", t.Name, t.Adapter.SecretEnv)
-			}
-			ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec),
-				Timeout: t.Adapter.Timeout, UnsignedResponses: t.Adapter.UnsignedResponses})
+			ad, err := httpAdapter(t, getenv)
 			if err != nil {
-				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+				return nil, err
 			}
 			out[t.Name] = ad
 		default:
@@ -382,6 +377,47 @@ func buildAdapters(reg *registry.Registry, st *store.Store, getenv func(string) 
 		}
 	}
 	return out, nil
+}
+
+// httpAdapter is tool t's HTTP adapter, its secret read with getenv.
+func httpAdapter(t *registry.Tool, getenv func(string) string) (models.Adapter, error) {
+	sec := getenv(t.Adapter.SecretEnv)
+	if sec == "" {
+		return nil, fmt.Errorf("tool %s: environment variable %s (the adapter's HMAC secret) is empty", t.Name, t.Adapter.SecretEnv)
+	}
+	ad, err := httpadapter.New(httpadapter.Config{BaseURL: t.Adapter.BaseURL, Secret: []byte(sec),
+		Timeout: t.Adapter.Timeout, UnsignedResponses: t.Adapter.UnsignedResponses})
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
+	return ad, nil
+}
+
+// CheckAdapters builds the HTTP adapters of reg's tools as Open does,
+// their secrets read with getenv, and connects to nothing: every tool
+// whose adapter Open would refuse is named, in the registry's order.
+func CheckAdapters(reg *registry.Registry, getenv func(string) string) error {
+	var errs []error
+	for _, t := range reg.Tools() {
+		if t.Adapter.Kind == registry.AdapterHTTP {
+			if _, err := httpAdapter(t, getenv); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AdapterSecrets names, for each tool with an HTTP adapter, the
+// environment variable Open reads its HMAC secret from: "VAR (tool)".
+func AdapterSecrets(reg *registry.Registry) []string {
+	var out []string
+	for _, t := range reg.Tools() {
+		if t.Adapter.Kind == registry.AdapterHTTP {
+			out = append(out, t.Adapter.SecretEnv+" ("+t.Name+")")
+		}
+	}
+	return out
 }
 
 // pruneInterval is how often ended console sessions, old sign-in attempt
