@@ -149,6 +149,7 @@ func routes(e *echo.Echo, a *api.Handlers, mcp http.Handler, con *consoleHandler
 	e.POST("/admin/reviewers", ad.CreateReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/disable", ad.DisableReviewer, adminForm...)
 	e.POST("/admin/reviewers/:id/enable", ad.EnableReviewer, adminForm...)
+	e.POST("/admin/reviewers/:id/role", ad.ChangeRole, adminForm...)
 	e.POST("/admin/reviewers/:id/password", ad.ResetPassword, adminForm...)
 	if gr := con.groups; gr != nil {
 		e.Match(getHead, "/admin/groups", gr.Page, adminPage...)

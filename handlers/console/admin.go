@@ -24,6 +24,9 @@ type AdminService interface {
 	// CreateUser returns the new user and its generated password.
 	CreateUser(ctx context.Context, actor models.User, name string, role models.Role) (models.User, string, error)
 	SetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool) (models.User, error)
+	// SetUserRole answers EForbidden, too, for taking the role of the
+	// tenant's last active administrator.
+	SetUserRole(ctx context.Context, actor models.User, userID string, role models.Role) (models.User, error)
 	// ResetPassword returns the user and its new generated password.
 	ResetPassword(ctx context.Context, actor models.User, userID string) (models.User, string, error)
 	ListAgents(ctx context.Context, actor models.User) ([]models.Agent, error)
