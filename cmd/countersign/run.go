@@ -47,6 +47,9 @@ Usage:
                                      create a console user; password on stdin
   countersign user notify --tenant T --name N --email ADDRESS
                                      e-mail the user when proposals await review
+  countersign user role --tenant T --name N --role reviewer|admin
+                                     change a console user's role; a tenant
+                                     keeps one active administrator
   countersign tenant limits --tenant T [--proposals-per-minute N] ...
   countersign agent limits --tenant T --agent A [--open-proposals N] ...
                                      show or set per-agent limits for a
@@ -145,7 +148,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.group(ctx, "tenant", rest, map[string]func(context.Context, []string) error{"create": c.tenantCreate, "limits": c.tenantLimits})
 	case "user":
 		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate,
-			"notify": c.userNotify})
+			"notify": c.userNotify, "role": c.userRole})
 	case "agent":
 		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{
 			"create": c.agentCreate, "limits": c.agentLimits, "read-all": c.agentReadAll})
