@@ -24,6 +24,7 @@ const (
 	EArgsMismatch        Code = "args_mismatch"         // 403: digest, resource or proposal differ
 	EStepUpRequired      Code = "step_up_required"      // 403: the tier needs a security-key assertion
 	EStepUpFailed        Code = "step_up_failed"        // 403: a security-key assertion did not verify
+	EKeyModelRevoked     Code = "key_model_revoked"     // 403: the FIDO metadata reports the security key's model compromised or revoked; the key approves nothing
 	ESelfApproval        Code = "self_approval"         // 403: the requester may not approve its own proposal
 	EDutyConflict        Code = "separation_of_duties"  // 403: the reviewer's enrolment ties them to the agent's administrator
 	ENotFound            Code = "not_found"             // 404: no such object in this tenant

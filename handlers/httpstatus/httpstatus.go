@@ -20,8 +20,8 @@ func Of(code models.Code) int {
 		return http.StatusUnauthorized
 	case models.EForbidden, models.EInvalidSignature, models.ESubjectMismatch,
 		models.ETenantMismatch, models.EAudienceMismatch, models.EOperationMismatch,
-		models.EArgsMismatch, models.EStepUpRequired, models.EStepUpFailed, models.ESelfApproval,
-		models.EDutyConflict:
+		models.EArgsMismatch, models.EStepUpRequired, models.EStepUpFailed, models.EKeyModelRevoked,
+		models.ESelfApproval, models.EDutyConflict:
 		return http.StatusForbidden
 	case models.ENotFound, models.EUnknownToken:
 		return http.StatusNotFound

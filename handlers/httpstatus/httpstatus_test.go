@@ -18,6 +18,7 @@ func TestOf(t *testing.T) {
 		{models.EArgsMismatch, http.StatusForbidden},
 		{models.EStepUpRequired, http.StatusForbidden},
 		{models.EStepUpFailed, http.StatusForbidden},
+		{models.EKeyModelRevoked, http.StatusForbidden},
 		{models.ESelfApproval, http.StatusForbidden},
 		{models.EForbidden, http.StatusForbidden},
 		{models.ENotFound, http.StatusNotFound},
