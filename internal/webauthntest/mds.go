@@ -86,19 +86,46 @@ func (m *MDS) cert(cn string, parent *x509.Certificate, parentKey *ecdsa.Private
 // (the service's BLOB signer when nil), and returns its path.
 func (m *MDS) Blob(name string, signer *ecdsa.PrivateKey, models map[[16]byte]string) string {
 	m.t.Helper()
+	reports := make(map[[16]byte][]Report, len(models))
+	for aaguid, status := range models {
+		reports[aaguid] = []Report{{Status: status}}
+	}
+	return m.BlobReports(name, signer, reports)
+}
+
+// Report is one status report of a model: a FIDO status, the date it takes
+// effect (YYYY-MM-DD; 2026-01-01 when empty) and, when set, the date it
+// ends (its sunset).
+type Report struct{ Status, Effective, Sunset string }
+
+// BlobReports is Blob with each model's status reports, in order.
+func (m *MDS) BlobReports(name string, signer *ecdsa.PrivateKey, models map[[16]byte][]Report) string {
+	m.t.Helper()
 	if signer == nil {
 		signer = m.leafKey
 	}
 	var entries []map[string]any
-	for aaguid, status := range models {
+	for aaguid, reports := range models {
 		id := uuid.UUID(aaguid).String()
+		var rs []map[string]any
+		last := "2026-01-01"
+		for _, r := range reports {
+			if r.Effective == "" {
+				r.Effective = "2026-01-01"
+			}
+			rep := map[string]any{"status": r.Status, "effectiveDate": r.Effective}
+			if r.Sunset != "" {
+				rep["sunsetDate"] = r.Sunset
+			}
+			rs, last = append(rs, rep), r.Effective
+		}
 		entries = append(entries, map[string]any{
 			"aaguid": id,
-			"metadataStatement": map[string]any{"description": "Test key " + status, "aaguid": id, "protocolFamily": "fido2",
+			"metadataStatement": map[string]any{"description": "Test key " + id, "aaguid": id, "protocolFamily": "fido2",
 				"schema": 3, "authenticatorVersion": 1, "attestationTypes": []string{"basic_full", "basic_surrogate"},
 				"attestationRootCertificates": []string{base64.StdEncoding.EncodeToString(m.vendor.Raw)}},
-			"statusReports":          []map[string]any{{"status": status, "effectiveDate": "2026-01-01"}},
-			"timeOfLastStatusChange": "2026-01-01",
+			"statusReports":          rs,
+			"timeOfLastStatusChange": last,
 		})
 	}
 	enc := base64.RawURLEncoding

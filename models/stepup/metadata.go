@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 // Metadata is an attestation policy: the FIDO Metadata Service's list of
 // certified authenticator models (an MDS3 BLOB, read from a file the
 // operator keeps current), with which a security key must prove its model
-// when it is registered.
+// when it is registered, and by which a registered key of a model it
+// reports compromised stops approving (Compromised).
 type Metadata struct {
 	Provider metadata.Provider
 	// Number and NextUpdate are the BLOB's serial number and the date by
@@ -93,7 +95,8 @@ func rootCertificate(path string) (string, error) {
 // (before the policy, or by an authenticator that sends none), self
 // attestation (signed by the key itself, proving no model), a model the
 // metadata does not list, or one a status report has since revoked. Such a
-// key keeps working; it is for its owner to replace.
+// key keeps working, unless the metadata reports its model compromised
+// (Compromised); it is for its owner to replace.
 func (m *Metadata) Uncertified(ctx context.Context, k models.SecurityKey) string {
 	if k.AttestationFormat == "" || k.AttestationFormat == "none" {
 		return "registered without attestation, so its model is unknown"
@@ -120,6 +123,46 @@ func (m *Metadata) Uncertified(ctx context.Context, k models.SecurityKey) string
 		return "the FIDO metadata no longer certifies its model (status " + strings.Join(status, ", ") + ")"
 	}
 	return ""
+}
+
+// CompromisedStatuses are the FIDO statuses under which a registered key of
+// the model stops counting as a security key, whenever it was registered:
+// the model's certification was revoked, or its user verification, its
+// attestation key or the keys it holds can be defeated. The go-webauthn
+// library's default undesired statuses are these and RETIRED, which says the
+// vendor no longer supports the model, not that it is unsafe: a key of a
+// retired model is refused at registration but keeps working (Uncertified
+// marks it).
+var CompromisedStatuses = []metadata.AuthenticatorStatus{metadata.Revoked, metadata.UserVerificationBypass,
+	metadata.AttestationKeyCompromise, metadata.UserKeyRemoteCompromise, metadata.UserKeyPhysicalCompromise}
+
+// Compromised returns the CompromisedStatuses that the metadata reports, in
+// effect at now, for the model of a registered key, each once, in the
+// order of the reports; none when the metadata does not list the model.
+// The model is the AAGUID the key gave at registration, proven by its
+// attestation or not: an authenticator that sent none, or attested itself,
+// still names its own model when it is honest, and one that lies has no
+// reason to claim a compromised one. A key whose model is unknown (no
+// AAGUID, or all zeros, as some browsers send without attestation) is
+// never compromised by this test; Uncertified marks it. A report that
+// names one attestation certificate counts for the whole model, as it
+// does at registration.
+func (m *Metadata) Compromised(ctx context.Context, k models.SecurityKey, now time.Time) []string {
+	id, err := uuid.FromBytes(k.AAGUID)
+	if err != nil || id == uuid.Nil {
+		return nil
+	}
+	entry, err := m.Provider.GetEntry(ctx, id)
+	if err != nil || entry == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range metadata.EffectiveStatusReports(entry.StatusReports, now) {
+		if slices.Contains(CompromisedStatuses, r.Status) && !slices.Contains(out, string(r.Status)) {
+			out = append(out, string(r.Status))
+		}
+	}
+	return out
 }
 
 // selfAttested reports whether an attestation type (as the library names
