@@ -37,6 +37,9 @@ type StepUp interface {
 	// Uncertified says why a key does not meet the attestation policy,
 	// "" when it does or there is none.
 	Uncertified(ctx context.Context, k models.SecurityKey) string
+	// Compromised says why a key approves nothing under the attestation
+	// policy (its model is reported compromised), "" when it may.
+	Compromised(ctx context.Context, k models.SecurityKey) string
 	// HasUsableKey reports whether the user has a key that may approve.
 	HasUsableKey(ctx context.Context, u models.User) (bool, error)
 	// BeginRegistration answers creation options, or {"confirm": …} when
@@ -116,7 +119,10 @@ func (h *Keys) render(c echo.Context, s *session.Session, status int, form keys.
 	}
 	for _, k := range ks {
 		row := h.keyRow(k)
-		row.Uncertified = h.s.Uncertified(c.Request().Context(), k)
+		row.Compromised = h.s.Compromised(c.Request().Context(), k)
+		if row.Compromised == "" {
+			row.Uncertified = h.s.Uncertified(c.Request().Context(), k)
+		}
 		page.Keys = append(page.Keys, row)
 	}
 	noStore(c)

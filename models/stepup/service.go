@@ -84,8 +84,10 @@ type Config struct {
 
 	// Metadata, when set, is the attestation policy (LoadMetadata): keys
 	// are asked for their attestation and registered only when it proves a
-	// model the FIDO Metadata Service certifies. Nil accepts any
-	// authenticator that verifies its user.
+	// model the FIDO Metadata Service certifies, and a registered key whose
+	// model it reports compromised or revoked (Metadata.Compromised)
+	// approves nothing and signs nobody in. Nil accepts any authenticator
+	// that verifies its user.
 	Metadata *Metadata
 }
 
@@ -171,8 +173,12 @@ func New(cfg Config) (*Service, error) {
 	s.wa, s.enroll = wa, wa
 	if s.mds != nil {
 		// Registrations ask for attestation and check it against the
-		// metadata; assertions do not consult it, so that keys registered
-		// before the policy keep working (the keys page tells their owners).
+		// metadata. Assertions do not go through the library's check, which
+		// would refuse every key that does not meet the policy at every use,
+		// locking out whoever registered before it: approvals and passkey
+		// sign-ins refuse only keys of a model the metadata reports
+		// compromised (Service.Compromised), and the keys page marks the
+		// others.
 		rc := *wc
 		rc.AttestationPreference, rc.MDS = protocol.PreferDirectAttestation, s.mds.Provider
 		if s.enroll, err = webauthn.New(&rc); err != nil {
@@ -193,6 +199,37 @@ func (s *Service) Uncertified(ctx context.Context, k models.SecurityKey) string 
 		return ""
 	}
 	return s.mds.Uncertified(ctx, k)
+}
+
+// Compromised says why the key approves nothing under the attestation policy
+// as it stands now: the metadata reports its model compromised or revoked
+// (Metadata.Compromised, at the service's clock). "" when it does not, or
+// when there is no policy.
+func (s *Service) Compromised(ctx context.Context, k models.SecurityKey) string {
+	statuses := s.compromised(ctx, k)
+	if len(statuses) == 0 {
+		return ""
+	}
+	return "the FIDO Metadata Service reports its model compromised or revoked (status " + strings.Join(statuses, ", ") + ")"
+}
+
+// compromised is Metadata.Compromised under the service's policy and clock.
+func (s *Service) compromised(ctx context.Context, k models.SecurityKey) []string {
+	if s.mds == nil {
+		return nil
+	}
+	return s.mds.Compromised(ctx, k, s.clock.Now())
+}
+
+// compromisedKey is the refusal of an assertion by a key whose model the
+// metadata reports compromised: what the key no longer does, what to do
+// instead, and where the key is marked.
+func compromisedKey(k models.SecurityKey, statuses []string, what, instead, nothing string) error {
+	return &models.Error{Code: models.EKeyModelRevoked,
+		Message: fmt.Sprintf("The FIDO Metadata Service reports the model of your key %q compromised or revoked (status %s), so it no longer %s here. "+
+			"%s Register a certified security key under Security keys (/settings/keys), where this one is marked, and remove this one. %s",
+			k.Name, strings.Join(statuses, ", "), what, instead, nothing),
+		Details: map[string]any{"key_id": k.ID, "statuses": statuses}}
 }
 
 // RPID returns the relying party id.
@@ -263,7 +300,9 @@ func (s *Service) Keys(ctx context.Context, u models.User) ([]models.SecurityKey
 	return s.store.SecurityKeys(ctx, u.TenantID, u.ID)
 }
 
-// usableKeys are u's keys that may sign.
+// usableKeys are u's keys that may sign: prove possession before another
+// key is registered, confirm a removal. A key of a compromised model is
+// one of them (see approvingKeys).
 func (s *Service) usableKeys(ctx context.Context, u models.User) ([]models.SecurityKey, error) {
 	keys, err := s.Keys(ctx, u)
 	if err != nil {
@@ -272,9 +311,24 @@ func (s *Service) usableKeys(ctx context.Context, u models.User) ([]models.Secur
 	return slices.DeleteFunc(keys, func(k models.SecurityKey) bool { return !k.Usable() }), nil
 }
 
-// HasUsableKey reports whether u has a key that may approve.
+// approvingKeys are u's usable keys that may approve: all but those of a
+// model the metadata reports compromised. Those still prove possession
+// when their owner registers a certified key: were they not counted there,
+// a reviewer whose only key is of such a model could register another
+// with the password alone, and so could anyone with a stolen session.
+func (s *Service) approvingKeys(ctx context.Context, u models.User) (approving, usable []models.SecurityKey, err error) {
+	usable, err = s.usableKeys(ctx, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	approving = slices.DeleteFunc(slices.Clone(usable), func(k models.SecurityKey) bool { return len(s.compromised(ctx, k)) > 0 })
+	return approving, usable, nil
+}
+
+// HasUsableKey reports whether u has a key that may approve: usable, and
+// not of a model the metadata reports compromised.
 func (s *Service) HasUsableKey(ctx context.Context, u models.User) (bool, error) {
-	keys, err := s.usableKeys(ctx, u)
+	keys, _, err := s.approvingKeys(ctx, u)
 	return len(keys) > 0, err
 }
 
@@ -392,7 +446,7 @@ func (s *Service) finishEnrollment(ctx context.Context, u models.User, proof []b
 	if err := s.consume(ctx, c, nothing); err != nil {
 		return err
 	}
-	_, err = s.verifyAssertion(ctx, u, sd, parsed, "", nothing)
+	_, err = s.verifyAssertion(ctx, u, sd, parsed, "", false, nothing)
 	return err
 }
 
@@ -512,14 +566,16 @@ func defaultName(c *webauthn.Credential, n int) string {
 // a proposal, as seen with digestSeen. The assertion's challenge is
 // Challenge(proposal id, args digest, nonce) with a fresh single-use nonce
 // that lives DefaultApprovalTTL (or Config.ApprovalTTL); user verification
-// is required; any of the reviewer's usable keys may answer. It returns the
-// request options as JSON ({"publicKey": {...}}, for
+// is required; any of the reviewer's usable keys may answer, but for those
+// of a model the metadata reports compromised, which the options do not
+// name. It returns the request options as JSON ({"publicKey": {...}}, for
 // PublicKeyCredential.parseRequestOptionsFromJSON).
 //
 // Errors: those of writes.Service.CheckApprove (ENotFound, EForbidden,
 // EProposalExpired, EInvalidState, EArgsMismatch, ESelfApproval,
 // EAlreadyDecided), EInvalidRequest (the tier needs no security key),
-// EStepUpRequired (the reviewer has no usable key), EUnavailable.
+// EStepUpRequired (the reviewer has no usable key), EKeyModelRevoked (every
+// usable key is of a compromised model), EUnavailable.
 func (s *Service) BeginApproval(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (json.RawMessage, error) {
 	p, err := s.proto.CheckApprove(ctx, reviewer, proposalID, digestSeen)
 	if err != nil {
@@ -529,9 +585,13 @@ func (s *Service) BeginApproval(ctx context.Context, reviewer models.User, propo
 		return nil, models.Errorf(models.EInvalidRequest,
 			"the %s tier needs no security key: approve this proposal with the Approve button", p.Tier.Name)
 	}
-	keys, err := s.usableKeys(ctx, reviewer)
+	keys, usable, err := s.approvingKeys(ctx, reviewer)
 	if err != nil {
 		return nil, err
+	}
+	if len(usable) > 0 && len(keys) == 0 {
+		k := usable[0]
+		return nil, compromisedKey(k, s.compromised(ctx, k), "approves anything", "Approve with a certified key.", "Nothing was approved.")
 	}
 	if len(keys) == 0 {
 		return nil, models.Errorf(models.EStepUpRequired,
@@ -587,11 +647,16 @@ type ApprovalInput struct {
 //     and the ceremony's nonce, and must be the one signed (EArgsMismatch);
 //  5. origin, RP ID, user presence and user verification, then the
 //     signature under the registered key (EStepUpFailed);
-//  6. the key's signature counter must move forward; a regression flags the
+//  6. the key must not be of a model the metadata now reports compromised
+//     (EKeyModelRevoked; its use is not recorded);
+//  7. the key's signature counter must move forward; a regression flags the
 //     key and refuses (EStepUpFailed);
-//  7. writes.Service.Confirm decides the rest (quorum, self-approval,
+//  8. writes.Service.Confirm decides the rest (quorum, self-approval,
 //     expiry, business state) with the sign-in plus the verified assertion
 //     as evidence (AMR: the sign-in's methods and "webauthn").
+//
+// A refusal from step 5 on is recorded in the audit log (stepup.failed,
+// with its code), once per ceremony, which it has used up.
 //
 // Errors: the above, EInvalidRequest (not an assertion), and those of
 // Confirm.
@@ -631,7 +696,7 @@ func (s *Service) FinishApproval(ctx context.Context, in ApprovalInput) (*models
 		return nil, models.Errorf(models.EArgsMismatch,
 			"This approval was made for a different proposal or other arguments: its challenge is not this proposal's. %s", nothing)
 	}
-	key, err := s.verifyAssertion(ctx, u, sd, parsed, "", nothing)
+	key, err := s.verifyAssertion(ctx, u, sd, parsed, "", true, nothing)
 	if err != nil {
 		// The ceremony is consumed; the failure is recorded (best effort:
 		// the answer to the reviewer does not depend on it).
@@ -760,7 +825,7 @@ func (s *Service) FinishRemoval(ctx context.Context, u models.User, keyID string
 	if err := s.consume(ctx, c, nothing); err != nil {
 		return err
 	}
-	if _, err := s.verifyAssertion(ctx, u, sd, parsed, keyID, nothing); err != nil {
+	if _, err := s.verifyAssertion(ctx, u, sd, parsed, keyID, false, nothing); err != nil {
 		return err
 	}
 	return s.store.RemoveSecurityKey(ctx, u.TenantID, u.ID, keyID, s.clock.Now())
@@ -838,7 +903,8 @@ func passkeyLimitKey(tenantName, clientIP, deviceID string) string {
 // FinishPasskeyLogin verifies the answer to BeginPasskeyLogin and returns
 // the tenant and the user the passkey belongs to, who may then be signed
 // in: the ceremony is consumed once; origin, RP ID, user presence and
-// verification and the signature are checked; the key's counter must move
+// verification and the signature are checked; the key must not be of a
+// model the metadata reports compromised; the key's counter must move
 // forward (else it is flagged); the user must be enabled. A success gives
 // back the count its beginning took (from clientIP or deviceID, as there). A refusal once the
 // answer names an account of the organization (disabled, a key that is
@@ -847,9 +913,9 @@ func passkeyLimitKey(tenantName, clientIP, deviceID string) string {
 // PasskeySignIns per account per window; refusals before that name nobody
 // and are not.
 //
-// Errors: EInvalidRequest, EStepUpFailed, EAlreadyConsumed,
-// ECeremonyExpired, EUnauthenticated (unknown organization or key,
-// disabled user), EUnavailable.
+// Errors: EInvalidRequest, EStepUpFailed, EKeyModelRevoked,
+// EAlreadyConsumed, ECeremonyExpired, EUnauthenticated (unknown
+// organization or key, disabled user), EUnavailable.
 func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, error) {
 	const nothing = "Nobody was signed in."
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
@@ -954,6 +1020,10 @@ func (s *Service) verifyPasskey(ctx context.Context, u models.User, sd webauthn.
 		return models.SecurityKey{}, "assertion_failed", models.Wrap(models.EStepUpFailed, err,
 			"Your passkey's response did not verify ("+libraryReason(err)+"). "+nothing)
 	}
+	if statuses := s.compromised(ctx, key); len(statuses) > 0 {
+		return models.SecurityKey{}, string(models.EKeyModelRevoked),
+			compromisedKey(key, statuses, "signs you in", "Sign in with your password instead.", nothing)
+	}
 	ad := parsed.Response.AuthenticatorData
 	used, err := s.store.RecordKeyUse(ctx, u.TenantID, u.ID, key.ID, models.KeyUse{SignCount: ad.Counter, Flags: keyFlags(ad.Flags)}, s.clock.Now())
 	if models.IsCode(err, models.EStepUpFailed) {
@@ -1052,9 +1122,11 @@ func (s *Service) checkClient(cd protocol.CollectedClientData, ceremony protocol
 
 // verifyAssertion checks an assertion by one of u's keys against the
 // ceremony's session data and records the key's use. A flagged key may
-// sign only when it is only: the removal of itself.
+// sign only when it is only: the removal of itself. For an approval, a key
+// of a model the metadata reports compromised is refused once its
+// signature verifies, and its use is not recorded.
 func (s *Service) verifyAssertion(ctx context.Context, u models.User, sd webauthn.SessionData,
-	parsed *protocol.ParsedCredentialAssertionData, only, nothing string) (models.SecurityKey, error) {
+	parsed *protocol.ParsedCredentialAssertionData, only string, approval bool, nothing string) (models.SecurityKey, error) {
 	if err := s.checkClient(parsed.Response.CollectedClientData, protocol.AssertCeremony, parsed.Response.AuthenticatorData, nothing); err != nil {
 		return models.SecurityKey{}, err
 	}
@@ -1083,6 +1155,11 @@ func (s *Service) verifyAssertion(ctx context.Context, u models.User, sd webauth
 	}
 	if key.FlaggedAt != nil {
 		return key, nil // its counter is not trusted any more; it only removes itself
+	}
+	if approval {
+		if statuses := s.compromised(ctx, key); len(statuses) > 0 {
+			return models.SecurityKey{}, compromisedKey(key, statuses, "approves anything", "Approve with another key that is certified.", nothing)
+		}
 	}
 	ad := parsed.Response.AuthenticatorData
 	used, err := s.store.RecordKeyUse(ctx, u.TenantID, u.ID, key.ID, models.KeyUse{SignCount: ad.Counter, Flags: keyFlags(ad.Flags)}, s.clock.Now())
