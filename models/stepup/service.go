@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -116,17 +115,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Protocol == nil {
 		return nil, errors.New("stepup: store and protocol are required")
 	}
-	if cfg.RPID == "" || len(cfg.Origins) == 0 {
-		return nil, errors.New("stepup: a relying party id and at least one origin are required")
-	}
-	for _, o := range cfg.Origins {
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" {
-			return nil, fmt.Errorf("stepup: origin %q is not scheme://host[:port]", o)
-		}
-		if !originMatchesRPID(o, cfg.RPID) {
-			return nil, fmt.Errorf("stepup: origin %q is not within the relying party id %q (browsers refuse that)", o, cfg.RPID)
-		}
+	if err := CheckRelyingParty(cfg.RPID, cfg.Origins); err != nil {
+		return nil, fmt.Errorf("stepup: %w", err)
 	}
 	s := &Service{rpID: cfg.RPID, origins: slices.Clone(cfg.Origins), store: cfg.Store, proto: cfg.Protocol,
 		clock: cfg.Clock, approval: cfg.ApprovalTTL, register: cfg.RegistrationTTL,
