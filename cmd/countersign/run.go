@@ -50,6 +50,9 @@ Usage:
   countersign user role --tenant T --name N --role reviewer|admin
                                      change a console user's role; a tenant
                                      keeps one active administrator
+  countersign user disable --tenant T --name N [--enable]
+                                     stop (or allow again) a user's sign-ins;
+                                     ends their sessions
   countersign tenant limits --tenant T [--proposals-per-minute N] ...
   countersign agent limits --tenant T --agent A [--open-proposals N] ...
                                      show or set per-agent limits for a
@@ -148,7 +151,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.group(ctx, "tenant", rest, map[string]func(context.Context, []string) error{"create": c.tenantCreate, "limits": c.tenantLimits})
 	case "user":
 		return c.group(ctx, "user", rest, map[string]func(context.Context, []string) error{"create": c.userCreate,
-			"notify": c.userNotify, "role": c.userRole})
+			"notify": c.userNotify, "role": c.userRole, "disable": c.userDisable})
 	case "agent":
 		return c.group(ctx, "agent", rest, map[string]func(context.Context, []string) error{
 			"create": c.agentCreate, "limits": c.agentLimits, "read-all": c.agentReadAll})

@@ -389,11 +389,27 @@ func (s *Store) AdminCreateUser(ctx context.Context, actor models.User, name str
 // is refused (EForbidden, see keepsAnAdmin). EForbidden unless actor is an
 // active admin; ENotFound for users of other tenants.
 func (s *Store) AdminSetUserDisabled(ctx context.Context, actor models.User, userID string, disabled bool, now time.Time) (models.User, error) {
-	e := userEdit{set: map[string]any{"disabled": disabled}, endSessions: disabled, demotes: disabled}
+	return s.adminUpdateUser(ctx, actor, userID, disabledEdit(actor.TenantID, disabled, now), now)
+}
+
+// SetUserDisabled is AdminSetUserDisabled for the command line, the
+// installation's operator: no administrator is needed, the user is named,
+// and the audit log records the system as the actor. Disabling the last
+// active administrator is refused here too (EForbidden).
+func (s *Store) SetUserDisabled(ctx context.Context, tenantID, name string, disabled bool, now time.Time) (models.User, error) {
+	return s.editUserByName(ctx, tenantID, name, disabledEdit(tenantID, disabled, now), now)
+}
+
+// disabledEdit disables a user (ending their sessions and voiding their
+// approvals of proposals still awaiting confirmation) or enables one; a
+// user already so is left as is, and nothing is logged.
+func disabledEdit(tenantID string, disabled bool, now time.Time) userEdit {
+	e := userEdit{set: map[string]any{"disabled": disabled}, endSessions: disabled, demotes: disabled,
+		unchanged: func(r userRow) bool { return r.Disabled == disabled }}
 	if disabled {
-		e.after = func(tx *gorm.DB) error { return voidPendingApprovals(tx, actor.TenantID, userID, now) }
+		e.after = func(tx *gorm.DB, userID string) error { return voidPendingApprovals(tx, tenantID, userID, now) }
 	}
-	return s.adminUpdateUser(ctx, actor, userID, e, now)
+	return e
 }
 
 // AdminSetUserRole gives a user of the actor's tenant role, audited with
@@ -420,13 +436,21 @@ func (s *Store) SetUserRole(ctx context.Context, tenantID, name string, role mod
 	if !role.Valid() {
 		return models.User{}, models.Errorf(models.EInvalidRequest, "role must be reviewer or admin")
 	}
+	return s.editUserByName(ctx, tenantID, name, roleEdit(role), now)
+}
+
+// editUserByName applies e to the tenant's user of that name, as the
+// system: the command line's edits.
+func (s *Store) editUserByName(ctx context.Context, tenantID, name string, e userEdit, now time.Time) (models.User, error) {
 	var row userRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		if err := lockTenant(tx, tenantID); err != nil {
-			return err
+		if e.demotes {
+			if err := lockTenant(tx, tenantID); err != nil {
+				return err
+			}
 		}
 		var err error
-		row, err = editUser(tx, tenantID, "", "name", name, roleEdit(role), now)
+		row, err = editUser(tx, tenantID, "", "name", name, e, now)
 		return err
 	})
 	if err != nil {
@@ -481,7 +505,9 @@ type userEdit struct {
 	// unchanged, when set, reports a row the change would leave as it is:
 	// then nothing is written or logged.
 	unchanged func(userRow) bool
-	after     func(tx *gorm.DB) error
+	// after, when set, runs in the transaction after the change, given
+	// the user's id.
+	after func(tx *gorm.DB, userID string) error
 }
 
 func (s *Store) adminUpdateUser(ctx context.Context, actor models.User, userID string, e userEdit, now time.Time) (models.User, error) {
@@ -546,7 +572,7 @@ func editUser(tx *gorm.DB, tenantID, actorID, by, key string, e userEdit, now ti
 		}
 	}
 	if e.after != nil {
-		if err := e.after(tx); err != nil {
+		if err := e.after(tx, before.ID); err != nil {
 			return row, err
 		}
 	}
