@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,47 @@ func TestUpgradeKeepsExecutionsAndTheirKeys(t *testing.T) {
 			if err := st.Exec(ctx, `INSERT INTO decisions (id, tenant_id, proposal_id, user_id, kind, digest_seen, created_at)
 				VALUES ('dec_2', 'ten_1', 'prop_none', 'usr_1', 'approve', 'sha256:d', 1)`); err == nil {
 				t.Fatal("a decision for a missing proposal was accepted")
+			}
+		})
+	}
+}
+
+// TestNewerSchemaIsRefused: a database that a later release migrated
+// further is not taken for up to date. Migrate refuses it with
+// invalid_state, naming both versions, and writes nothing, so that
+// running an older binary on an upgraded database (a downgrade, or an old
+// instance restarted during a rolling upgrade) stops at start instead of
+// appending to data it does not understand.
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+			if kind == "postgres" {
+				url = pgtest.DSN(t)
+			}
+			st, err := store.Open(url, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if _, err := st.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Up to date is still fine.
+			if applied, err := st.Migrate(ctx); err != nil || len(applied) != 0 {
+				t.Fatalf("second migrate: %v %v", applied, err)
+			}
+			if err := st.Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, true)`); err != nil {
+				t.Fatal(err)
+			}
+			applied, err := st.Migrate(ctx)
+			if !models.IsCode(err, models.EInvalidState) || len(applied) != 0 {
+				t.Fatalf("migrate of a newer schema = %v, %v; want invalid_state and nothing applied", applied, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "99999") || !strings.Contains(msg, "newer than this release") {
+				t.Fatalf("the refusal does not name the versions: %v", err)
 			}
 		})
 	}

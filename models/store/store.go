@@ -371,6 +371,9 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := newerSchema(ctx, p); err != nil {
+		return nil, err
+	}
 	res, err := p.Up(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -383,6 +386,29 @@ func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 		return applied, err
 	}
 	return applied, nil
+}
+
+// newerSchema refuses a database that a later release migrated further
+// than this one knows: goose would report it up to date, and this
+// release would then write rows the later one's rules do not expect (an
+// audit chain it appends to without the entries the later release
+// records), so that a downgrade corrupts quietly instead of failing.
+func newerSchema(ctx context.Context, p *goose.Provider) error {
+	srcs := p.ListSources()
+	if len(srcs) == 0 {
+		return nil
+	}
+	known := srcs[len(srcs)-1].Version
+	have, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if have > known {
+		return models.Errorf(models.EInvalidState,
+			"the database's schema is at version %d, newer than this release of countersign knows (%d): "+
+				"a later release migrated it; run that release, or restore the backup taken before the upgrade", have, known)
+	}
+	return nil
 }
 
 // migrations returns the goose provider of every migration: the SQL files
