@@ -93,11 +93,12 @@ func (r executionRow) model() models.Execution {
 // holds it or it settled.
 func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []models.Status, now, leaseUntil time.Time) (models.Execution, bool, error) {
 	var (
-		out models.Execution
-		ok  bool
+		out     models.Execution
+		ok      bool
+		renewed bool
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		ok = false
+		ok, renewed = false, false
 		lapsed, args := s.lapsed(now)
 		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status IN ?", tenantID, id, statusStrings(from)).
@@ -107,12 +108,18 @@ func (s *Store) ClaimExecution(ctx context.Context, tenantID, id string, from []
 		if err != nil || !found {
 			return err
 		}
+		if renewed, err = s.vouch(tx, now); err != nil {
+			return err
+		}
 		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
 		return appendAudit(tx, tenantID, now, executionEvent(models.AuditExecutionAttempt, models.ActorSystem, row, nil))
 	})
+	if err == nil && renewed {
+		s.seen(now)
+	}
 	return out, ok, err
 }
 
@@ -140,11 +147,12 @@ func (s *Store) ExtendLease(ctx context.Context, tenantID, id string, attempt in
 // attempt; the caller reads the records to tell which.
 func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseUntil time.Time) (models.Execution, bool, error) {
 	var (
-		out models.Execution
-		ok  bool
+		out     models.Execution
+		ok      bool
+		renewed bool
 	)
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		ok = false
+		ok, renewed = false, false
 		row, found, err := updateExecution(tx.
 			Where("tenant_id = ? AND id = ? AND status = ? AND lease_until <= ?",
 				tenantID, id, string(models.StatusFailedRetryable), ms(now)).
@@ -155,12 +163,18 @@ func (s *Store) ClaimRetry(ctx context.Context, tenantID, id string, now, leaseU
 		if err != nil || !found {
 			return err
 		}
+		if renewed, err = s.vouch(tx, now); err != nil {
+			return err
+		}
 		if err := s.mirror(tx, row, now); err != nil {
 			return err
 		}
 		out, ok = row.model(), true
 		return appendAudit(tx, tenantID, now, executionEvent(models.AuditExecutionAttempt, models.ActorSystem, row, nil))
 	})
+	if err == nil && renewed {
+		s.seen(now)
+	}
 	return out, ok, err
 }
 

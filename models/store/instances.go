@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/countersign/countersign/models"
 )
@@ -23,6 +26,9 @@ const instanceRetention = 7 * 24 * time.Hour
 type instance struct {
 	id    string
 	stale time.Duration
+	// beat is the time (Unix milliseconds) of the newest heartbeat this
+	// process saw committed: at registration, by Heartbeat or by vouch.
+	beat atomic.Int64
 }
 
 // RegisterInstance records this process as a running instance with a fresh
@@ -43,7 +49,9 @@ func (s *Store) RegisterInstance(ctx context.Context, now time.Time, staleAfter 
 	if err := s.db.WithContext(ctx).Where("heartbeat_at < ?", ms(now.Add(-instanceRetention))).Delete(&instanceRow{}).Error; err != nil {
 		return "", dbErr(err)
 	}
-	s.inst.Store(&instance{id: row.ID, stale: staleAfter})
+	in := &instance{id: row.ID, stale: staleAfter}
+	in.beat.Store(row.HeartbeatAt)
+	s.inst.Store(in)
 	return row.ID, nil
 }
 
@@ -59,10 +67,54 @@ func (s *Store) Heartbeat(ctx context.Context, now time.Time) error {
 		return dbErr(res.Error)
 	}
 	if res.RowsAffected == 0 {
-		_, err := insertOnce(s.db.WithContext(ctx), &instanceRow{ID: in.id, StartedAt: ms(now), HeartbeatAt: ms(now)})
-		return dbErr(err)
+		if _, err := insertOnce(s.db.WithContext(ctx), &instanceRow{ID: in.id, StartedAt: ms(now), HeartbeatAt: ms(now)}); err != nil {
+			return dbErr(err)
+		}
 	}
+	in.saw(ms(now))
 	return nil
+}
+
+// saw records a heartbeat at t (Unix milliseconds) as committed, unless a
+// newer one was.
+func (in *instance) saw(t int64) {
+	for {
+		old := in.beat.Load()
+		if t <= old || in.beat.CompareAndSwap(old, t) {
+			return
+		}
+	}
+}
+
+// vouch renews, inside tx, this instance's heartbeat to now when the newest
+// one this process saw committed is older than half the staleness limit.
+// Every transaction that makes this instance the owner of an attempt in
+// flight (a token's redemption, a claimed retry or reconciliation) calls
+// it, so that an attempt never starts under a heartbeat that already reads
+// as dead: after the database was out of reach for longer than the limit,
+// every instance's heartbeat is stale until its next beat, and an attempt
+// begun in that moment would be taken over at once by another instance's
+// reconciler, which sends the same request to the business system while
+// the first is on its way. While the heartbeat is fresh, as it is between
+// beats, vouch runs no statement; its UPDATE leaves alone a heartbeat
+// another transaction renewed meanwhile. The renewal commits, or is rolled
+// back, with the attempt; the caller records it (seen) after the commit.
+func (s *Store) vouch(tx *gorm.DB, now time.Time) (renewed bool, err error) {
+	in := s.inst.Load()
+	if in == nil || ms(now)-in.beat.Load() < in.stale.Milliseconds()/2 {
+		return false, nil
+	}
+	err = tx.Model(&instanceRow{}).Where("id = ? AND heartbeat_at < ?", in.id, ms(now.Add(-in.stale/2))).
+		Update("heartbeat_at", ms(now)).Error
+	return err == nil, dbErr(err)
+}
+
+// seen records a heartbeat renewed by vouch in a transaction that
+// committed.
+func (s *Store) seen(now time.Time) {
+	if in := s.inst.Load(); in != nil {
+		in.saw(ms(now))
+	}
 }
 
 // instanceID is the registered instance's id, or "" before RegisterInstance.

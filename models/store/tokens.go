@@ -134,9 +134,10 @@ func (s *Store) consumeToken(ctx context.Context, consume func(tx *gorm.DB) (Con
 		c       Consume
 		row     executionRow
 		settled executionRow
+		renewed bool
 	)
 	err = s.tx(ctx, func(tx *gorm.DB) error {
-		consumed = false
+		consumed, renewed = false, false
 		var err error
 		if c, err = consume(tx); err != nil {
 			return err
@@ -167,6 +168,11 @@ func (s *Store) consumeToken(ctx context.Context, consume func(tx *gorm.DB) (Con
 			consumed, settled = true, done
 			return nil
 		}
+		// The execution stays open for the business system's answer:
+		// this instance holds its attempt.
+		if renewed, err = s.vouch(tx, c.Now); err != nil {
+			return err
+		}
 		if err := s.claimKey(tx, c, &row); err != nil {
 			return err
 		}
@@ -186,6 +192,9 @@ func (s *Store) consumeToken(ctx context.Context, consume func(tx *gorm.DB) (Con
 	})
 	if commitUncertain(err) {
 		return s.consumedAfterAll(ctx, c, row, err)
+	}
+	if err == nil && renewed {
+		s.seen(c.Now)
 	}
 	if err != nil || !consumed {
 		return models.Execution{}, false, err

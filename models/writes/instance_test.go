@@ -157,3 +157,71 @@ func TestTokenPresentedAgainAfterTheOwnerDied(t *testing.T) {
 		}
 	})
 }
+
+// After the database was out of reach for longer than the instance
+// timeout, every instance's heartbeat is stale until its next beat. An
+// attempt begun in that moment — A redeems a token, or claims a retry, as
+// soon as the database answers again — must not look abandoned: the
+// transaction that makes A the owner renews A's heartbeat, so B's
+// reconciler, which came back first, leaves the attempt alone until A
+// really falls silent, and the business system sees one request.
+func TestAnAttemptBegunAfterAnOutageIsNotTakenOver(t *testing.T) {
+	t.Parallel()
+	eachKind(t, func(t *testing.T, kind string) {
+		for _, begin := range []string{"consume", "retry"} {
+			t.Run(begin, func(t *testing.T) {
+				a, biz := httpEnv(t, kind, 2*time.Second)
+				b := secondInstance(t, a)
+				p := a.confirm(a.propose("ord_1001", 700))
+				key := a.downstreamKey(p)
+				var exe string
+				if begin == "retry" {
+					biz.FailNextExecutes(1)
+					ex, err := a.svc.Execute(a.ctx, a.agent, p.ID, p.Token.Compact)
+					if err != nil || ex.Status != models.StatusFailedRetryable {
+						t.Fatalf("first execute: %v %v", ex.Status, err)
+					}
+					exe = ex.ID
+				}
+				calls := biz.ExecuteCalls(key)
+				// The outage: no heartbeat of either instance is renewed.
+				a.clock.Advance(writes.DefaultInstanceTimeout + time.Second)
+				if err := b.Heartbeat(a.ctx); err != nil {
+					t.Fatal(err)
+				}
+				now := a.clock.Now()
+				switch begin {
+				case "consume":
+					_, consumed, err := a.store.ConsumeToken(a.ctx, store.Consume{TenantID: a.tenant, AgentID: a.agent.ID,
+						ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
+						Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: key,
+							Operation: p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(time.Hour)}})
+					if err != nil || !consumed {
+						t.Fatalf("consume: %v %v", consumed, err)
+					}
+				case "retry":
+					if _, ok, err := a.store.ClaimRetry(a.ctx, a.tenant, exe, now, now.Add(time.Hour)); err != nil || !ok {
+						t.Fatalf("claim retry: %v %v", ok, err)
+					}
+				}
+				// A's attempt is on its way to the business system: B leaves it.
+				if n, err := b.Reconcile(a.ctx); err != nil || n != 0 || biz.ExecuteCalls(key) != calls {
+					t.Fatalf("B reconciled %d executions (%v) and sent %d requests: it took over an attempt begun just now",
+						n, err, biz.ExecuteCalls(key)-calls)
+				}
+				// A dies right after: once its renewed heartbeat is stale, B takes over.
+				a.clock.Advance(writes.DefaultInstanceTimeout)
+				if err := b.Heartbeat(a.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := b.Reconcile(a.ctx); err != nil || n != 1 {
+					t.Fatalf("B reconciled %d executions (%v), want the one of the dead instance", n, err)
+				}
+				got, err := b.Get(a.ctx, a.tenant, p.ID)
+				if err != nil || got.Status != models.StatusSucceeded || biz.Writes(key) != 1 {
+					t.Fatalf("after B's reconcile: %v %v, writes %d", got.Status, err, biz.Writes(key))
+				}
+			})
+		}
+	})
+}
