@@ -27,12 +27,31 @@ type Checkpointer struct {
 // not continue its last checkpoint gets none (ENotProven, joined with the
 // other chains' errors); the other chains are still signed.
 func (c Checkpointer) CheckpointAll(ctx context.Context, now time.Time) (int, error) {
+	return c.CheckpointDue(ctx, now, 0)
+}
+
+// CheckpointDue is CheckpointAll for the periodic pass that every instance
+// over one database runs: a chain that grew is left to a later pass while
+// its newest checkpoint, whichever instance signed it, is younger than
+// every. So a chain that keeps growing gets about one checkpoint per
+// interval however many instances run the pass, rather than one per
+// instance. (Two instances whose passes fall within the same moment may
+// still both sign, each at its own head; both checkpoints are valid.) A
+// chain that does not continue its newest checkpoint is reported by every
+// pass, whatever the checkpoint's age.
+func (c Checkpointer) CheckpointDue(ctx context.Context, now time.Time, every time.Duration) (int, error) {
 	heads, err := c.Store.UncheckpointedHeads(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n, errs := 0, []error{}
 	for _, h := range heads {
+		if grown := h.Signed > 0 && h.Seq > h.Signed; grown && now.Sub(h.SignedAt) < every {
+			if err := c.continues(ctx, h); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if _, err := c.sign(ctx, h, now); err != nil {
 			errs = append(errs, err)
 			continue

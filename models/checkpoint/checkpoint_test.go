@@ -160,3 +160,90 @@ func TestNoCheckpointOverACutChain(t *testing.T) {
 		t.Errorf("after the chain grew past the cut: %v", err)
 	}
 }
+
+// Three instances over one database each run the minute's pass while the
+// chain keeps growing: the chain gets one checkpoint per interval, not one
+// per instance, and the instance whose turn it is signs even when another
+// signed the last one. A chain cut below its newest checkpoint is still
+// reported by every pass within the interval.
+func TestOneCheckpointPerIntervalAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	var cps []checkpoint.Checkpointer
+	for range 3 {
+		st, err := store.Open(url, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if _, err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tokens := token.New(st, token.Config{Issuer: "countersign"})
+		if err := tokens.EnsureKey(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cps = append(cps, checkpoint.Checkpointer{Store: st, Tokens: tokens})
+	}
+	st := cps[0].Store
+	ten, err := st.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grow := func() {
+		t.Helper()
+		if err := st.Audit(ctx, ten.ID, time.Now(), models.AuditEvent{Kind: models.AuditSignIn, Actor: "usr_x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		got, err := st.Checkpoints(ctx, ten.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	const every = time.Minute
+	t0 := time.Now().Truncate(time.Second)
+	// Each minute, the instances' passes a second apart, the chain
+	// growing before each.
+	for minute := range 3 {
+		for i, c := range cps {
+			grow()
+			at := t0.Add(time.Duration(minute)*every + time.Duration(i)*time.Second)
+			if _, err := c.CheckpointDue(ctx, at, every); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := count(); n != minute+1 {
+			t.Fatalf("after minute %d: %d checkpoints, want %d (one per minute, not one per instance)", minute, n, minute+1)
+		}
+	}
+	// The instance that signed is gone; the next one signs once the
+	// newest checkpoint is a minute old.
+	grow()
+	if _, err := cps[1].CheckpointDue(ctx, t0.Add(3*every-time.Millisecond), every); err != nil || count() != 3 {
+		t.Fatalf("a pass inside the minute signed: %d checkpoints (%v)", count(), err)
+	}
+	if _, err := cps[1].CheckpointDue(ctx, t0.Add(3*every+time.Second), every); err != nil || count() != 4 {
+		t.Fatalf("the minute's pass of another instance: %d checkpoints (%v), want 4", count(), err)
+	}
+	// A cut below the newest checkpoint, the chain grown past it again:
+	// reported within the minute, and nothing signed.
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if err := st.Gorm().Exec(q, args...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`DROP TRIGGER audit_entries_no_DELETE`)
+	head, _ := st.Head(ctx, ten.ID)
+	exec(`DELETE FROM audit_entries WHERE tenant_id = ? AND seq >= ?`, ten.ID, head.Seq-1)
+	for range 4 {
+		grow()
+	}
+	if _, err := cps[2].CheckpointDue(ctx, t0.Add(3*every+2*time.Second), every); !models.IsCode(err, models.ENotProven) || count() != 4 {
+		t.Fatalf("a cut chain within the minute: %v, %d checkpoints", err, count())
+	}
+}

@@ -353,6 +353,11 @@ type AuditHead struct {
 	TenantID string
 	Seq      int64
 	Hash     string
+	// Signed and SignedAt are, from UncheckpointedHeads, the position of
+	// the chain's newest checkpoint and when it was signed (0 and the
+	// zero time when it has none).
+	Signed   int64
+	SignedAt time.Time
 }
 
 // UncheckpointedHeads returns, for every tenant whose chain moved since its
@@ -370,25 +375,32 @@ func (s *Store) UncheckpointedHeads(ctx context.Context) ([]AuditHead, error) {
 		Hash     *string
 		Signed   *int64
 		SignedAt *string
+		SignedMS *int64
 	}
 	err := s.read.WithContext(ctx).Raw(`SELECT t.id AS tenant_id,
   (SELECT e.seq FROM audit_entries e WHERE e.tenant_id = t.id ORDER BY e.seq DESC LIMIT 1) AS seq,
   (SELECT e.hash FROM audit_entries e WHERE e.tenant_id = t.id ORDER BY e.seq DESC LIMIT 1) AS hash,
   (SELECT c.seq FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed,
-  (SELECT c.hash FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed_at
+  (SELECT c.hash FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed_at,
+  (SELECT c.created_at FROM audit_checkpoints c WHERE c.tenant_id = t.id ORDER BY c.seq DESC LIMIT 1) AS signed_ms
 FROM tenants t ORDER BY t.id`).Scan(&rows).Error
 	if err != nil {
 		return nil, dbErr(err)
 	}
 	var out []AuditHead
 	for _, r := range rows {
+		h := AuditHead{TenantID: r.TenantID}
+		if r.Signed != nil && r.SignedMS != nil {
+			h.Signed, h.SignedAt = *r.Signed, fromMS(*r.SignedMS)
+		}
 		switch {
 		case r.Seq != nil && r.Hash != nil && (r.Signed == nil || *r.Seq != *r.Signed ||
 			(r.SignedAt != nil && *r.SignedAt != *r.Hash)):
-			out = append(out, AuditHead{TenantID: r.TenantID, Seq: *r.Seq, Hash: *r.Hash})
+			h.Seq, h.Hash = *r.Seq, *r.Hash
+			out = append(out, h)
 		case r.Seq == nil && r.Signed != nil:
 			// Every entry gone, checkpoints left: the checkpointer says so.
-			out = append(out, AuditHead{TenantID: r.TenantID})
+			out = append(out, h)
 		}
 	}
 	return out, nil
