@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,4 +216,71 @@ func TestDatabaseErrorsAreClassified(t *testing.T) {
 			t.Errorf("closed database: %q (%v), want unavailable", got, err)
 		}
 	})
+}
+
+// TestServersStartedTogetherAllMigrate: several servers started at the
+// same moment against one new database each run the migrations and set up
+// the append-only triggers. Each must succeed, and each migration is
+// applied once, by one of them, instead of the others failing on the
+// tables or trigger functions it is creating.
+func TestServersStartedTogetherAllMigrate(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+			if kind == "postgres" {
+				url = pgtest.DSN(t)
+			}
+			const servers = 6
+			stores := make([]*store.Store, servers)
+			for i := range stores {
+				st, err := store.Open(url, store.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				stores[i] = st
+			}
+			applied := make([][]int64, servers)
+			errs := make([]error, servers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, st := range stores {
+				wg.Go(func() {
+					<-start
+					applied[i], errs[i] = st.Migrate(ctx)
+				})
+			}
+			close(start)
+			wg.Wait()
+			by := map[int64]int{}
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("server %d: %v", i, err)
+				}
+				for _, v := range applied[i] {
+					if j, twice := by[v]; twice {
+						t.Errorf("migration %d applied by servers %d and %d", v, j, i)
+					}
+					by[v] = i
+				}
+			}
+			if len(by) == 0 {
+				t.Error("no server applied a migration")
+			}
+			// The triggers are in place whoever set them up.
+			ten, err := stores[1].CreateTenant(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stores[1].Audit(ctx, ten.ID, time.Now(), models.AuditEvent{Kind: models.AuditSignIn, Actor: "usr_x"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := stores[0].ExecRawForTest(ctx, "DELETE FROM audit_entries"); err == nil ||
+				!strings.Contains(err.Error(), "append-only") {
+				t.Errorf("deleting audit entries after a concurrent start: %v, want the append-only refusal", err)
+			}
+		})
+	}
 }

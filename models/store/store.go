@@ -364,28 +364,83 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Migrate applies every pending migration from migrations.FS and returns the
-// versions it applied.
+// Migrate applies every pending migration from migrations.FS, installs the
+// append-only triggers and returns the versions it applied. Servers started
+// together may all call it: on PostgreSQL they take turns under an advisory
+// lock; on SQLite, which has none, a server whose migration lost the race
+// to another (and rolled back whole, as SQLite's DDL is transactional)
+// starts again from the version the other reached.
 func (s *Store) Migrate(ctx context.Context) ([]int64, error) {
 	p, err := s.migrations()
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := s.migrationTurn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := newerSchema(ctx, p); err != nil {
 		return nil, err
 	}
-	res, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
 	var applied []int64
-	for _, r := range res {
-		applied = append(applied, r.Source.Version)
+	for attempt := 0; ; attempt++ {
+		reached, err := p.GetDBVersion(ctx)
+		if err != nil {
+			return applied, fmt.Errorf("migrate: %w", err)
+		}
+		res, err := p.Up(ctx)
+		for _, r := range res {
+			if r.Error == nil {
+				applied = append(applied, r.Source.Version)
+				reached = r.Source.Version
+			}
+		}
+		if err == nil {
+			break
+		}
+		if s.dialect == SQLite && attempt < len(p.ListSources()) {
+			if now, verr := p.GetDBVersion(ctx); verr == nil && now > reached {
+				continue // another process migrated meanwhile
+			}
+		}
+		return applied, fmt.Errorf("migrate: %w", err)
 	}
 	if err := s.appendOnly(ctx); err != nil {
 		return applied, err
 	}
 	return applied, nil
+}
+
+// migrationLock is the PostgreSQL advisory lock servers migrating one
+// database take turns under.
+const migrationLock = 0x63730020
+
+// migrationTurn waits until no other server migrates the database (on
+// PostgreSQL) and returns the function that lets the next one. The lock is
+// the session's, held on a connection of its own: a server that dies while
+// migrating releases it with its connection.
+func (s *Store) migrationTurn(ctx context.Context) (func(), error) {
+	if s.dialect != Postgres {
+		return func() {}, nil
+	}
+	conn, err := s.sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1, 0)`, migrationLock); err != nil {
+		conn.Close()
+		return nil, dbErr(err)
+	}
+	return func() {
+		// Closing a connection that still holds the lock would hand it back
+		// to the pool, still held: unlock first, and drop the connection
+		// if that fails.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, 0)`, migrationLock); err != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}, nil
 }
 
 // newerSchema refuses a database that a later release migrated further
