@@ -206,6 +206,9 @@ func (m *Metrics) Observe(_ context.Context, ev writes.Event) {
 		m.executeDuration.WithLabelValues(tool).Observe(ev.Duration.Seconds())
 		m.executions.WithLabelValues(tool, outcome).Inc()
 	case writes.OpReconcile:
+		if ev.Outcome == writes.OutcomeNotClaimed {
+			return // another instance made the attempt, and counts it
+		}
 		tool, result := "", "ok"
 		if ev.Execution != nil {
 			tool = ev.Execution.Operation

@@ -506,7 +506,11 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	return len(due), nil
 }
 
-// reconcile claims one due execution and settles it: the business system's
+// errNotClaimed is reconcileOne's answer when another instance claimed the
+// execution first, or settled it meanwhile: nothing was attempted.
+var errNotClaimed = errors.New("claimed by another instance")
+
+// reconcileOne claims one due execution and settles it: the business system's
 // recorded outcome when it has one; when the write never arrived and the
 // confirmation has not expired, the same request is sent again with the
 // same key (the business system deduplicates on it, so this can never write
@@ -520,8 +524,11 @@ func (s *Service) reconcileOne(ctx context.Context, e models.Execution) error {
 	}
 	claimed, ok, err := s.store.ClaimExecution(ctx, e.TenantID, e.ID,
 		[]models.Status{models.StatusExecuting, models.StatusUnknown}, now, now.Add(s.lease(e.Operation)))
-	if err != nil || !ok {
+	if err != nil {
 		return err
+	}
+	if !ok {
+		return errNotClaimed
 	}
 	p, err := s.store.GetProposal(ctx, e.TenantID, e.ProposalID)
 	if err != nil {

@@ -1,6 +1,8 @@
 package writes_test
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,12 @@ import (
 // and instance id) with the same registry, adapters and clock.
 func secondInstance(t *testing.T, e *env) *writes.Service {
 	t.Helper()
+	return instanceObserved(t, e, nil)
+}
+
+// instanceObserved is secondInstance telling obs of its calls.
+func instanceObserved(t *testing.T, e *env, obs writes.Observer) *writes.Service {
+	t.Helper()
 	st, err := store.Open(e.dbURL, store.Options{Clock: e.clock})
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +30,7 @@ func secondInstance(t *testing.T, e *env) *writes.Service {
 	t.Cleanup(func() { st.Close() })
 	tokens := token.New(st, token.Config{Issuer: "countersign-test", Audience: "countersign-execute", Clock: e.clock})
 	svc, err := writes.New(e.ctx, writes.Config{Store: st, Registry: e.svc.Registry(), Tokens: tokens,
-		Adapters: e.adapter, Clock: e.clock, PollInterval: 20 * time.Millisecond})
+		Adapters: e.adapter, Clock: e.clock, PollInterval: 20 * time.Millisecond, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +232,86 @@ func TestAnAttemptBegunAfterAnOutageIsNotTakenOver(t *testing.T) {
 			})
 		}
 	})
+}
+
+// reconcileTally counts the reconcile events it is told of, apart by
+// whether the instance made an attempt.
+type reconcileTally struct {
+	mu                   sync.Mutex
+	attempts, notClaimed int
+}
+
+func (r *reconcileTally) Observe(_ context.Context, ev writes.Event) {
+	if ev.Op != writes.OpReconcile {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ev.Outcome == writes.OutcomeNotClaimed {
+		r.notClaimed++
+	} else {
+		r.attempts++
+	}
+}
+
+// Two instances reconciling the same crashed executions at once each list
+// them all, and one of them claims each first. Only the claims won are
+// reported as attempts (they are what the reconcile metric counts): as many
+// as the business system was asked about, not one per instance.
+func TestALostClaimIsNotAnAttempt(t *testing.T) {
+	t.Parallel()
+	a, biz := httpEnv(t, "sqlite", 2*time.Second)
+	var tally reconcileTally
+	b1, b2 := instanceObserved(t, a, &tally), instanceObserved(t, a, &tally)
+	const crashed = 12
+	var keys, props []string
+	for i := range crashed {
+		order := fmt.Sprintf("ord_%d", 2000+i)
+		biz.AddResource(order, "Order …"+order[4:], 19900)
+		p := a.confirm(a.propose(order, 100))
+		now := a.clock.Now()
+		_, consumed, err := a.store.ConsumeToken(a.ctx, store.Consume{TenantID: a.tenant, AgentID: a.agent.ID,
+			ProposalID: p.ID, JTI: p.Token.JTI, Now: now,
+			Execution: models.Execution{ID: models.NewID("exe"), RequestKey: p.RequestKey, DownstreamKey: a.downstreamKey(p),
+				Operation: p.Tool, ArgsDigest: p.ArgsDigest, LeaseUntil: now.Add(time.Second)}})
+		if err != nil || !consumed {
+			t.Fatalf("consume: %v %v", consumed, err)
+		}
+		keys, props = append(keys, a.downstreamKey(p)), append(props, p.ID)
+	}
+	a.clock.Advance(writes.DefaultInstanceTimeout + time.Second)
+	for round := 0; round < 5 && tally.notClaimed == 0; round++ {
+		for _, b := range []*writes.Service{b1, b2} {
+			if err := b.Heartbeat(a.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, b := range []*writes.Service{b1, b2} {
+			wg.Go(func() {
+				<-start
+				if _, err := b.Reconcile(a.ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	claimed := 0
+	for i, id := range props {
+		got, err := b1.Get(a.ctx, a.tenant, id)
+		if err != nil || got.Execution == nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if w := biz.Writes(keys[i]); w != 1 || got.Status != models.StatusSucceeded {
+			t.Errorf("%s: %s (%s %s), written %d times", id, got.Status, got.Execution.ErrorCode, got.Execution.ErrorMessage, w)
+		}
+		claimed += got.Execution.Attempts - 1 // the first was the crashed instance's
+	}
+	if tally.attempts != claimed {
+		t.Errorf("%d reconcile attempts reported (and %d lost claims), for %d claims won",
+			tally.attempts, tally.notClaimed, claimed)
+	}
 }

@@ -2,6 +2,7 @@ package writes
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,6 +27,10 @@ const (
 	OpReconsider Op = "reconsider"
 )
 
+// OutcomeNotClaimed is an OpReconcile's Outcome when nothing was attempted:
+// another instance claimed the execution first, or settled it meanwhile.
+const OutcomeNotClaimed = "not_claimed"
+
 // Event is the result of one protocol call, as the caller got it.
 type Event struct {
 	Op Op
@@ -40,7 +45,9 @@ type Event struct {
 	// Outcome, for OpReconsider, is what became of the proposal:
 	// "confirmed", "unchanged" (decided, expired or no longer complete
 	// meanwhile), "dropped" (its target changed since the preview) or
-	// "put_off" (to be tried again; Err says why).
+	// "put_off" (to be tried again; Err says why). For OpReconcile it is
+	// OutcomeNotClaimed when another instance had claimed the execution,
+	// and empty when this one made the attempt.
 	Outcome string
 	// Err is the call's error; models.ErrorCode(Err) is its code.
 	Err error
@@ -163,6 +170,10 @@ func (s *Service) reconcile(ctx context.Context, e models.Execution) error {
 	ctx, c := s.begin(ctx, OpReconcile, AttrProposalID.String(e.ProposalID), AttrExecutionID.String(e.ID),
 		AttrTenantID.String(e.TenantID))
 	err := s.reconcileOne(ctx, e)
+	if errors.Is(err, errNotClaimed) {
+		c.end(Event{Op: OpReconcile, Execution: &e, Outcome: OutcomeNotClaimed})
+		return nil
+	}
 	c.end(Event{Op: OpReconcile, Execution: &e, Err: err})
 	return err
 }
