@@ -108,14 +108,7 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 	cmd := newCommand("migrate", "countersign migrate [flags]",
 		"Applies the pending database migrations and prints the versions applied,\nor \"up to date\". Servers also migrate at start.", c.stdout)
 	dbFlag(cmd.fs, &db)
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db"); err != nil {
 		return err
 	}
 	st, err := store.Open(db, store.Options{Logger: c.quietLogger()})
@@ -184,14 +177,7 @@ confirmations.
 	cmd.fs.StringVar(&name, "name", "", "the user's sign-in `NAME`")
 	cmd.fs.StringVar(&role, "role", string(models.RoleReviewer), "`ROLE`: reviewer or admin")
 	passwordHashFlag(cmd.fs, &cost)
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name"); err != nil {
 		return err
 	}
 	if !models.Role(role).Valid() {
@@ -244,14 +230,7 @@ list every proposal of its tenant (never cancel or redeem another agent's).`, c.
 	cmd.fs.StringVar(&name, "name", "", "the agent's `NAME`, shown to reviewers")
 	cmd.fs.StringVar(&owner, "owner", "", "`USER` name of the console user the agent acts for (optional)")
 	cmd.fs.BoolVar(&readAll, "read-all", false, "let the agent read every proposal of its tenant, not only its own")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name"); err != nil {
 		return err
 	}
 	if err := checkName("agent", name); err != nil {
@@ -308,14 +287,7 @@ the new key the next time it re-reads the key set (any JWKS request makes it
 do so) or when it restarts. When the database's keys are encrypted, give the
 key-encryption key in COUNTERSIGN_KEK_FILE or COUNTERSIGN_KEK.`, c.stdout)
 	dbFlag(cmd.fs, &db)
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db"); err != nil {
 		return err
 	}
 	key, err := c.loadKEK(c.getenv(envName("kek-file")))
@@ -357,14 +329,7 @@ takes it back, so that it reads only the proposals it made.`, c.stdout)
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the agent's `NAME`")
 	cmd.fs.BoolVar(&withdraw, "withdraw", false, "take the grant back")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name"); err != nil {
 		return err
 	}
 	st, t, err := c.openTenant(ctx, db, tenant)

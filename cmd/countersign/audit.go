@@ -39,14 +39,7 @@ duration back from now (72h). Without it the whole log is written.
 	cmd.fs.StringVar(&since, "since", "", "export entries made at or after `WHEN`")
 	cmd.fs.StringVar(&out, "out", "", "write to `FILE` instead of stdout")
 	cmd.fs.StringVar(&issuer, "issuer", defaultIssuer, "the `ISS` checkpoints name (the server's --issuer)")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant"); err != nil {
 		return err
 	}
 	now := time.Now().UTC()
@@ -111,14 +104,7 @@ propose nor redeem, and agent keys cannot read the audit log.`, c.stdout)
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the reader's `NAME` (e.g. the auditor or system using it)")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name"); err != nil {
 		return err
 	}
 	if err := checkName("audit reader", name); err != nil {

@@ -32,14 +32,7 @@ func (c *cli) backup(ctx context.Context, args []string) error {
 	cmd := newCommand("backup", "countersign backup --to FILE [flags]", backupAbout, c.stdout)
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&to, "to", "", "write the snapshot to this new `FILE`")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "to": to}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "to"); err != nil {
 		return err
 	}
 	if store.SQLitePath(db) == "" {
@@ -80,14 +73,7 @@ func (c *cli) restore(ctx context.Context, args []string) error {
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&from, "from", "", "the backup `FILE` to restore")
 	cmd.fs.BoolVar(&force, "force", false, "replace a target database that is not empty")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "from": from}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "from"); err != nil {
 		return err
 	}
 	target := store.SQLitePath(db)

@@ -335,14 +335,7 @@ func (c *cli) configCheck(ctx context.Context, args []string) error {
 	cmd := newCommand("config check", "countersign config check --config FILE [--env]", configCheckAbout, c.stdout)
 	cmd.fs.StringVar(&path, configFlag, "", "the YAML `FILE` to check")
 	cmd.fs.BoolVar(&withEnv, "env", false, "read the environment as serve does, secrets included")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{configFlag: path}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, configFlag); err != nil {
 		return err
 	}
 	check := *c

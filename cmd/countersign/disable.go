@@ -28,14 +28,7 @@ refused (forbidden). Make another user an administrator first
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the user's sign-in `NAME`")
 	cmd.fs.BoolVar(&enable, "enable", false, "enable the user again instead")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name"); err != nil {
 		return err
 	}
 	st, t, err := c.openTenant(ctx, db, tenant)

@@ -151,6 +151,23 @@ func markListsReplaceable(fs *flag.FlagSet) {
 	})
 }
 
+// parseFlags parses the arguments of a command that takes flags only, and
+// checks that each flag named in required has a non-blank value.
+func (c *command) parseFlags(args []string, getenv func(string) string, required ...string) error {
+	pos, err := c.parse(args, getenv)
+	if err != nil {
+		return err
+	}
+	if err := c.wantArgs(pos); err != nil {
+		return err
+	}
+	values := make(map[string]string, len(required))
+	for _, name := range required {
+		values[name] = c.fs.Lookup(name).Value.String()
+	}
+	return c.required(values)
+}
+
 // wantArgs checks the number of positional arguments.
 func (c *command) wantArgs(got []string, names ...string) error {
 	if len(got) == len(names) {

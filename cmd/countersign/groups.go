@@ -24,14 +24,7 @@ members with "countersign group add".
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the group's `NAME` (a–z 0–9 _ -, starting with a letter)")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name"); err != nil {
 		return err
 	}
 	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {
@@ -69,14 +62,7 @@ server once it has checked their business state.
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&group, "group", "", "the group's `NAME`")
 	cmd.fs.StringVar(&user, "user", "", "the user's sign-in `NAME`")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "group": group, "user": user}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "group", "user"); err != nil {
 		return err
 	}
 	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {
@@ -100,14 +86,7 @@ name), so that a script can ask who is in one group.
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "list only the group of this `NAME`")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant"); err != nil {
 		return err
 	}
 	return c.withTenant(ctx, db, tenant, func(st *store.Store, a store.GroupActor) error {

@@ -123,14 +123,7 @@ func (c *cli) keysRekey(ctx context.Context, args []string) error {
 	dbFlag(cmd.fs, &db)
 	cmd.fs.StringVar(&kekFile, "kek-file", "", "the new key-encryption key `FILE`")
 	cmd.fs.StringVar(&oldFile, "old-kek-file", "", "the key-encryption key `FILE` the keys are encrypted with now, if any")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db"); err != nil {
 		return err
 	}
 	next, err := c.loadKEK(kekFile)

@@ -26,14 +26,7 @@ that is also how to recover a tenant that has none.
 	cmd.fs.StringVar(&tenant, "tenant", "", "tenant `NAME`")
 	cmd.fs.StringVar(&name, "name", "", "the user's sign-in `NAME`")
 	cmd.fs.StringVar(&role, "role", "", "`ROLE`: reviewer or admin")
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"db": db, "tenant": tenant, "name": name, "role": role}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "db", "tenant", "name", "role"); err != nil {
 		return err
 	}
 	if !models.Role(role).Valid() {

@@ -196,14 +196,7 @@ func (c *cli) serve(ctx context.Context, args []string, demoByDefault bool) erro
 	fs.DurationVar(&cfg.OutboxRetention, "outbox-retention", defaultOutboxRetention, "how long events, webhook and notification deliveries and their attempt log are\nkept once no delivery is pending: the event stream's resume window and the\ndelivery log's depth (at least 1h; 0 keeps them for ever)")
 	opsFlags(fs, &cfg)
 	configFileFlag(fs)
-	pos, err := cmd.parse(args, c.getenv)
-	if err != nil {
-		return err
-	}
-	if err := cmd.wantArgs(pos); err != nil {
-		return err
-	}
-	if err := cmd.required(map[string]string{"addr": cfg.Addr, "db": cfg.DB, "issuer": cfg.Issuer, "audience": cfg.Audience}); err != nil {
+	if err := cmd.parseFlags(args, c.getenv, "addr", "db", "issuer", "audience"); err != nil {
 		return err
 	}
 	if err := c.checkServe(ctx, cmd, &cfg); err != nil {
