@@ -155,3 +155,90 @@ func TestStalledTenantWideEndpointsLeaveAgentsServed(t *testing.T) {
 		}
 	})
 }
+
+// Each scope takes at most half of what the others of its organization
+// leave: when one agent's endpoints stall and then a second agent's do too,
+// the second takes half of the 16 the first left, and the organization's
+// other agents and its tenant-wide endpoints keep a quarter of its
+// attempts. (With a fixed half per scope the two together held all 32 and
+// the third agent's events waited for their attempts to time out.)
+func TestTwoStalledAgentsLeaveAQuarter(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		ev := e.events(events.Config{Timeout: time.Minute})
+		second, err := e.store.CreateAgent(e.ctx, e.tenant, "agent-b", "", "sha256:b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		third, err := e.store.CreateAgent(e.ctx, e.tenant, "agent-c", "", "sha256:c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stalledA, stalledB := newStallingReceiver(t), newStallingReceiver(t)
+		for _, s := range []struct {
+			agent models.Agent
+			url   string
+		}{{e.agent, stalledA.URL}, {second, stalledB.URL}} {
+			for i := range models.MaxAgentWebhookEndpoints {
+				if _, _, err := ev.RegisterEndpoint(e.ctx, s.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: s.agent.ID},
+					fmt.Sprintf("%s/e%d", s.url, i), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		c := newReceiver(t)
+		_, sec, err := ev.RegisterEndpoint(e.ctx, third.ID, models.EndpointScope{TenantID: e.tenant, AgentID: third.ID}, c.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.secret = sec
+		wide := newReceiver(t)
+		_, sec, err = ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, wide.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide.secret = sec
+		stop := run(ev)
+		defer stop()
+		defer close(stalledB.release)
+		defer close(stalledA.release)
+
+		// The first agent's three proposals: 48 deliveries to its stalled
+		// endpoints, 24 of which the endpoints' own bound would allow.
+		for i := range 3 {
+			e.propose("ord_1001", int64(100+i))
+		}
+		waitFor(t, 20*time.Second, "the first stalled agent did not take its half", func() bool {
+			n, _, _ := stalledA.counts()
+			return n >= scopeShare
+		})
+		for i := range 3 {
+			e.proposeAs(second, "ord_1002", int64(100+i), "x")
+		}
+		waitFor(t, 20*time.Second, "the second stalled agent did not take half of what was left", func() bool {
+			n, _, _ := stalledB.counts()
+			return n >= scopeShare/2
+		})
+		waitFor(t, 20*time.Second, "the tenant-wide endpoint did not get the stalled agents' events", func() bool { return len(wide.messages()) == 12 })
+		e.proposeAs(third, "ord_1003", 100, "x")
+		waitFor(t, 20*time.Second, "the third agent's events waited for the stalled agents' endpoints", func() bool {
+			return len(c.messages()) == 2 && len(wide.messages()) == 14
+		})
+		for _, s := range []struct {
+			name string
+			r    *stallingReceiver
+			want int
+		}{{"first", stalledA, scopeShare}, {"second", stalledB, scopeShare / 2}} {
+			if now, most, total := s.r.counts(); now != s.want || most != s.want || total != s.want {
+				t.Errorf("the %s stalled agent's endpoints hold %d attempts (at most %d at once, %d in all), want %d, none ended",
+					s.name, now, most, total, s.want)
+			}
+		}
+		for _, m := range append(c.messages(), wide.messages()...) {
+			if m.Verified != nil {
+				t.Error(m.Verified)
+			}
+		}
+	})
+}

@@ -21,7 +21,7 @@ func TestScopeBoundsAreApart(t *testing.T) {
 	agentA := func(i int) store.DueDelivery {
 		return store.DueDelivery{ID: fmt.Sprint("a", i), TenantID: "ten_1", Agent: "agt_a", Target: fmt.Sprint("whep_a", i%8)}
 	}
-	for i := range scopeCap(ch) {
+	for i := range scopeCap(ch, 0) {
 		if !f.reserve(ch, agentA(i)) {
 			t.Fatalf("attempt %d of the agent's share refused", i)
 		}
@@ -35,24 +35,33 @@ func TestScopeBoundsAreApart(t *testing.T) {
 	if len(room.scopes) != 1 || room.scopes[0] != (models.EndpointScope{TenantID: "ten_1", AgentID: "agt_a"}) {
 		t.Errorf("full scopes %+v", room.scopes)
 	}
-	for _, d := range []store.DueDelivery{
+	others := []store.DueDelivery{
 		{ID: "b", TenantID: "ten_1", Agent: "agt_b", Target: "whep_b"},
 		{ID: "w", TenantID: "ten_1", Target: "whep_w"},
 		{ID: "x", TenantID: "ten_2", Agent: "agt_x", Target: "whep_x"},
-	} {
+	}
+	for _, d := range others {
 		if !f.reserve(ch, d) {
 			t.Errorf("%+v refused beside a full agent", d)
 		}
 	}
-	// Releasing one of the agent's attempts gives the slot back.
+	// Releasing one of the agent's attempts gives the slot back once the
+	// others of its tenant hold none (while they hold two, its share is
+	// half of the 30 they leave).
 	f.release(ch, agentA(0))
+	if f.reserve(ch, agentA(0)) {
+		t.Error("an agent took 16 attempts while the others of its tenant held 2")
+	}
+	for _, d := range others {
+		f.release(ch, d)
+	}
 	if !f.reserve(ch, agentA(0)) {
 		t.Error("a released slot was not given back")
 	}
 
 	// Tenant-wide scopes of two tenants.
 	g := newInFlight()
-	for i := range scopeCap(ch) {
+	for i := range scopeCap(ch, 0) {
 		if !g.reserve(ch, store.DueDelivery{ID: fmt.Sprint("w", i), TenantID: "ten_1", Target: fmt.Sprint("whep_w", i)}) {
 			t.Fatalf("tenant-wide attempt %d refused", i)
 		}
@@ -75,12 +84,73 @@ func TestScopeBoundsAreApart(t *testing.T) {
 	}
 }
 
-// However many attempts race for the slots, no scope has more than its
-// share and the tenant no more than its half: of 96 attempts at once in
-// one tenant, 80 to one agent's 8 endpoints (24 by the endpoints' bound)
-// and 8 each to another agent's and to the tenant-wide endpoints, the
-// first agent gets exactly its 16 and the others all theirs, and then
-// every slot comes back.
+// Each scope takes half of what the others of its tenant leave: one
+// agent's stalled endpoints take 16 of the tenant's 32, a second agent's 8,
+// the tenant-wide endpoints then 4, and so on down to one attempt while
+// any slot is left; and when the first agent's attempts end, the second
+// may grow again.
+func TestEachScopeHalvesWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	ch := models.ChannelWebhook
+	f := newInFlight()
+	fill := func(agent string) int {
+		n := 0
+		for f.reserve(ch, store.DueDelivery{ID: fmt.Sprint(agent, n), TenantID: "ten_1", Agent: agent, Target: fmt.Sprint("whep_", agent, n)}) {
+			n++
+		}
+		return n
+	}
+	for i, want := range []int{16, 8, 4, 2, 1, 1, 0} {
+		agent := fmt.Sprint("agt_", i)
+		if i == 2 {
+			agent = "" // the tenant-wide endpoints
+		}
+		if got := fill(agent); got != want {
+			t.Errorf("scope %d (%q) took %d attempts, want %d", i, agent, got, want)
+		}
+	}
+	if f.tenant[[2]string{ch, "ten_1"}] != tenantCap(ch) {
+		t.Errorf("the tenant holds %d attempts, want all %d", f.tenant[[2]string{ch, "ten_1"}], tenantCap(ch))
+	}
+	// Full: every scope with attempts in flight, and any new one, is
+	// reported full or its tenant is.
+	room := f.free(ch)
+	if len(room.tenants) != 1 || room.tenants[0] != "ten_1" {
+		t.Errorf("full tenants %v", room.tenants)
+	}
+	// The first agent's attempts end: the second agent (8 held, 16 left by
+	// the others) may take up to half of the 24 the others now leave.
+	for n := range 16 {
+		f.release(ch, store.DueDelivery{ID: fmt.Sprint("agt_0", n), TenantID: "ten_1", Agent: "agt_0", Target: fmt.Sprint("whep_agt_0", n)})
+	}
+	room = f.free(ch)
+	for _, sc := range room.scopes {
+		if sc.AgentID == "agt_1" {
+			t.Errorf("the second agent is reported full with %d of 32 held by the others", 8)
+		}
+	}
+	n := 0
+	for f.reserve(ch, store.DueDelivery{ID: fmt.Sprint("more", n), TenantID: "ten_1", Agent: "agt_1", Target: fmt.Sprint("whep_more", n)}) {
+		n++
+	}
+	// Others hold 8 (4+2+1+1): half of the 24 they leave is 12.
+	if n != 4 {
+		t.Errorf("the second agent grew by %d attempts, want 4 (to 12)", n)
+	}
+	// Another tenant's scopes are apart.
+	if !f.reserve(ch, store.DueDelivery{ID: "x", TenantID: "ten_2", Agent: "agt_x", Target: "whep_x"}) {
+		t.Error("another tenant's agent refused")
+	}
+}
+
+// However many attempts race for the slots, the bounds hold: of 96
+// attempts at once in one tenant, 80 to one agent's 8 endpoints (24 by the
+// endpoints' bound) and 8 each to another agent's and to the tenant-wide
+// endpoints, no scope takes more than its share when alone, the tenant no
+// more than its half (and it counts exactly the attempts granted), every
+// scope refused in the race is still refused once it is over (its share
+// only shrinks while the others hold theirs), and then every slot comes
+// back.
 func TestScopeBoundUnderRace(t *testing.T) {
 	t.Parallel()
 	ch := models.ChannelWebhook
@@ -91,6 +161,7 @@ func TestScopeBoundUnderRace(t *testing.T) {
 			ready, done sync.WaitGroup
 			hold        = make(chan struct{})
 			got         [3]atomic.Int64
+			refused     [3]atomic.Bool
 		)
 		for g := range 96 {
 			ready.Add(1)
@@ -106,6 +177,8 @@ func TestScopeBoundUnderRace(t *testing.T) {
 				ok := f.reserve(ch, d)
 				if ok {
 					got[s].Add(1)
+				} else {
+					refused[s].Store(true)
 				}
 				ready.Done()
 				<-hold
@@ -115,9 +188,23 @@ func TestScopeBoundUnderRace(t *testing.T) {
 			}()
 		}
 		ready.Wait()
-		for s, want := range []int64{int64(scopeCap(ch)), 8, 8} {
-			if n := got[s].Load(); n != want {
-				t.Errorf("round %d: scope %q had %d attempts at once, want %d", round, agents[s], n, want)
+		total := got[0].Load() + got[1].Load() + got[2].Load()
+		if total > int64(tenantCap(ch)) {
+			t.Errorf("round %d: the tenant had %d attempts at once, more than %d", round, total, tenantCap(ch))
+		}
+		f.mu.Lock()
+		held := f.tenant[[2]string{ch, "ten_1"}]
+		f.mu.Unlock()
+		if int64(held) != total {
+			t.Errorf("round %d: the tenant counts %d attempts, %d were granted", round, held, total)
+		}
+		for s := range agents {
+			own := got[s].Load()
+			if most := int64(scopeCap(ch, 0)); own > most {
+				t.Errorf("round %d: scope %q had %d attempts at once, more than %d", round, agents[s], own, most)
+			}
+			if refused[s].Load() && f.reserve(ch, store.DueDelivery{ID: "late", TenantID: "ten_1", Agent: agents[s], Target: "whep_late"}) {
+				t.Errorf("round %d: scope %q was refused in the race and granted after it with nothing released", round, agents[s])
 			}
 		}
 		close(hold)

@@ -301,10 +301,10 @@ func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
 // slow webhook receivers hold back no notification. Within the webhook
 // channel one endpoint has at most targetSlots attempts in flight, one
 // tenant half the channel's, and within the tenant one endpoint scope (an
-// agent's own endpoints, or the tenant-wide ones) half the tenant's: a
-// receiver that answers slowly, or never, takes its share of the
-// dispatcher and no more, and the dispatcher goes on claiming for everyone
-// else as attempts finish.
+// agent's own endpoints, or the tenant-wide ones) half of what the tenant's
+// other scopes leave: a receiver that answers slowly, or never, takes its
+// share of the dispatcher and no more, and the dispatcher goes on claiming
+// for everyone else as attempts finish.
 const (
 	webhookSlots = 64 // webhook attempts in flight at once
 	notifySlots  = 8  // attempts in flight per notification channel
@@ -333,13 +333,16 @@ func targetCap(ch string) int {
 func tenantCap(ch string) int { return max(slots(ch)/2, 1) }
 
 // scopeCap is how many attempts to the endpoints of one scope (an agent's
-// own, or a tenant's tenant-wide ones) may be in flight: half the
-// tenant's, so that one agent's stalled endpoints leave the others of its
-// tenant, and the tenant-wide ones, at least half. A notification's scope
-// is its tenant, which tenantCap bounds already.
-func scopeCap(ch string) int {
+// own, or a tenant's tenant-wide ones) may be in flight while the tenant's
+// other scopes hold others: half of what they leave of the tenant's, and
+// at least one while any is left. One agent's stalled endpoints leave the
+// rest of its tenant half; a second stalled scope takes half of that half,
+// and so on, so that each stalled scope halves what the healthy ones keep
+// instead of two of them taking it all. A notification's scope is its
+// tenant, which tenantCap bounds already.
+func scopeCap(ch string, others int) int {
 	if ch == models.ChannelWebhook {
-		return max(tenantCap(ch)/2, 1)
+		return max((tenantCap(ch)-others)/2, 1)
 	}
 	return tenantCap(ch)
 }
@@ -376,7 +379,7 @@ func (f *inFlight) reserve(ch string, d store.DueDelivery) bool {
 	defer f.mu.Unlock()
 	tg, tn, sc := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}, keyOf(ch, d)
 	if f.channel[ch] >= slots(ch) || f.target[tg] >= targetCap(ch) || f.tenant[tn] >= tenantCap(ch) ||
-		f.scope[sc] >= scopeCap(ch) {
+		f.scope[sc] >= scopeCap(ch, f.tenant[tn]-f.scope[sc]) {
 		return false
 	}
 	f.channel[ch]++
@@ -431,7 +434,7 @@ func (f *inFlight) free(ch string) room {
 		}
 	}
 	for k, v := range f.scope {
-		if k[0] == ch && ch == models.ChannelWebhook && v >= scopeCap(ch) {
+		if k[0] == ch && ch == models.ChannelWebhook && v >= scopeCap(ch, f.tenant[[2]string{ch, k[1]}]-v) {
 			out.scopes = append(out.scopes, models.EndpointScope{TenantID: k[1], AgentID: k[2]})
 		}
 	}
