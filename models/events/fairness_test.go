@@ -2,6 +2,10 @@ package events_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,6 +243,85 @@ func TestTwoStalledAgentsLeaveAQuarter(t *testing.T) {
 			if m.Verified != nil {
 				t.Error(m.Verified)
 			}
+		}
+	})
+}
+
+// An endpoint whose last attempt failed gets one attempt at a time until
+// one succeeds: a receiver that stalls, or fails, after its first attempts
+// holds one of the dispatcher's slots instead of three, and an answer from
+// it gives it all three back.
+func TestFailingEndpointGetsOneAttemptAtATime(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind string) {
+		e := newEnv(t, dbURL(t, kind), models.SystemClock{})
+		ev := e.events(events.Config{Timeout: time.Minute})
+		var (
+			mu             sync.Mutex
+			arrived, now   int
+			most           [4]int // by phase: 1 fails, 2 probes, 3 after the probe succeeded
+			fail, ok, free = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			_, _ = io.Copy(io.Discard, req.Body)
+			mu.Lock()
+			arrived++
+			ph := 1
+			switch {
+			case arrived == 4:
+				ph = 2
+			case arrived > 4:
+				ph = 3
+			}
+			now++
+			most[ph] = max(most[ph], now)
+			mu.Unlock()
+			defer func() { mu.Lock(); now--; mu.Unlock() }()
+			wait := map[int]chan struct{}{1: fail, 2: ok, 3: free}[ph]
+			select {
+			case <-wait:
+			case <-req.Context().Done():
+				return
+			}
+			if ph == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		if _, _, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, srv.URL, ""); err != nil {
+			t.Fatal(err)
+		}
+		// Three proposals: six deliveries to the one endpoint.
+		for i := range 3 {
+			e.propose("ord_1001", int64(100+i))
+		}
+		stop := run(ev)
+		defer stop()
+		defer close(free)
+		count := func() (int, int) { mu.Lock(); defer mu.Unlock(); return arrived, now }
+		waitFor(t, 20*time.Second, "the endpoint did not get its three attempts", func() bool { a, _ := count(); return a >= 3 })
+		close(fail)
+		waitFor(t, 20*time.Second, "no attempt followed the failed ones", func() bool { a, _ := count(); return a >= 4 })
+		// Three deliveries are due and the endpoint has two slots of its
+		// three free, but it failed: nothing more starts while the one
+		// attempt is held.
+		time.Sleep(300 * time.Millisecond)
+		if a, _ := count(); a != 4 {
+			t.Errorf("%d attempts reached the endpoint while its probe was held, want 4", a)
+		}
+		close(ok)
+		// The probe succeeded: the two deliveries still due start together.
+		waitFor(t, 20*time.Second, "the endpoint did not get its slots back after a success", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return most[3] >= 2
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if most[1] != 3 || most[2] != 1 {
+			t.Errorf("at most %d attempts at once before the failure and %d after it, want 3 and 1", most[1], most[2])
 		}
 	})
 }

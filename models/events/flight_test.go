@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
@@ -214,5 +215,57 @@ func TestScopeBoundUnderRace(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.channel[ch] != 0 || len(f.target) != 0 || len(f.tenant) != 0 || len(f.scope) != 0 {
 		t.Errorf("slots left taken: %v %v %v %v", f.channel, f.target, f.tenant, f.scope)
+	}
+}
+
+// A webhook endpoint whose last attempt failed has one attempt in flight
+// at a time, and is reported full with one; a success gives it its three
+// back; a failure nothing has followed for failingFor is forgotten; and a
+// notification channel is never narrowed (its target is the channel).
+func TestFailedTargetIsProbed(t *testing.T) {
+	t.Parallel()
+	ch := models.ChannelWebhook
+	f := newInFlight()
+	at := func(target string, i int) store.DueDelivery {
+		return store.DueDelivery{ID: fmt.Sprint(target, i), TenantID: "ten_1", Agent: "agt_a", Target: target}
+	}
+	t0 := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	f.settle(ch, at("whep_x", 0), false, t0)
+	if !f.reserve(ch, at("whep_x", 1)) {
+		t.Fatal("a failed endpoint's probe refused")
+	}
+	if f.reserve(ch, at("whep_x", 2)) {
+		t.Error("a failed endpoint got a second attempt beside its probe")
+	}
+	if got := f.free(ch).targets; len(got) != 1 || got[0] != "whep_x" {
+		t.Errorf("full targets %v, want the failed endpoint", got)
+	}
+	f.settle(ch, at("whep_x", 1), true, t0.Add(time.Second))
+	f.release(ch, at("whep_x", 1))
+	for i := range targetCap(ch) {
+		if !f.reserve(ch, at("whep_x", 10+i)) {
+			t.Fatalf("attempt %d refused after the endpoint answered", i)
+		}
+	}
+	for i := range targetCap(ch) {
+		f.release(ch, at("whep_x", 10+i))
+	}
+
+	f.settle(ch, at("whep_y", 0), false, t0.Add(2*time.Minute))
+	f.settle(ch, at("whep_z", 0), false, t0.Add(2*time.Minute+failingFor))
+	f.mu.Lock()
+	_, y := f.failing[[2]string{ch, "whep_y"}]
+	_, z := f.failing[[2]string{ch, "whep_z"}]
+	f.mu.Unlock()
+	if y || !z {
+		t.Errorf("after %s: the older failure kept %v, the newer %v; want it forgotten and the newer kept", failingFor, y, z)
+	}
+
+	n := newInFlight()
+	n.settle(models.ChannelEmail, store.DueDelivery{ID: "m", TenantID: "ten_1", Target: models.ChannelEmail}, false, t0)
+	for i := range 2 {
+		if !n.reserve(models.ChannelEmail, store.DueDelivery{ID: fmt.Sprint("m", i), TenantID: "ten_1", Target: models.ChannelEmail}) {
+			t.Fatalf("e-mail attempt %d refused after a failure", i)
+		}
 	}
 }

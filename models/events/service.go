@@ -299,8 +299,9 @@ func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
 // The bounds of one dispatcher (one process). Each channel has its own
 // attempts in flight, so that a slow mail server holds back no webhook and
 // slow webhook receivers hold back no notification. Within the webhook
-// channel one endpoint has at most targetSlots attempts in flight, one
-// tenant half the channel's, and within the tenant one endpoint scope (an
+// channel one endpoint has at most targetSlots attempts in flight (one
+// while its last attempt failed, until one succeeds), one tenant half the
+// channel's, and within the tenant one endpoint scope (an
 // agent's own endpoints, or the tenant-wide ones) half of what the tenant's
 // other scopes leave: a receiver that answers slowly, or never, takes its
 // share of the dispatcher and no more, and the dispatcher goes on claiming
@@ -309,6 +310,11 @@ const (
 	webhookSlots = 64 // webhook attempts in flight at once
 	notifySlots  = 8  // attempts in flight per notification channel
 	targetSlots  = 3  // attempts in flight to one webhook endpoint
+	// failingFor is how long an endpoint's failure keeps it to one
+	// attempt at a time when no attempt to it has ended since: as long as
+	// the longest wait between two retries, after which what the
+	// dispatcher knows of it is forgotten.
+	failingFor = time.Hour
 )
 
 // slots is how many attempts of channel ch may be in flight at once.
@@ -361,6 +367,12 @@ type inFlight struct {
 	target  map[[2]string]int
 	tenant  map[[2]string]int
 	scope   map[scopeKey]int
+	// failing holds the webhook endpoints whose last attempt failed, and
+	// when; each may have one attempt in flight until one succeeds.
+	failing map[[2]string]time.Time
+	// forgotten is when failing was last rid of what is older than
+	// failingFor.
+	forgotten time.Time
 	// freed is signalled when an attempt ends, so that Run claims again
 	// at once.
 	freed chan struct{}
@@ -370,7 +382,43 @@ type inFlight struct {
 
 func newInFlight() *inFlight {
 	return &inFlight{channel: map[string]int{}, target: map[[2]string]int{}, tenant: map[[2]string]int{},
-		scope: map[scopeKey]int{}, freed: make(chan struct{}, 1)}
+		scope: map[scopeKey]int{}, failing: map[[2]string]time.Time{}, freed: make(chan struct{}, 1)}
+}
+
+// targetRoom is how many attempts to target tg may be in flight: one
+// while its last attempt failed, so that a receiver that stopped
+// answering holds one slot while it is probed, not targetCap's. Called
+// with f.mu held.
+func (f *inFlight) targetRoom(ch string, tg [2]string) int {
+	if _, failed := f.failing[tg]; failed {
+		return 1
+	}
+	return targetCap(ch)
+}
+
+// settle records how an attempt to d's target ended: a failure keeps the
+// target to one attempt at a time, a success lifts that. Attempts cut off
+// by a shutdown say nothing of the receiver and are not settled.
+func (f *inFlight) settle(ch string, d store.DueDelivery, ok bool, now time.Time) {
+	if ch != models.ChannelWebhook {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tg := [2]string{ch, d.Target}
+	if ok {
+		delete(f.failing, tg)
+		return
+	}
+	f.failing[tg] = now
+	if now.Sub(f.forgotten) >= time.Minute {
+		f.forgotten = now
+		for k, at := range f.failing {
+			if now.Sub(at) >= failingFor {
+				delete(f.failing, k)
+			}
+		}
+	}
 }
 
 // reserve takes a slot for an attempt of d on ch, unless a bound is reached.
@@ -378,7 +426,7 @@ func (f *inFlight) reserve(ch string, d store.DueDelivery) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tg, tn, sc := [2]string{ch, d.Target}, [2]string{ch, d.TenantID}, keyOf(ch, d)
-	if f.channel[ch] >= slots(ch) || f.target[tg] >= targetCap(ch) || f.tenant[tn] >= tenantCap(ch) ||
+	if f.channel[ch] >= slots(ch) || f.target[tg] >= f.targetRoom(ch, tg) || f.tenant[tn] >= tenantCap(ch) ||
 		f.scope[sc] >= scopeCap(ch, f.tenant[tn]-f.scope[sc]) {
 		return false
 	}
@@ -424,7 +472,7 @@ func (f *inFlight) free(ch string) room {
 	defer f.mu.Unlock()
 	out := room{free: slots(ch) - f.channel[ch]}
 	for k, v := range f.target {
-		if k[0] == ch && v >= targetCap(ch) {
+		if k[0] == ch && v >= f.targetRoom(ch, k) {
 			out.targets = append(out.targets, k[1])
 		}
 	}
@@ -533,7 +581,10 @@ func (s *Service) claim(ctx context.Context, wg *sync.WaitGroup) (int, error) {
 							wg.Done()
 						}
 					}()
-					s.attempt(ctx, *d)
+					ok, said := s.attempt(ctx, *d)
+					if said {
+						s.flight.settle(ch, dd, ok, s.clock.Now())
+					}
 				}()
 			}
 			if !progress || len(due) < limit {
@@ -544,8 +595,10 @@ func (s *Service) claim(ctx context.Context, wg *sync.WaitGroup) (int, error) {
 	return started, nil
 }
 
-// attempt sends one delivery and records the outcome.
-func (s *Service) attempt(ctx context.Context, d models.Delivery) {
+// attempt sends one delivery and records the outcome. It reports whether
+// the receiver took it, and whether the receiver said anything either way
+// (an attempt cut off by the shutdown says nothing of it).
+func (s *Service) attempt(ctx context.Context, d models.Delivery) (ok, said bool) {
 	actx, cancel := context.WithTimeout(ctx, s.timeoutOf(d.Channel))
 	defer cancel()
 	began := time.Now()
@@ -584,6 +637,7 @@ func (s *Service) attempt(ctx context.Context, d models.Delivery) {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "recording a delivery attempt failed", slog.String("delivery", d.ID),
 			slog.String("err", ferr.Error()))
 	}
+	return err == nil, err == nil || ctx.Err() == nil
 }
 
 // backoff is the wait after failed attempt n (1-based): RetryBase doubled

@@ -146,8 +146,19 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 			t.Fatalf("a failed delivery was retried before its backoff (%d)", n)
 		}
 		clock.Set(clock.Now().Add(time.Millisecond))
-		if n, _ := ev.DispatchOnce(e.ctx); n != 2 {
-			t.Fatalf("retry round attempted %d, want 2", n)
+		// Both are due now. If the endpoint's last answer was one of the
+		// 500s, it is probed with one attempt at a time until one
+		// succeeds, so the two may take two rounds.
+		retries := 0
+		for range 3 {
+			n, _ := ev.DispatchOnce(e.ctx)
+			if n == 0 {
+				break
+			}
+			retries += n
+		}
+		if retries != 2 {
+			t.Fatalf("retry rounds attempted %d, want 2", retries)
 		}
 		log, _ := ev.Deliveries(e.ctx, e.tenant, ep.ID, 10)
 		for _, d := range log {
