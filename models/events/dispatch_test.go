@@ -98,12 +98,7 @@ func TestSlowEndpointDoesNotHoldBackOthers(t *testing.T) {
 		if _, _, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, slow.URL+"/slow", ""); err != nil {
 			t.Fatal(err)
 		}
-		healthy := newReceiver(t)
-		_, sec, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, healthy.URL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		healthy.secret = sec
+		healthy := e.receiving(ev, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant})
 		// Three proposals: six deliveries to each endpoint.
 		for i := range 3 {
 			e.propose("ord_1001", int64(100+i))
@@ -151,12 +146,7 @@ func TestSlowMailServerDoesNotHoldBackWebhooks(t *testing.T) {
 	srv.ReadTimeout, srv.WriteTimeout = time.Minute, time.Minute
 	box := newMailboxOn(t, srv)
 	ev := e.events(events.Config{SMTP: events.SMTPConfig{Addr: box, From: "countersign@example.com"}})
-	healthy := newReceiver(t)
-	_, sec, err := ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, healthy.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	healthy.secret = sec
+	healthy := e.receiving(ev, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant})
 	stop := run(ev)
 	defer stop()
 	defer close(release)

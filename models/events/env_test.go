@@ -189,3 +189,18 @@ func (r *receiver) messages() []received {
 	defer r.mu.Unlock()
 	return append([]received(nil), r.got...)
 }
+
+// receiving registers a new receiver as an endpoint of scope, by actor (an
+// agent for its own endpoints, an administrator for the tenant-wide ones),
+// and returns it holding the endpoint's secret, so that it verifies the
+// signature of everything it gets.
+func (e *env) receiving(ev *events.Service, actor string, scope models.EndpointScope) *receiver {
+	e.t.Helper()
+	r := newReceiver(e.t)
+	_, sec, err := ev.RegisterEndpoint(e.ctx, actor, scope, r.URL, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r.secret = sec
+	return r
+}

@@ -42,18 +42,8 @@ func TestStalledAgentLeavesOtherAgentsServed(t *testing.T) {
 			}
 			stalledIDs[ep.ID] = true
 		}
-		b := newReceiver(t)
-		_, sec, err := ev.RegisterEndpoint(e.ctx, other.ID, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID}, b.URL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.secret = sec
-		wide := newReceiver(t)
-		_, sec, err = ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, wide.URL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wide.secret = sec
+		b := e.receiving(ev, other.ID, models.EndpointScope{TenantID: e.tenant, AgentID: other.ID})
+		wide := e.receiving(ev, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant})
 		// Three proposals: six events, six deliveries to each of the
 		// agent's eight endpoints, of which three each (24) could be in
 		// flight by the endpoints' own bound.
@@ -132,12 +122,7 @@ func TestStalledTenantWideEndpointsLeaveAgentsServed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		own := newReceiver(t)
-		_, sec, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, own.URL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		own.secret = sec
+		own := e.receiving(ev, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID})
 		// Three proposals: 96 deliveries to the 16 tenant-wide endpoints,
 		// 48 of which could be in flight by the endpoints' own bound.
 		for i := range 3 {
@@ -191,18 +176,8 @@ func TestTwoStalledAgentsLeaveAQuarter(t *testing.T) {
 				}
 			}
 		}
-		c := newReceiver(t)
-		_, sec, err := ev.RegisterEndpoint(e.ctx, third.ID, models.EndpointScope{TenantID: e.tenant, AgentID: third.ID}, c.URL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.secret = sec
-		wide := newReceiver(t)
-		_, sec, err = ev.RegisterEndpoint(e.ctx, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant}, wide.URL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wide.secret = sec
+		c := e.receiving(ev, third.ID, models.EndpointScope{TenantID: e.tenant, AgentID: third.ID})
+		wide := e.receiving(ev, e.demo.Admin.ID, models.EndpointScope{TenantID: e.tenant})
 		stop := run(ev)
 		defer stop()
 		defer close(stalledB.release)

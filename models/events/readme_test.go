@@ -37,19 +37,14 @@ func readmeSnippet(t *testing.T, name string) string {
 func realDelivery(t *testing.T) (string, http.Header, []byte) {
 	e := newEnv(t, dbURL(t, "sqlite"), models.SystemClock{})
 	ev := e.events(events.Config{})
-	r := newReceiver(t)
-	_, sec, err := ev.RegisterEndpoint(e.ctx, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID}, r.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.secret = sec
+	r := e.receiving(ev, e.agent.ID, models.EndpointScope{TenantID: e.tenant, AgentID: e.agent.ID})
 	e.propose("ord_1001", 100)
 	drain(t, ev)
 	got := r.messages()
 	if len(got) == 0 || got[0].Verified != nil {
 		t.Fatalf("no verified delivery: %+v", got)
 	}
-	return sec, got[0].Header, got[0].Body
+	return r.secret, got[0].Header, got[0].Body
 }
 
 type snippetCase struct {

@@ -7,13 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/pgtest"
 	"github.com/countersign/countersign/models"
 	"github.com/countersign/countersign/models/store"
 )
@@ -185,83 +183,76 @@ func TestSigningKeysAreInEveryChain(t *testing.T) {
 // several instances start at once.
 func TestSigningKeysFromBeforeAreBackfilled(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			url := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
-			if kind == "postgres" {
-				url = pgtest.DSN(t)
-			}
-			old, err := store.Open(url, store.Options{})
+	eachDBURL(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		old, err := store.Open(url, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { old.Close() })
+		if err := old.MigrateTo(ctx, 21); err != nil {
+			t.Fatal(err)
+		}
+		var tenants []string
+		for _, name := range []string{"a", "b"} {
+			ten, err := old.CreateTenant(ctx, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { old.Close() })
-			if err := old.MigrateTo(ctx, 21); err != nil {
+			tenants = append(tenants, ten.ID)
+		}
+		// Two keys as the older version stored them, recorded nowhere.
+		for i, active := range []bool{false, true} {
+			k := newSigningKey(t, time.Now())
+			if err := old.Exec(ctx, "INSERT INTO signing_keys (kid, private_key, public_key, active, created_at) VALUES (?, ?, ?, ?, ?)",
+				k.ID, base64.StdEncoding.EncodeToString(k.Private.Seed()), base64.StdEncoding.EncodeToString(k.Public), active, int64(i)); err != nil {
 				t.Fatal(err)
 			}
-			var tenants []string
-			for _, name := range []string{"a", "b"} {
-				ten, err := old.CreateTenant(ctx, name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tenants = append(tenants, ten.ID)
-			}
-			// Two keys as the older version stored them, recorded nowhere.
-			for i, active := range []bool{false, true} {
-				k := newSigningKey(t, time.Now())
-				if err := old.Exec(ctx, "INSERT INTO signing_keys (kid, private_key, public_key, active, created_at) VALUES (?, ?, ?, ?, ?)",
-					k.ID, base64.StdEncoding.EncodeToString(k.Private.Seed()), base64.StdEncoding.EncodeToString(k.Public), active, int64(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			stores := make([]*store.Store, 3)
-			for i := range stores {
-				if stores[i], err = store.Open(url, store.Options{}); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { stores[i].Close() })
-			}
-			if _, err := stores[0].Migrate(ctx); err != nil {
+		}
+		stores := make([]*store.Store, 3)
+		for i := range stores {
+			if stores[i], err = store.Open(url, store.Options{}); err != nil {
 				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
-			counts := make([]int, len(stores))
-			for i, st := range stores {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					n, err := st.RecordSigningKeys(ctx)
-					if err != nil {
-						t.Error(err)
-					}
-					counts[i] = n
-				}()
-			}
-			wg.Wait()
-			if total := counts[0] + counts[1] + counts[2]; total != 4 {
-				t.Fatalf("recorded %v, want 4 in all (2 keys × 2 organizations)", counts)
-			}
-			for _, id := range tenants {
-				entries, err := stores[0].AuditEntries(ctx, id, 0, 100)
+			t.Cleanup(func() { stores[i].Close() })
+		}
+		if _, err := stores[0].Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		counts := make([]int, len(stores))
+		for i, st := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := st.RecordSigningKeys(ctx)
 				if err != nil {
-					t.Fatal(err)
+					t.Error(err)
 				}
-				got := keyEntries(t, stores[0], id)
-				if len(entries) != 2 || len(got) != 2 || got[0].Active || !got[1].Active {
-					t.Fatalf("tenant %s: %+v", id, got)
-				}
-				for _, e := range entries {
-					if !strings.Contains(e.Body, `"backfilled":true`) {
-						t.Errorf("not marked backfilled: %s", e.Body)
-					}
+				counts[i] = n
+			}()
+		}
+		wg.Wait()
+		if total := counts[0] + counts[1] + counts[2]; total != 4 {
+			t.Fatalf("recorded %v, want 4 in all (2 keys × 2 organizations)", counts)
+		}
+		for _, id := range tenants {
+			entries, err := stores[0].AuditEntries(ctx, id, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := keyEntries(t, stores[0], id)
+			if len(entries) != 2 || len(got) != 2 || got[0].Active || !got[1].Active {
+				t.Fatalf("tenant %s: %+v", id, got)
+			}
+			for _, e := range entries {
+				if !strings.Contains(e.Body, `"backfilled":true`) {
+					t.Errorf("not marked backfilled: %s", e.Body)
 				}
 			}
-			if n, err := stores[1].RecordSigningKeys(ctx); err != nil || n != 0 {
-				t.Fatalf("again: %d (%v)", n, err)
-			}
-		})
-	}
+		}
+		if n, err := stores[1].RecordSigningKeys(ctx); err != nil || n != 0 {
+			t.Fatalf("again: %d (%v)", n, err)
+		}
+	})
 }

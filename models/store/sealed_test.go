@@ -29,8 +29,9 @@ func newKEK(t *testing.T) *kek.KEK {
 	return k
 }
 
-// eachDBURL runs fn with the URL of a fresh, migrated SQLite and
-// PostgreSQL database, so that it can open stores with various options.
+// eachDBURL runs fn, in parallel subtests, with the URL of a fresh SQLite
+// and a fresh PostgreSQL database, not yet migrated, so that it can open
+// stores with various options and migrate them as far as it needs.
 func eachDBURL(t *testing.T, fn func(t *testing.T, url string)) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
