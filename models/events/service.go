@@ -301,11 +301,11 @@ func (s *Service) Prune(ctx context.Context) (store.OutboxPruned, error) {
 // slow webhook receivers hold back no notification. Within the webhook
 // channel one endpoint has at most targetSlots attempts in flight (one
 // while its last attempt failed, until one succeeds), one tenant half the
-// channel's, and within the tenant one endpoint scope (an
-// agent's own endpoints, or the tenant-wide ones) half of what the tenant's
-// other scopes leave: a receiver that answers slowly, or never, takes its
-// share of the dispatcher and no more, and the dispatcher goes on claiming
-// for everyone else as attempts finish.
+// channel's, and within the tenant one endpoint scope (an agent's own
+// endpoints, or the tenant-wide ones) half of what the tenant's other
+// scopes leave: a receiver that answers slowly, or never, takes its share
+// of the dispatcher and no more, and the dispatcher goes on claiming for
+// everyone else as attempts finish.
 const (
 	webhookSlots = 64 // webhook attempts in flight at once
 	notifySlots  = 8  // attempts in flight per notification channel
