@@ -128,19 +128,23 @@ func (e *env) propose(order string, amount int64) *models.Proposal {
 	return p
 }
 
-// drain dispatches until nothing is due now.
-func drain(t *testing.T, ev *events.Service) {
+// drain dispatches until nothing is due now and returns how many attempts
+// it made.
+func drain(t *testing.T, ev *events.Service) int {
 	t.Helper()
+	attempted := 0
 	for range 100 {
 		n, err := ev.DispatchOnce(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
-			return
+			return attempted
 		}
+		attempted += n
 	}
 	t.Fatal("deliveries never ran out")
+	return attempted
 }
 
 // receiver is a real HTTP endpoint on 127.0.0.1 that verifies every

@@ -139,24 +139,10 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 		// Once an attempt to the endpoint failed, it is probed with one
 		// attempt at a time until one succeeds, and attempts run while
 		// the round still claims: the deliveries due at one moment may
-		// take up to one round each.
-		rounds := func() int {
-			attempted := 0
-			for range 3 {
-				n, err := ev.DispatchOnce(e.ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					break
-				}
-				attempted += n
-			}
-			return attempted
-		}
+		// take up to one round each, so each step drains them.
 		// created, awaiting, cancelled: three deliveries; the first two
 		// attempts fail with 500 and wait for the backoff.
-		if n := rounds(); n != 3 {
+		if n := drain(t, ev); n != 3 {
 			t.Fatalf("first rounds attempted %d, want 3", n)
 		}
 		clock.Set(clock.Now().Add(999 * time.Millisecond))
@@ -164,7 +150,7 @@ func TestRetryAfter500KeepsTheWebhookID(t *testing.T) {
 			t.Fatalf("a failed delivery was retried before its backoff (%d)", n)
 		}
 		clock.Set(clock.Now().Add(time.Millisecond))
-		if n := rounds(); n != 2 {
+		if n := drain(t, ev); n != 2 {
 			t.Fatalf("retry rounds attempted %d, want 2", n)
 		}
 		log, _ := ev.Deliveries(e.ctx, e.tenant, ep.ID, 10)
