@@ -53,6 +53,7 @@ func (r *report) print(w io.Writer) {
 // batch is the outcome of n operations at some concurrency.
 type batch struct {
 	wall time.Duration
+	cpu  time.Duration // the bench process's CPU time (user and system) over the batch
 	lat  []time.Duration
 }
 
@@ -67,6 +68,7 @@ func runBatch(ctx context.Context, n, c int, op func(ctx context.Context, i int)
 		mu   sync.Mutex
 		err1 error
 	)
+	cpu0 := processCPU()
 	start := time.Now()
 	for range c {
 		wg.Go(func() {
@@ -90,7 +92,7 @@ func runBatch(ctx context.Context, n, c int, op func(ctx context.Context, i int)
 		})
 	}
 	wg.Wait()
-	return batch{wall: time.Since(start), lat: lat}, err1
+	return batch{wall: time.Since(start), cpu: processCPU() - cpu0, lat: lat}, err1
 }
 
 // summary is the medians over rounds of throughput, and percentiles over
@@ -98,18 +100,21 @@ func runBatch(ctx context.Context, n, c int, op func(ctx context.Context, i int)
 type summary struct {
 	ops      float64
 	p50, p99 time.Duration
+	cpu      time.Duration // median CPU time of the bench's process per operation
 }
 
 func summarize(bs []batch) summary {
 	var ops []float64
-	var lat []time.Duration
+	var lat, cpu []time.Duration
 	for _, b := range bs {
 		ops = append(ops, b.opsPerSec())
 		lat = append(lat, b.lat...)
+		cpu = append(cpu, b.cpu/time.Duration(max(len(b.lat), 1)))
 	}
 	sort.Float64s(ops)
 	slices.Sort(lat)
-	return summary{ops: ops[len(ops)/2], p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
+	slices.Sort(cpu)
+	return summary{ops: ops[len(ops)/2], p50: pct(lat, 0.50), p99: pct(lat, 0.99), cpu: cpu[len(cpu)/2]}
 }
 
 func pct(d []time.Duration, p float64) time.Duration {
@@ -176,6 +181,9 @@ func benchKind(ctx context.Context, cfg config, dir, kind string, rep *report) e
 		return err
 	}
 	defer srv.stop()
+	if kind == "postgres" {
+		srv.wal = &walMeter{db: db.raw}
+	}
 	fl, err := newFloor(ctx, db.floor, kind == "postgres")
 	if err != nil {
 		return err
@@ -228,6 +236,7 @@ func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *
 	for _, c := range cfg.Conc {
 		var prod, base []batch
 		var stmts, ops int64
+		var walProd, walBase float64
 		for r := range cfg.Rounds {
 			toks, err := fl.tokens(ctx, cfg.Ops)
 			if err != nil {
@@ -237,12 +246,12 @@ func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *
 			if err != nil {
 				return err
 			}
-			floorRun := func() error {
+			floorRun := srv.wal.around(ctx, &walBase, func() error {
 				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error { return fl.execute(ctx, toks[i]) })
 				base = append(base, b)
 				return err
-			}
-			prodRun := func() error {
+			})
+			prodRun := srv.wal.around(ctx, &walProd, func() error {
 				before := srv.stmts.Load()
 				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error {
 					body := fmt.Appendf(nil, `{"proposal_id":%q,"token":%q}`, work[i][0], work[i][1])
@@ -252,7 +261,7 @@ func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *
 				ops += int64(cfg.Ops)
 				prod = append(prod, b)
 				return err
-			}
+			})
 			if err := alternate(r, floorRun, bare.run(ctx, cfg.Ops, c), prodRun); err != nil {
 				return err
 			}
@@ -264,6 +273,7 @@ func benchExecute(ctx context.Context, cfg config, srv *server, fl *floor, rep *
 			Ratio2: float64(p.p99) / float64(f.p99), Ratio2Of: "vs floor",
 			Statement: float64(stmts) / float64(ops)},
 			bare.row("execute", srv.kind, c, p, f))
+		rep.notes = append(rep.notes, costNote("execute", srv, c, p, f, summarize(bare.batches), walProd, walBase, cfg.Ops*cfg.Rounds))
 		bare.reset()
 	}
 	return nil
@@ -279,13 +289,14 @@ func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *r
 	for _, c := range cfg.Conc {
 		var prod, base []batch
 		var stmts, ops int64
+		var walProd, walBase float64
 		for r := range cfg.Rounds {
-			floorRun := func() error {
+			floorRun := srv.wal.around(ctx, &walBase, func() error {
 				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error { return fl.create(ctx, body()) })
 				base = append(base, b)
 				return err
-			}
-			prodRun := func() error {
+			})
+			prodRun := srv.wal.around(ctx, &walProd, func() error {
 				before := srv.stmts.Load()
 				b, err := runBatch(ctx, cfg.Ops, c, func(ctx context.Context, i int) error {
 					return srv.do(ctx, "POST", "/api/v1/proposals", body(), 201)
@@ -294,7 +305,7 @@ func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *r
 				ops += int64(cfg.Ops)
 				prod = append(prod, b)
 				return err
-			}
+			})
 			if err := alternate(r, floorRun, bare.run(ctx, cfg.Ops, c), prodRun); err != nil {
 				return err
 			}
@@ -306,6 +317,7 @@ func benchCreate(ctx context.Context, cfg config, srv *server, fl *floor, rep *r
 			Ratio2: float64(p.p99) / float64(f.p99), Ratio2Of: "vs floor",
 			Statement: float64(stmts) / float64(ops)},
 			bare.row("create", srv.kind, c, p, f))
+		rep.notes = append(rep.notes, costNote("create", srv, c, p, f, summarize(bare.batches), walProd, walBase, cfg.Ops*cfg.Rounds))
 		bare.reset()
 	}
 	return nil

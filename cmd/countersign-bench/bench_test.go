@@ -64,6 +64,29 @@ func TestBenchReport(t *testing.T) {
 					t.Errorf("row %q has a ratio that is not finite: %s", name, line)
 				}
 			}
+			// Each execute and create row says what one operation cost
+			// besides its time; on PostgreSQL, the log it wrote too.
+			for _, op := range []string{"execute", "create"} {
+				for _, c := range []string{"1", "3"} {
+					prefix := "Per " + op + ", " + kind + ", c=" + c + ": CPU of the bench's process, countersign "
+					note := ""
+					for _, l := range strings.Split(out.String(), "\n") {
+						if strings.HasPrefix(l, prefix) {
+							note = l
+						}
+					}
+					switch {
+					case note == "":
+						t.Errorf("no note %q in the report:\n%s", prefix, out.String())
+					case strings.Contains(note, "NaN") || strings.Contains(note, "Inf") || strings.Contains(note, " 0.00 ms"):
+						t.Errorf("a cost that is not finite and positive: %s", note)
+					case kind == "postgres" && !strings.Contains(note, "; write-ahead log written, countersign "):
+						t.Errorf("no log volume on PostgreSQL: %s", note)
+					case kind == "sqlite" && strings.Contains(note, "write-ahead log"):
+						t.Errorf("a PostgreSQL log volume on SQLite: %s", note)
+					}
+				}
+			}
 			rep, err := bench(context.Background(), config{Conc: []int{2}, Ops: 4, Rounds: 1, ListN: 1000, Waiters: 3,
 				Dir: t.TempDir(), PG: pgDSN(t, kind), SkipSQLite: kind == "postgres"})
 			if err != nil {

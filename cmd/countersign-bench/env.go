@@ -54,7 +54,8 @@ type server struct {
 	reviewer models.User
 	client   *http.Client
 	stmts    atomic.Int64
-	raw      *sql.DB // countersign's database, for bulk loads
+	raw      *sql.DB   // countersign's database, for bulk loads
+	wal      *walMeter // the server's write-ahead log; nil on SQLite
 	stop     func()
 }
 
