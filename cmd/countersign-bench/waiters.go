@@ -454,12 +454,10 @@ func idle(n int) (idleFigures, error) {
 	g := runtime.NumGoroutine()
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
-	var ru0, ru1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	cpu0 := processCPU()
 	t := time.Now()
 	time.Sleep(2 * time.Second)
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	used := tv(ru1.Utime) + tv(ru1.Stime) - tv(ru0.Utime) - tv(ru0.Stime)
+	used := processCPU() - cpu0
 	return idleFigures{rss: float64(with-baseRSS) / float64(n), goroutines: float64(g-baseGoroutines) / float64(n),
 		heap:  (float64(mem.HeapInuse) - float64(baseMem.HeapInuse)) / float64(n),
 		stack: (float64(mem.StackInuse) - float64(baseMem.StackInuse)) / float64(n),
@@ -476,10 +474,6 @@ var (
 	baseGoroutines int
 	baseMem        runtime.MemStats
 )
-
-func tv(t syscall.Timeval) time.Duration {
-	return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
-}
 
 func rssBytes() (int64, error) { return procStatus("VmRSS:") }
 
