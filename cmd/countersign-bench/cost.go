@@ -9,9 +9,11 @@ import (
 )
 
 // walMeter reads how far a PostgreSQL server's write-ahead log has got;
-// nil on SQLite, where it measures nothing. The log is the whole server's,
-// so what it wrote during a batch is the batch's only while nothing else
-// writes (the bench runs one batch at a time).
+// nil on SQLite, where it measures nothing. The log is the whole server's:
+// what it grows by during a batch is the batch's, the bench running one at
+// a time, plus whatever countersign's background work (its instance's
+// heartbeat, the sweeps) writes meanwhile, which falls on the floor's
+// batches as on the product's.
 type walMeter struct{ db *sql.DB }
 
 // position is the log's current position, in bytes.
