@@ -15,7 +15,12 @@ type Session struct {
 	// CSRF is the session's synchronizer token for state-changing requests.
 	CSRF string
 	// AMR lists how the user authenticated, e.g. ["pwd"].
-	AMR       []string
+	AMR []string
+	// KeyID is the passkey (SecurityKey.ID) the user signed in with, ""
+	// for a password. The session ends when that key is flagged as a
+	// possible copy, removed from another session, or of a model the
+	// attestation policy reports compromised.
+	KeyID     string
 	CreatedAt time.Time
 	// LastSeen slides with a person's requests; the session ends when it
 	// has been idle for the configured idle timeout.

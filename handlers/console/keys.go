@@ -48,7 +48,7 @@ type StepUp interface {
 	FinishRegistration(ctx context.Context, u models.User, name string, response []byte) (models.SecurityKey, error)
 	RenameKey(ctx context.Context, u models.User, keyID, name string) (models.SecurityKey, error)
 	BeginRemoval(ctx context.Context, u models.User, keyID string) (json.RawMessage, error)
-	FinishRemoval(ctx context.Context, u models.User, keyID string, response []byte) error
+	FinishRemoval(ctx context.Context, u models.User, session, keyID string, response []byte) error
 	// BeginApproval and FinishApproval are the step-up of one approval.
 	BeginApproval(ctx context.Context, reviewer models.User, proposalID, digestSeen string) (json.RawMessage, error)
 	FinishApproval(ctx context.Context, in stepup.ApprovalInput) (*models.Proposal, error)
@@ -312,7 +312,7 @@ func (h *Keys) RemoveFinish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.s.FinishRemoval(c.Request().Context(), s.User, c.Param("id"), body); err != nil {
+	if err := h.s.FinishRemoval(c.Request().Context(), s.User, s.ID, c.Param("id"), body); err != nil {
 		return err
 	}
 	return redirectJSON(c, keysURL+"?notice=removed")

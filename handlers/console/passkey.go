@@ -20,14 +20,15 @@ type PasskeyVerifier interface {
 	// credential of the organization, counting the sign-in against the
 	// source address until it succeeds.
 	BeginPasskeyLogin(ctx context.Context, tenantName, clientIP, deviceID string) (json.RawMessage, error)
-	// FinishPasskeyLogin verifies the answer and returns whom it signs in.
-	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, error)
+	// FinishPasskeyLogin verifies the answer and returns whom it signs in,
+	// and with which key.
+	FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, models.SecurityKey, error)
 }
 
 // PasskeySessions starts the session of a verified passkey sign-in
 // (*auth.Service).
 type PasskeySessions interface {
-	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User, zone string) (models.Session, error)
+	PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User, key models.SecurityKey, zone string) (models.Session, error)
 }
 
 var (
@@ -93,11 +94,11 @@ func (h *Passkeys) Finish(c echo.Context) error {
 		return models.Wrap(models.EInvalidRequest, err, "the request is not a JSON object")
 	}
 	ctx := c.Request().Context()
-	t, u, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body, c.RealIP(), h.knownDevice(c, in.Org))
+	t, u, key, err := h.verify.FinishPasskeyLogin(ctx, in.Org, body, c.RealIP(), h.knownDevice(c, in.Org))
 	if err != nil {
 		return err
 	}
-	s, err := h.sessions.PasskeyLogin(ctx, t, u, in.Zone)
+	s, err := h.sessions.PasskeyLogin(ctx, t, u, key, in.Zone)
 	if err != nil {
 		return err
 	}

@@ -256,12 +256,6 @@ func (a *App) init(ctx context.Context) error {
 	if a.Passwords, err = secret.NewPasswords(a.cfg.PasswordHash, a.cfg.PasswordHashConcurrency); err != nil {
 		return err
 	}
-	a.Auth = auth.New(auth.Config{Store: a.Store, Clock: a.cfg.Clock, Passwords: a.Passwords,
-		IdleTimeout: a.cfg.IdleTimeout, AbsoluteTimeout: a.cfg.AbsoluteTimeout})
-	hashKey, blockKey, err := a.cookieKeys(ctx)
-	if err != nil {
-		return err
-	}
 	rpID, origins, err := WebAuthnDefaults(a.cfg.BaseURL, a.cfg.RPID, a.cfg.Origins)
 	if err != nil {
 		return err
@@ -281,6 +275,16 @@ func (a *App) init(ctx context.Context) error {
 	// The one WebAuthn relying party of the process.
 	a.StepUp, err = stepup.New(stepup.Config{RPID: rpID, RPName: a.cfg.RPName, Origins: origins,
 		Store: a.Store, Protocol: a.Protocol, Clock: a.cfg.Clock, Metadata: md})
+	if err != nil {
+		return err
+	}
+	var keys auth.KeyPolicy
+	if md != nil {
+		keys = a.StepUp
+	}
+	a.Auth = auth.New(auth.Config{Store: a.Store, Clock: a.cfg.Clock, Passwords: a.Passwords,
+		IdleTimeout: a.cfg.IdleTimeout, AbsoluteTimeout: a.cfg.AbsoluteTimeout, Keys: keys})
+	hashKey, blockKey, err := a.cookieKeys(ctx)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func auditData(t *testing.T, entries []models.AuditEntry, kind string) []map[str
 // it, and a
 // reviewer whose keys are all of that model is told to register a
 // certified one, which the compromised key may still confirm. Its passkey
-// signs nobody in. A certified model's key keeps approving, and so does a
+// signs nobody in, and the session it began before ends. A certified model's key keeps approving, and so does a
 // key registered before the policy whose model is merely unknown; the
 // keys page tells them apart.
 func TestKeysOfACompromisedModelApproveNothing(t *testing.T) {
@@ -104,6 +104,10 @@ func TestKeysOfACompromisedModelApproveNothing(t *testing.T) {
 	attestedBy(t, m, ky)
 	ky.register("Key Y", kx)
 	kx.approve(c.propose("ord_2001", 50000))
+	px := passkeySignIn(t, c, kx)
+	if !signedIn(t, px) {
+		t.Fatal("the passkey of model X signed nobody in under the old BLOB")
+	}
 
 	// An approval with X begun under the old BLOB, finished under the new.
 	p := c.propose("ord_2002", 50000)
@@ -115,6 +119,14 @@ func TestKeysOfACompromisedModelApproveNothing(t *testing.T) {
 	keysBefore, err := c.app.StepUp.Keys(t.Context(), alice)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The session the passkey of model X began ends at its next request;
+	// alice's password session does not.
+	if signedIn(t, px) {
+		t.Error("the session begun with the passkey of model X is still signed in")
+	}
+	if !signedIn(t, b) {
+		t.Error("alice's password session ended with the passkey of model X")
 	}
 	// Presented eight times at once: one refusal says why, the others
 	// find the ceremony used up.

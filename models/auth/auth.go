@@ -188,6 +188,16 @@ type Config struct {
 	// MaxDeviceFailures bounds failures from one remembered device on one
 	// account in FailureWindow.
 	MaxDeviceFailures int
+	// Keys is the attestation policy (*stepup.Service under a metadata
+	// BLOB): a session begun with a passkey it now refuses ends at its
+	// next request. Nil when there is no policy.
+	Keys KeyPolicy
+}
+
+// KeyPolicy says why a registered key may no longer be used: its model is
+// reported compromised. "" when it may.
+type KeyPolicy interface {
+	Compromised(ctx context.Context, k models.SecurityKey) string
 }
 
 // Service signs console users in and out and runs the admin operations.
@@ -204,6 +214,7 @@ type Service struct {
 	pw       *secret.Passwords
 	backoff  time.Duration
 	maxDev   int
+	keys     KeyPolicy
 
 	dummyOnce sync.Once
 	dummy     string
@@ -213,7 +224,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, clock: cfg.Clock, idle: cfg.IdleTimeout, absolute: cfg.AbsoluteTimeout,
 		maxUser: cfg.MaxUserFailures, maxIP: cfg.MaxIPFailures, window: cfg.FailureWindow,
-		backoff: cfg.UserBackoff, maxDev: cfg.MaxDeviceFailures, pw: cfg.Passwords}
+		backoff: cfg.UserBackoff, maxDev: cfg.MaxDeviceFailures, pw: cfg.Passwords, keys: cfg.Keys}
 	if s.pw == nil {
 		s.pw, _ = secret.NewPasswords(secret.DefaultPasswordParams, 0)
 	}
@@ -334,7 +345,7 @@ func (s *Service) SignIn(ctx context.Context, in LoginAttempt) (models.Session, 
 	if err := s.adoptZone(ctx, &user, in.Zone); err != nil {
 		return models.Session{}, err
 	}
-	return s.start(ctx, user, tenant, []string{AMRPassword}, now)
+	return s.start(ctx, user, tenant, []string{AMRPassword}, "", now)
 }
 
 // refusal names why a sign-in with a password that verified (or not) to
@@ -358,12 +369,17 @@ func (s *Service) recordRefusal(ctx context.Context, u models.User, reason strin
 		Data: map[string]any{"user_id": u.ID, "method": models.MethodPassword, "reason": reason, "known_device": knownDevice}})
 }
 
-// PasskeyLogin starts a new session for user, whose passkey assertion the
+// PasskeyLogin starts a new session for user, whose assertion by key the
 // caller has verified (stepup.Service.FinishPasskeyLogin); the session's
-// AMR is ["webauthn"]. The user is read again: one that is unknown in the
-// tenant, or disabled, is EUnauthenticated. It may also return
+// AMR is ["webauthn"], and it ends when key is flagged, removed from
+// another session or refused by the attestation policy (Session). The
+// user is read again: one that is unknown in the tenant, or disabled, is
+// EUnauthenticated; so is a key that is not the user's. It may also return
 // EUnavailable. zone is the browser's, as in LoginAttempt.
-func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User, zone string) (models.Session, error) {
+func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user models.User, key models.SecurityKey, zone string) (models.Session, error) {
+	if key.ID == "" || key.TenantID != tenant.ID || key.UserID != user.ID {
+		return models.Session{}, badLogin()
+	}
 	u, _, err := s.store.UserCredentials(ctx, tenant.ID, user.Name)
 	if models.IsCode(err, models.ENotFound) {
 		return models.Session{}, badLogin()
@@ -377,7 +393,7 @@ func (s *Service) PasskeyLogin(ctx context.Context, tenant models.Tenant, user m
 	if err := s.adoptZone(ctx, &u, zone); err != nil {
 		return models.Session{}, err
 	}
-	return s.start(ctx, u, tenant, []string{AMRWebAuthn}, s.clock.Now())
+	return s.start(ctx, u, tenant, []string{AMRWebAuthn}, key.ID, s.clock.Now())
 }
 
 // adoptZone makes zone, the one the browser signing in reports, u's zone
@@ -405,7 +421,7 @@ func (s *Service) credentials(ctx context.Context, tenantName, username string) 
 }
 
 // start creates a new session record with fresh random id and CSRF token.
-func (s *Service) start(ctx context.Context, user models.User, tenant models.Tenant, amr []string, now time.Time) (models.Session, error) {
+func (s *Service) start(ctx context.Context, user models.User, tenant models.Tenant, amr []string, keyID string, now time.Time) (models.Session, error) {
 	id, err := secret.RandomToken(sessionIDBytes)
 	if err != nil {
 		return models.Session{}, err
@@ -414,7 +430,7 @@ func (s *Service) start(ctx context.Context, user models.User, tenant models.Ten
 	if err != nil {
 		return models.Session{}, err
 	}
-	sess := models.Session{ID: id, Handle: HandleOf(id), User: user, Tenant: tenant, CSRF: csrf, AMR: amr,
+	sess := models.Session{ID: id, Handle: HandleOf(id), User: user, Tenant: tenant, CSRF: csrf, AMR: amr, KeyID: keyID,
 		CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(s.absolute)}
 	if err := s.store.CreateConsoleSession(ctx, sess); err != nil {
 		return models.Session{}, err
@@ -475,14 +491,32 @@ const ActivityResolution = time.Minute
 // makes by itself (a live list's poll or event stream) does not, so an open
 // tab left alone still ends at the idle timeout. A malformed, unknown,
 // revoked, idle, expired session, or one whose user was disabled, is
-// EUnauthenticated; EUnavailable when the database does not answer.
+// EUnauthenticated; EUnavailable when the database does not answer. So is
+// a session begun with a passkey whose model the attestation policy now
+// reports compromised: it is ended for good, on every instance, even if
+// the policy changes again (a flagged or removed key ended its sessions
+// as it was flagged or removed).
 func (s *Service) Session(ctx context.Context, rawID string, active bool) (models.Session, error) {
 	if !wellFormedID(rawID) {
 		return models.Session{}, models.Errorf(models.EUnauthenticated, "not signed in")
 	}
-	sess, err := s.store.TouchConsoleSession(ctx, HandleOf(rawID), s.clock.Now(), s.idle, ActivityResolution, active)
+	now := s.clock.Now()
+	sess, err := s.store.TouchConsoleSession(ctx, HandleOf(rawID), now, s.idle, ActivityResolution, active)
 	if err != nil {
 		return models.Session{}, err
+	}
+	if s.keys != nil && sess.KeyID != "" {
+		key, err := s.store.SessionKey(ctx, sess.Tenant.ID, sess.User.ID, sess.KeyID)
+		if err != nil {
+			return models.Session{}, err
+		}
+		if why := s.keys.Compromised(ctx, key); why != "" {
+			if err := s.store.RevokeConsoleSession(ctx, sess.Handle, now); err != nil {
+				return models.Session{}, err
+			}
+			return models.Session{}, models.Errorf(models.EUnauthenticated,
+				"your session has ended: the passkey %q you signed in with no longer signs anyone in (%s); sign in with your password", key.Name, why)
+		}
 	}
 	sess.ID = rawID
 	return sess, nil

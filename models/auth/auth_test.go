@@ -301,7 +301,7 @@ func testSharedAddressFloodSparesKnownDevices(t *testing.T, e *env) {
 		ClientIP: proxy, Device: device}); err != nil {
 		t.Errorf("known browser behind the flooded address: %v", err)
 	}
-	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, ""); err != nil {
+	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, aliceKey(t, e), ""); err != nil {
 		t.Errorf("passkey sign-in behind the flooded address: %v", err)
 	}
 }

@@ -77,13 +77,14 @@ func testSignInAdoptsTheBrowserZone(t *testing.T, e *env) {
 func TestPasskeySignInAdoptsTheBrowserZone(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, "Not/AZone"); err != nil {
+	key := aliceKey(t, e)
+	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, key, "Not/AZone"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, "Asia/Tokyo"); err != nil {
+	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, key, "Asia/Tokyo"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, "Europe/Paris"); err != nil {
+	if _, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, key, "Europe/Paris"); err != nil {
 		t.Fatal(err)
 	}
 	u, _, err := e.st.UserCredentials(ctx, e.tenant.ID, "alice")

@@ -793,13 +793,15 @@ func (s *Service) BeginRemoval(ctx context.Context, u models.User, keyID string)
 	return marshalOptions(assertion)
 }
 
-// FinishRemoval verifies the answer to BeginRemoval and removes the key.
-// A flagged key may confirm only its own removal.
+// FinishRemoval verifies the answer to BeginRemoval and removes the key,
+// which ends the sessions it began but the one the removal is confirmed
+// in (session, its handle): that person has just proved a key again. A
+// flagged key may confirm only its own removal.
 //
 // Errors: EInvalidRequest, EArgsMismatch (the confirmation was for another
 // key), EAlreadyConsumed, ECeremonyExpired, EStepUpFailed, ENotFound,
 // EUnavailable.
-func (s *Service) FinishRemoval(ctx context.Context, u models.User, keyID string, response []byte) error {
+func (s *Service) FinishRemoval(ctx context.Context, u models.User, session, keyID string, response []byte) error {
 	const nothing = "No key was removed."
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
 	if err != nil {
@@ -818,7 +820,7 @@ func (s *Service) FinishRemoval(ctx context.Context, u models.User, keyID string
 	if _, err := s.verifyAssertion(ctx, u, sd, parsed, keyID, false, nothing); err != nil {
 		return err
 	}
-	return s.store.RemoveSecurityKey(ctx, u.TenantID, u.ID, keyID, s.clock.Now())
+	return s.store.RemoveSecurityKey(ctx, u.TenantID, u.ID, keyID, session, s.clock.Now())
 }
 
 // ---- Passkey sign-in ----------------------------------------------------------
@@ -903,29 +905,31 @@ func passkeyLimitKey(tenantName, clientIP, deviceID string) string {
 // PasskeySignIns per account per window; refusals before that name nobody
 // and are not.
 //
+// It returns the organization, the account and the key that signed in.
+//
 // Errors: EInvalidRequest, EStepUpFailed, EKeyModelRevoked,
 // EAlreadyConsumed, ECeremonyExpired, EUnauthenticated (unknown
 // organization or key, disabled user), EUnavailable.
-func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, error) {
+func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, response []byte, clientIP, deviceID string) (models.Tenant, models.User, models.SecurityKey, error) {
 	const nothing = "Nobody was signed in."
 	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
 	if err != nil {
-		return models.Tenant{}, models.User{}, models.Wrap(models.EInvalidRequest, err, "this is not a passkey response")
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, models.Wrap(models.EInvalidRequest, err, "this is not a passkey response")
 	}
 	t, err := s.store.TenantByName(ctx, strings.TrimSpace(tenantName))
 	if models.IsCode(err, models.ENotFound) {
-		return models.Tenant{}, models.User{}, badPasskey(err)
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, badPasskey(err)
 	}
 	if err != nil {
-		return models.Tenant{}, models.User{}, err
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, err
 	}
 	anyone := models.User{TenantID: t.ID}
 	c, sd, err := s.begun(ctx, anyone, models.CeremonyLogin, parsed.Response.CollectedClientData.Challenge, nothing)
 	if err != nil {
-		return models.Tenant{}, models.User{}, err
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, err
 	}
 	if err := s.consume(ctx, c, nothing); err != nil {
-		return models.Tenant{}, models.User{}, err
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, err
 	}
 	// The account the answer names, when it names one of the organization:
 	// a refusal from here on is recorded in its name.
@@ -938,33 +942,34 @@ func (s *Service) FinishPasskeyLogin(ctx context.Context, tenantName string, res
 		case err == nil:
 			named = true
 		case !models.IsCode(err, models.ENotFound):
-			return models.Tenant{}, models.User{}, err
+			return models.Tenant{}, models.User{}, models.SecurityKey{}, err
 		}
 	}
-	refuse := func(reason string, err error) (models.Tenant, models.User, error) {
+	refuse := func(reason string, err error) (models.Tenant, models.User, models.SecurityKey, error) {
 		if named && reason != "" {
 			s.passkeyRefused(ctx, u, reason, parsed.RawID)
 		}
-		return models.Tenant{}, models.User{}, err
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, err
 	}
 	if err := s.checkClient(parsed.Response.CollectedClientData, protocol.AssertCeremony, parsed.Response.AuthenticatorData, nothing); err != nil {
 		return refuse("assertion_failed", err)
 	}
 	if !named {
-		return models.Tenant{}, models.User{}, badPasskey(errors.New("no user of the organization has this user handle"))
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, badPasskey(errors.New("no user of the organization has this user handle"))
 	}
 	if u.Disabled {
 		return refuse("account_disabled", badPasskey(errors.New("user disabled")))
 	}
 	// The rest is an assertion by one of u's keys; the library checks the
 	// user handle against u.
-	if _, reason, err := s.verifyPasskey(ctx, u, sd, parsed, nothing); err != nil {
+	key, reason, err := s.verifyPasskey(ctx, u, sd, parsed, nothing)
+	if err != nil {
 		return refuse(reason, err)
 	}
 	if err := s.store.ReleaseLoginAttempt(ctx, passkeyLimitKey(tenantName, clientIP, deviceID)); err != nil {
-		return models.Tenant{}, models.User{}, err
+		return models.Tenant{}, models.User{}, models.SecurityKey{}, err
 	}
-	return t, u, nil
+	return t, u, key, nil
 }
 
 // passkeyRefused records a refused passkey sign-in to u's account. It is

@@ -25,6 +25,8 @@ type consoleSessionRow struct {
 	LastSeenAt int64
 	ExpiresAt  int64
 	RevokedAt  *int64
+	// KeyID is the passkey the session began with, nil for a password.
+	KeyID *string
 }
 
 func (consoleSessionRow) TableName() string { return "console_sessions" }
@@ -59,13 +61,16 @@ func (s *Store) CreateConsoleSession(ctx context.Context, sess models.Session) e
 	}
 	row := consoleSessionRow{IDHash: sess.Handle, TenantID: sess.Tenant.ID, UserID: sess.User.ID,
 		CSRFToken: sess.CSRF, AMR: string(amr), CreatedAt: ms(sess.CreatedAt),
-		LastSeenAt: ms(sess.LastSeen), ExpiresAt: ms(sess.ExpiresAt)}
+		LastSeenAt: ms(sess.LastSeen), ExpiresAt: ms(sess.ExpiresAt), KeyID: optional(sess.KeyID)}
+	data := map[string]any{"user_id": sess.User.ID, "amr": json.RawMessage(amr), "method": models.ApprovalMethod(sess.AMR, nil)}
+	if sess.KeyID != "" {
+		data["key_id"] = sess.KeyID
+	}
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			return err
 		}
-		return appendAudit(tx, sess.Tenant.ID, sess.CreatedAt, adminEvent(models.AuditSignIn, sess.User.ID,
-			map[string]any{"user_id": sess.User.ID, "amr": json.RawMessage(amr), "method": models.ApprovalMethod(sess.AMR, nil)}))
+		return appendAudit(tx, sess.Tenant.ID, sess.CreatedAt, adminEvent(models.AuditSignIn, sess.User.ID, data))
 	})
 }
 
@@ -118,7 +123,7 @@ func (s *Store) TouchConsoleSession(ctx context.Context, handle string, now time
 	return models.Session{Handle: row.IDHash, User: u.model(),
 		Tenant: models.Tenant{ID: t.ID, Name: t.Name, CreatedAt: fromMS(t.CreatedAt)},
 		CSRF:   row.CSRFToken, AMR: amr, CreatedAt: fromMS(row.CreatedAt),
-		LastSeen: fromMS(row.LastSeenAt), ExpiresAt: fromMS(row.ExpiresAt)}, nil
+		LastSeen: fromMS(row.LastSeenAt), ExpiresAt: fromMS(row.ExpiresAt), KeyID: deref(row.KeyID)}, nil
 }
 
 // RevokeConsoleSession ends one session. Ending an unknown or ended session
@@ -139,6 +144,19 @@ func revokeUserSessions(tx *gorm.DB, tenantID, userID string, now time.Time) err
 	return tx.Model(&consoleSessionRow{}).
 		Where("tenant_id = ? AND user_id = ? AND revoked_at IS NULL", tenantID, userID).
 		Update("revoked_at", ms(now)).Error
+}
+
+// revokeKeySessions ends the live sessions that one of the user's keys
+// began, but the one whose handle is except (none when ""), and returns
+// how many it ended.
+func revokeKeySessions(tx *gorm.DB, tenantID, userID, keyID, except string, now time.Time) (int64, error) {
+	q := tx.Model(&consoleSessionRow{}).
+		Where("key_id = ? AND tenant_id = ? AND user_id = ? AND revoked_at IS NULL", keyID, tenantID, userID)
+	if except != "" {
+		q = q.Where("id_hash <> ?", except)
+	}
+	res := q.Update("revoked_at", ms(now))
+	return res.RowsAffected, res.Error
 }
 
 // errLimited rolls back a reservation that hit a limit.

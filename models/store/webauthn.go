@@ -211,9 +211,11 @@ func (s *Store) RenameSecurityKey(ctx context.Context, tenantID, userID, keyID, 
 }
 
 // RemoveSecurityKey marks one of the user's keys removed: it approves
-// nothing any more, and the history still names it. ENotFound for keys that
-// are not the user's or were removed already.
-func (s *Store) RemoveSecurityKey(ctx context.Context, tenantID, userID, keyID string, now time.Time) error {
+// nothing any more, and the history still names it. The sessions the key
+// began end with it, in the same transaction, but the one whose handle is
+// from (the session the removal was confirmed in; none when ""). ENotFound
+// for keys that are not the user's or were removed already.
+func (s *Store) RemoveSecurityKey(ctx context.Context, tenantID, userID, keyID, from string, now time.Time) error {
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&securityKeyRow{}).
 			Where("tenant_id = ? AND user_id = ? AND id = ? AND removed_at IS NULL", tenantID, userID, keyID).
@@ -224,8 +226,24 @@ func (s *Store) RemoveSecurityKey(ctx context.Context, tenantID, userID, keyID s
 		if res.RowsAffected == 0 {
 			return models.Errorf(models.ENotFound, "no such security key")
 		}
-		return appendAudit(tx, tenantID, now, adminEvent(models.AuditKeyRemoved, userID, map[string]any{"user_id": userID, "key_id": keyID}))
+		ended, err := revokeKeySessions(tx, tenantID, userID, keyID, from, now)
+		if err != nil {
+			return err
+		}
+		return appendAudit(tx, tenantID, now, adminEvent(models.AuditKeyRemoved, userID,
+			map[string]any{"user_id": userID, "key_id": keyID, "sessions_ended": ended}))
 	})
+}
+
+// SessionKey returns the key, removed or not, that began a session of the
+// user, for the session's checks; ENotFound when there is none.
+func (s *Store) SessionKey(ctx context.Context, tenantID, userID, keyID string) (models.SecurityKey, error) {
+	var row securityKeyRow
+	err := s.read.WithContext(ctx).Where("tenant_id = ? AND user_id = ? AND id = ?", tenantID, userID, keyID).Take(&row).Error
+	if err != nil {
+		return models.SecurityKey{}, notFound(err, "no such security key")
+	}
+	return row.model()
 }
 
 // RecordKeyUse records a verified assertion of one of the user's keys: the
@@ -275,10 +293,16 @@ func (s *Store) RecordKeyUse(ctx context.Context, tenantID, userID, keyID string
 			return flag.Error
 		}
 		if flag.RowsAffected == 1 {
+			// Whoever holds a copy may have signed in with it: every
+			// session the key began ends with the flag.
+			ended, err := revokeKeySessions(tx, tenantID, userID, keyID, "", now)
+			if err != nil {
+				return err
+			}
 			// Recorded once, by the use that flagged it, with the flag.
 			if err := appendAudit(tx, tenantID, now, adminEvent(models.AuditKeyFlagged, models.ActorSystem, map[string]any{
 				"user_id": userID, "key_id": keyID, "credential_id": row.CredentialID,
-				"stored_sign_count": row.SignCount, "presented_sign_count": newCount})); err != nil {
+				"stored_sign_count": row.SignCount, "presented_sign_count": newCount, "sessions_ended": ended})); err != nil {
 				return err
 			}
 		}

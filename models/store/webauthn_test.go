@@ -70,13 +70,13 @@ func TestSecurityKeysKeepEveryField(t *testing.T) {
 		}
 
 		// Removal hides it from the user but the history still finds it.
-		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.admin.ID, k.ID, consoleNow); !models.IsCode(err, models.ENotFound) {
+		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.admin.ID, k.ID, "", consoleNow); !models.IsCode(err, models.ENotFound) {
 			t.Errorf("removal by another user: %v", err)
 		}
-		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.reviewer.ID, k.ID, consoleNow); err != nil {
+		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.reviewer.ID, k.ID, "", consoleNow); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.reviewer.ID, k.ID, consoleNow); !models.IsCode(err, models.ENotFound) {
+		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.reviewer.ID, k.ID, "", consoleNow); !models.IsCode(err, models.ENotFound) {
 			t.Errorf("second removal: %v", err)
 		}
 		if keys, _ := st.SecurityKeys(ctx, f.tenant.ID, f.reviewer.ID); len(keys) != 0 {
@@ -361,4 +361,105 @@ func consoleSetup2(t *testing.T, st *store.Store, f consoleFixture) consoleFixtu
 	}
 	f.reviewer = u
 	return f
+}
+
+// TestKeySessionsEndWithTheKey: flagging a key (its counter went
+// backwards) ends every session begun with it, in the same transaction;
+// removing it ends them all but the one it is removed from. Password
+// sessions, another key's sessions and sessions of other users or tenants
+// that happen to name the same key id are untouched, and the audit entry
+// counts what it ended.
+func TestKeySessionsEndWithTheKey(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		f := consoleSetup(t, st)
+		flagged, err := st.CreateSecurityKey(ctx, newKey(f, "flagged"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed, err := st.CreateSecurityKey(ctx, newKey(f, "removed"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		session := func(handle string, u models.User, tenant models.Tenant, keyID string) string {
+			t.Helper()
+			s := models.Session{Handle: handle, User: u, Tenant: tenant, CSRF: "csrf", AMR: []string{"webauthn"}, KeyID: keyID,
+				CreatedAt: consoleNow, LastSeen: consoleNow, ExpiresAt: consoleNow.Add(2 * time.Hour)}
+			if err := st.CreateConsoleSession(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			return handle
+		}
+		live := func(handle string) bool {
+			t.Helper()
+			s, err := st.TouchConsoleSession(ctx, handle, consoleNow.Add(time.Minute), time.Hour, 0, false)
+			if err != nil && !models.IsCode(err, models.EUnauthenticated) {
+				t.Fatal(err)
+			}
+			return err == nil && s.Handle == handle
+		}
+		flag1 := session("flag-1", f.reviewer, f.tenant, flagged.ID)
+		flag2 := session("flag-2", f.reviewer, f.tenant, flagged.ID)
+		rem1 := session("rem-1", f.reviewer, f.tenant, removed.ID)
+		rem2 := session("rem-2", f.reviewer, f.tenant, removed.ID)
+		adminSame := session("admin-same-id", f.admin, f.tenant, flagged.ID)
+		otherSame := session("other-same-id", f.otherAdmin, f.other, flagged.ID)
+		if s, err := st.TouchConsoleSession(ctx, flag1, consoleNow, time.Hour, 0, false); err != nil || s.KeyID != flagged.ID {
+			t.Fatalf("session keeps its key: %+v %v", s, err)
+		}
+
+		use := func(n uint32) error {
+			_, err := st.RecordKeyUse(ctx, f.tenant.ID, f.reviewer.ID, flagged.ID, models.KeyUse{SignCount: n}, consoleNow)
+			return err
+		}
+		if err := use(5); err != nil {
+			t.Fatal(err)
+		}
+		if err := use(4); err == nil {
+			t.Fatal("regressed counter accepted")
+		}
+		want := map[string]bool{flag1: false, flag2: false, rem1: true, rem2: true, adminSame: true, otherSame: true,
+			f.reviewerSession.Handle: true}
+		for h, w := range want {
+			if got := live(h); got != w {
+				t.Errorf("after flagging: session %s live = %v, want %v", h, got, w)
+			}
+		}
+
+		if err := st.RemoveSecurityKey(ctx, f.tenant.ID, f.reviewer.ID, removed.ID, rem2, consoleNow); err != nil {
+			t.Fatal(err)
+		}
+		want[rem1] = false
+		for h, w := range want {
+			if got := live(h); got != w {
+				t.Errorf("after removal: session %s live = %v, want %v", h, got, w)
+			}
+		}
+
+		entries, err := st.AuditEntries(ctx, f.tenant.ID, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := map[string]float64{}
+		for _, e := range entries {
+			if e.Kind != "security_key.flagged" && e.Kind != "security_key.removed" {
+				continue
+			}
+			b, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var data struct {
+				SessionsEnded float64 `json:"sessions_ended"`
+			}
+			if err := json.Unmarshal(b.Data, &data); err != nil {
+				t.Fatal(err)
+			}
+			ended[e.Kind] = data.SessionsEnded
+		}
+		if ended["security_key.flagged"] != 2 || ended["security_key.removed"] != 1 {
+			t.Errorf("sessions_ended in the audit = %v, want flagged 2, removed 1", ended)
+		}
+	})
 }

@@ -14,7 +14,7 @@ import (
 
 // Session is a signed-in console user's session, as loaded for one request.
 type Session struct {
-	ID        string
+	ID        string // the session's handle (models.Session.Handle), never the cookie's secret
 	User      models.User
 	Tenant    models.Tenant
 	CSRF      string   // the synchronizer token every state-changing request must carry
