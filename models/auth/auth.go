@@ -507,10 +507,18 @@ func (s *Service) Session(ctx context.Context, rawID string, active bool) (model
 	}
 	if s.keys != nil && sess.KeyID != "" {
 		key, err := s.store.SessionKey(ctx, sess.Tenant.ID, sess.User.ID, sess.KeyID)
-		if err != nil {
+		why := ""
+		switch {
+		case models.IsCode(err, models.ENotFound):
+			// Keys are only ever marked removed; one that is gone
+			// entirely vouches for nothing.
+			key.Name, why = sess.KeyID, "it is no longer registered"
+		case err != nil:
 			return models.Session{}, err
+		default:
+			why = s.keys.Compromised(ctx, key)
 		}
-		if why := s.keys.Compromised(ctx, key); why != "" {
+		if why != "" {
 			if err := s.store.RevokeConsoleSession(ctx, sess.Handle, now); err != nil {
 				return models.Session{}, err
 			}

@@ -122,3 +122,23 @@ func TestPasskeySessionEndsWhenItsModelIsReportedCompromised(t *testing.T) {
 		t.Errorf("ended session after the report was withdrawn: %v, want it still ended", err)
 	}
 }
+
+// TestPasskeySessionOfAKeyThatIsGoneEnds: a session naming a key the
+// store does not hold (keys are only marked removed, so this is damage or
+// a hand-edited database) ends like a compromised one instead of failing
+// every request with not_found.
+func TestPasskeySessionOfAKeyThatIsGoneEnds(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.svc = auth.New(auth.Config{Store: e.st, Clock: e.clock, Passwords: cheapPasswords, Keys: &modelPolicy{}})
+	gone := models.SecurityKey{ID: "sk_gone", TenantID: e.tenant.ID, UserID: e.alice.ID}
+	s, err := e.svc.PasskeyLogin(ctx, e.tenant, e.alice, gone, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := e.svc.Session(ctx, s.ID, true); !models.IsCode(err, models.EUnauthenticated) {
+			t.Fatalf("session of a key that is gone: %v, want unauthenticated", err)
+		}
+	}
+}
