@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/descope/virtualwebauthn"
 	"golang.org/x/net/html"
 
 	"github.com/countersign/countersign/internal/app"
@@ -204,22 +203,7 @@ func TestKeysOfACompromisedModelApproveNothing(t *testing.T) {
 	}
 
 	// The passkey of model X signs nobody in; alice's password still does.
-	pb := c.browser()
-	pb.csrf = inputValue(t, pb.get("/login").doc, "csrf_token")
-	status, opts := pb.postJSON("/login/passkey/begin", `{"org":"demo"}`)
-	var out []byte
-	if status != http.StatusOK {
-		t.Fatalf("passkey begin: %d %s", status, opts)
-	}
-	po, err := virtualwebauthn.ParseAssertionOptions(string(opts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body map[string]any
-	json.Unmarshal([]byte(kx.signAny(po)), &body)
-	body["org"], body["next"] = "demo", "/history"
-	raw, _ := json.Marshal(body)
-	status, out = pb.postJSON("/login/passkey/finish", string(raw))
+	pb, status, out := tryPasskeySignIn(t, c, kx)
 	wantRefusal(t, "a passkey of model X", status, out, http.StatusForbidden, models.EKeyModelRevoked,
 		"Sign in with your password", "Nobody was signed in")
 	if r := pb.get("/history"); r.status == http.StatusOK {

@@ -15,6 +15,17 @@ import (
 // passkeySignIn signs a fresh browser in to demo with k's passkey.
 func passkeySignIn(t *testing.T, c *console, k *key) *browser {
 	t.Helper()
+	b, status, out := tryPasskeySignIn(t, c, k)
+	if status != http.StatusOK {
+		t.Fatalf("passkey finish: %d %s", status, out)
+	}
+	return b
+}
+
+// tryPasskeySignIn runs a passkey sign-in to demo with k in a fresh
+// browser and returns the browser with the finish's answer.
+func tryPasskeySignIn(t *testing.T, c *console, k *key) (*browser, int, []byte) {
+	t.Helper()
 	b := c.browser()
 	b.csrf = inputValue(t, b.get("/login").doc, "csrf_token")
 	status, out := b.postJSON("/login/passkey/begin", `{"org":"demo"}`)
@@ -31,10 +42,8 @@ func passkeySignIn(t *testing.T, c *console, k *key) *browser {
 	}
 	m["org"], m["next"] = "demo", "/history"
 	body, _ := json.Marshal(m)
-	if status, out := b.postJSON("/login/passkey/finish", string(body)); status != http.StatusOK {
-		t.Fatalf("passkey finish: %d %s", status, out)
-	}
-	return b
+	status, out = b.postJSON("/login/passkey/finish", string(body))
+	return b, status, out
 }
 
 // signedIn reports whether b's session still opens the history.
